@@ -1,0 +1,101 @@
+//! The quickstart: a memory store in a SQLite file, local embeddings, no network.
+//!
+//! Run with `cargo run --release --example quickstart` after `scripts/fetch-models.sh`.
+
+use memlane::{Memory, Message};
+use serde_json::json;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> memlane::Result<()> {
+    let dir = std::env::temp_dir().join(format!("memlane-quickstart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| memlane::Error::storage("cannot create a temp dir", e))?;
+    let path = dir.join("memories.db");
+
+    println!("memlane quickstart: long-term memory for an agent, in one file");
+    println!("store: {}\n", path.display());
+    let memory = Memory::open(&path).await?;
+
+    // Store a few things Alice said, verbatim (no language model needed).
+    let said = [
+        "I'm vegetarian, and I can't stand coriander.",
+        "My daughter Maya starts primary school in September.",
+        "I work as a structural engineer in Lisbon.",
+        "I'm training for the Porto half marathon in October.",
+        "Please always answer me in short bullet points.",
+    ];
+    let messages: Vec<Message> = said.iter().map(|s| Message::user(*s)).collect();
+    let added = memory
+        .add(messages)
+        .user("alice")
+        .metadata(json!({"source": "onboarding chat"}))
+        .infer(false)
+        .await?;
+    println!(
+        "stored {} memories for alice ({} credits used, {} left)",
+        added.results.len(),
+        added.credits_used,
+        added.credits_remaining
+    );
+    memory
+        .add("I'm a big fan of spicy food.")
+        .user("bob")
+        .infer(false)
+        .await?;
+
+    for question in [
+        "What should I cook for Alice tonight?",
+        "What does Alice do for a living?",
+        "Any upcoming events in Alice's family?",
+    ] {
+        println!("\nQ: {question}");
+        let hits = memory.search(question).user("alice").top_k(2).await?;
+        for hit in hits.results {
+            println!("   {:.2}  {}", hit.score, hit.record.memory);
+        }
+    }
+
+    // Facts change: update one, and look at its history.
+    let job = memory
+        .search("job")
+        .user("alice")
+        .top_k(1)
+        .await?
+        .results
+        .into_iter()
+        .next()
+        .map(|hit| hit.record.id);
+    if let Some(id) = job {
+        memory
+            .update(id)
+            .text("I work as a structural engineer in Porto (moved from Lisbon).")
+            .await?;
+        println!("\nhistory of memory {id}:");
+        for change in memory.history(id).await? {
+            println!(
+                "   {:?}: {:?} -> {:?}",
+                change.event, change.old_memory, change.new_memory
+            );
+        }
+    }
+
+    // Close and reopen: everything is still there, and the index reloads from disk.
+    drop(memory);
+    let memory = Memory::open(&path).await?;
+    let page = memory.list().user("alice").await?;
+    println!(
+        "\nafter reopening, alice has {} memories",
+        page.pagination.count
+    );
+
+    // Erasure request: delete everything about bob.
+    let deleted = memory.delete_all().user("bob").await?;
+    println!(
+        "deleted {} memory of bob's on request",
+        deleted.deleted.len()
+    );
+
+    drop(memory);
+    std::fs::remove_dir_all(&dir).map_err(|e| memlane::Error::storage("cannot clean up", e))?;
+    Ok(())
+}

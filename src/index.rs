@@ -1,0 +1,720 @@
+//! The in-process vector index: an HNSW graph (hnsw_rs) derived from the store.
+//!
+//! The store is the source of truth; this index only speeds up ranking. Its invariants:
+//!
+//! - **Keys.** Graph points are identified by [`VectorKey`]s. Keys only grow, and the index
+//!   inserts them in commit order (the engine holds its write gate across commit and insert),
+//!   so "everything up to `max_key`" is a complete description of what the graph holds.
+//! - **Liveness.** hnsw_rs cannot remove points. Retired keys (deleted or superseded
+//!   memories) stay in the graph but are masked by a bitset, and every result is checked
+//!   against the store again before it is returned.
+//! - **Persistence.** [`VectorIndex::save`] writes a new generation directory (graph, data,
+//!   and a manifest with SHA-256 sums), then atomically points `CURRENT` at it. On open, a
+//!   generation whose sums, store id, dimension or parameters do not match is not loaded: the
+//!   index is rebuilt from the store. A loaded index then catches up on keys written after it
+//!   was saved.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use hnsw_rs::api::AnnT;
+use hnsw_rs::hnsw::Hnsw;
+use hnsw_rs::hnswio::HnswIo;
+use hnsw_rs::prelude::Distance;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::embed::dot;
+use crate::error::{Error, Result};
+use crate::store::{LiveKey, Store, VectorKey};
+
+/// Parameters of the HNSW graph and of the exact-search cut-over.
+///
+/// ## Defaults
+/// - `max_connections` (M): 16. More links per node: better recall, more memory, slower
+///   inserts. Must be 4–128.
+/// - `ef_construction`: 100. Candidate list size while inserting. Must be at least M and at
+///   most 4096.
+/// - `ef_search`: 64. Candidate list size while searching (raised to `top_k` when larger).
+///   Must be 1–4096.
+/// - `exact_search_max`: 2048. A search whose filters leave at most this many memories ranks
+///   them all exactly instead of walking the graph, so that a per-user search never misses a
+///   memory because the graph was tuned for the whole collection. Must be at most 1,000,000.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct IndexParams {
+    /// Links per node (M).
+    pub max_connections: usize,
+    /// Candidate list size while inserting.
+    pub ef_construction: usize,
+    /// Candidate list size while searching.
+    pub ef_search: usize,
+    /// Largest filtered candidate set ranked exactly.
+    pub exact_search_max: usize,
+}
+
+impl Default for IndexParams {
+    fn default() -> Self {
+        IndexParams {
+            max_connections: 16,
+            ef_construction: 100,
+            ef_search: 64,
+            exact_search_max: 2048,
+        }
+    }
+}
+
+impl IndexParams {
+    /// Sets `max_connections`.
+    pub fn max_connections(mut self, m: usize) -> Self {
+        self.max_connections = m;
+        self
+    }
+
+    /// Sets `ef_construction`.
+    pub fn ef_construction(mut self, ef: usize) -> Self {
+        self.ef_construction = ef;
+        self
+    }
+
+    /// Sets `ef_search`.
+    pub fn ef_search(mut self, ef: usize) -> Self {
+        self.ef_search = ef;
+        self
+    }
+
+    /// Sets `exact_search_max`.
+    pub fn exact_search_max(mut self, n: usize) -> Self {
+        self.exact_search_max = n;
+        self
+    }
+
+    /// Checks the bounds documented on the type (hnsw_rs exits the process on some bad
+    /// values, so they must never reach it).
+    pub fn validate(&self) -> Result<()> {
+        if !(4..=128).contains(&self.max_connections) {
+            return Err(Error::invalid(format!(
+                "index max_connections must be 4–128, got {}",
+                self.max_connections
+            )));
+        }
+        if !(self.max_connections..=4096).contains(&self.ef_construction) {
+            return Err(Error::invalid(format!(
+                "index ef_construction must be between max_connections ({}) and 4096, got {}",
+                self.max_connections, self.ef_construction
+            )));
+        }
+        if !(1..=4096).contains(&self.ef_search) {
+            return Err(Error::invalid(format!(
+                "index ef_search must be 1–4096, got {}",
+                self.ef_search
+            )));
+        }
+        if self.exact_search_max > 1_000_000 {
+            return Err(Error::invalid(format!(
+                "index exact_search_max must be at most 1000000, got {}",
+                self.exact_search_max
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Cosine distance between unit vectors, `1 - dot`, clamped at 0 (hnsw_rs's own `DistDot`
+/// asserts on the rounding error of identical vectors).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct UnitCosine;
+
+impl Distance<f32> for UnitCosine {
+    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
+        (1.0 - dot(a, b)).max(0.0)
+    }
+}
+
+type Graph<'a> = Hnsw<'a, f32, UnitCosine>;
+
+self_cell::self_cell!(
+    /// A graph loaded from disk borrows from its loader.
+    struct LoadedGraph {
+        owner: HnswIo,
+        #[not_covariant]
+        dependent: Graph,
+    }
+);
+
+enum GraphHolder {
+    Fresh(Graph<'static>),
+    Loaded(LoadedGraph),
+}
+
+impl GraphHolder {
+    fn with<R>(&self, f: impl for<'a> FnOnce(&Graph<'a>) -> R) -> R {
+        match self {
+            GraphHolder::Fresh(g) => f(g),
+            GraphHolder::Loaded(l) => l.with_dependent(|_, g| f(g)),
+        }
+    }
+}
+
+/// Which keys are live and when they expire.
+#[derive(Default)]
+struct Liveness {
+    bits: Vec<u64>,
+    expiring: HashMap<VectorKey, i64>,
+    live: usize,
+    max_key: VectorKey,
+    points: usize,
+    unsaved: usize,
+}
+
+impl Liveness {
+    fn is_live(&self, key: VectorKey, now: i64) -> bool {
+        let (word, bit) = ((key / 64) as usize, key % 64);
+        self.bits.get(word).is_some_and(|w| w & (1 << bit) != 0)
+            && self.expiring.get(&key).is_none_or(|&at| at > now)
+    }
+
+    fn set(&mut self, key: VectorKey, expires_at: Option<i64>) {
+        let (word, bit) = ((key / 64) as usize, key % 64);
+        if self.bits.len() <= word {
+            self.bits.resize(word + 1, 0);
+        }
+        if let Some(w) = self.bits.get_mut(word) {
+            if *w & (1 << bit) == 0 {
+                self.live += 1;
+            }
+            *w |= 1 << bit;
+        }
+        if let Some(at) = expires_at {
+            self.expiring.insert(key, at);
+        }
+    }
+
+    fn clear(&mut self, key: VectorKey) {
+        let (word, bit) = ((key / 64) as usize, key % 64);
+        if let Some(w) = self.bits.get_mut(word) {
+            if *w & (1 << bit) != 0 {
+                self.live -= 1;
+            }
+            *w &= !(1 << bit);
+        }
+        self.expiring.remove(&key);
+    }
+}
+
+/// The vector index. See the module docs for its invariants.
+pub(crate) struct VectorIndex {
+    dimension: usize,
+    params: IndexParams,
+    graph: RwLock<GraphHolder>,
+    liveness: RwLock<Liveness>,
+    dir: Option<PathBuf>,
+    store_id: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    format: u32,
+    store_id: String,
+    dimension: usize,
+    max_connections: usize,
+    ef_construction: usize,
+    max_key: VectorKey,
+    points: usize,
+    basename: String,
+    graph_sha256: String,
+    data_sha256: String,
+}
+
+const FORMAT: u32 = 1;
+const CATCH_UP_CHUNK: usize = 4096;
+
+fn new_graph(params: &IndexParams, capacity: usize) -> Graph<'static> {
+    // hnsw_rs's default layer cap; the capacity is only an allocation hint.
+    Hnsw::new(
+        params.max_connections,
+        capacity.max(1024),
+        16,
+        params.ef_construction,
+        UnitCosine,
+    )
+}
+
+fn insert_into(g: &Graph<'_>, items: &[(VectorKey, Vec<f32>)]) {
+    if items.len() >= 64 {
+        let data: Vec<(&[f32], usize)> = items
+            .iter()
+            .map(|(k, v)| (v.as_slice(), *k as usize))
+            .collect();
+        g.parallel_insert_slice(&data);
+    } else {
+        for (k, v) in items {
+            g.insert_slice((v.as_slice(), *k as usize));
+        }
+    }
+}
+
+fn read_lock<T>(l: &RwLock<T>) -> Result<RwLockReadGuard<'_, T>> {
+    l.read()
+        .map_err(|_| Error::internal("vector index lock poisoned"))
+}
+
+fn write_lock<T>(l: &RwLock<T>) -> Result<RwLockWriteGuard<'_, T>> {
+    l.write()
+        .map_err(|_| Error::internal("vector index lock poisoned"))
+}
+
+fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::Storage {
+        detail: format!("{what} {}", path.display()),
+        source: Some(Box::new(e)),
+    }
+}
+
+fn sha256_file(path: &Path) -> Result<String> {
+    let mut file = std::fs::File::open(path).map_err(|e| io_err("cannot read", path, e))?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(|e| io_err("cannot read", path, e))?;
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+impl VectorIndex {
+    /// Opens the index for a store: loads the saved generation if it is sound, otherwise
+    /// rebuilds from the store; then catches up and loads liveness.
+    pub(crate) async fn open(
+        store: &dyn Store,
+        dimension: usize,
+        params: IndexParams,
+        dir: Option<PathBuf>,
+        store_id: String,
+    ) -> Result<VectorIndex> {
+        let store_max = store.max_key().await?;
+        let loaded = match &dir {
+            Some(d) => {
+                let d = d.clone();
+                let (id, p) = (store_id.clone(), params);
+                tokio::task::spawn_blocking(move || load(&d, &id, dimension, &p))
+                    .await
+                    .map_err(|e| Error::internal(format!("index load task failed: {e}")))?
+            }
+            None => None,
+        };
+        // An index that has seen keys the store never issued belongs to another history of
+        // the store (a restored backup, say): it cannot be trusted.
+        let loaded = loaded.filter(|(_, max_key, _)| *max_key <= store_max);
+        let (graph, max_key, points) = match loaded {
+            Some(l) => l,
+            None => (GraphHolder::Fresh(new_graph(&params, 0)), 0, 0),
+        };
+        let index = VectorIndex {
+            dimension,
+            params,
+            graph: RwLock::new(graph),
+            liveness: RwLock::new(Liveness {
+                max_key,
+                points,
+                ..Liveness::default()
+            }),
+            dir,
+            store_id,
+        };
+        index.catch_up(store).await?;
+        index.load_liveness(store).await?;
+        Ok(index)
+    }
+
+    /// Inserts every live vector the store has above the index's `max_key`.
+    async fn catch_up(&self, store: &dyn Store) -> Result<()> {
+        loop {
+            let after = read_lock(&self.liveness)?.max_key;
+            let chunk = store.vectors_after(after, CATCH_UP_CHUNK).await?;
+            let Some(&(last, _)) = chunk.last() else {
+                break;
+            };
+            let items: Vec<(VectorKey, Vec<f32>)> = chunk;
+            self.insert_points(&items)?;
+            let mut l = write_lock(&self.liveness)?;
+            l.max_key = l.max_key.max(last);
+        }
+        let store_max = store.max_key().await?;
+        let mut l = write_lock(&self.liveness)?;
+        l.max_key = l.max_key.max(store_max);
+        Ok(())
+    }
+
+    async fn load_liveness(&self, store: &dyn Store) -> Result<()> {
+        let keys = store.live_keys().await?;
+        let mut l = write_lock(&self.liveness)?;
+        l.bits.clear();
+        l.expiring.clear();
+        l.live = 0;
+        for LiveKey { key, expires_at } in keys {
+            l.set(key, expires_at);
+        }
+        Ok(())
+    }
+
+    fn check_dimensions(&self, items: &[(VectorKey, Vec<f32>)]) -> Result<()> {
+        match items.iter().find(|(_, v)| v.len() != self.dimension) {
+            Some((_, v)) => Err(Error::DimensionMismatch {
+                expected: self.dimension,
+                actual: v.len(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn insert_points(&self, items: &[(VectorKey, Vec<f32>)]) -> Result<()> {
+        self.check_dimensions(items)?;
+        read_lock(&self.graph)?.with(|g| insert_into(g, items));
+        let mut l = write_lock(&self.liveness)?;
+        l.points += items.len();
+        l.unsaved += items.len();
+        Ok(())
+    }
+
+    /// Adds committed vectors (in commit order) and marks them live.
+    pub(crate) fn add(&self, items: &[(VectorKey, Vec<f32>, Option<i64>)]) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let points: Vec<(VectorKey, Vec<f32>)> =
+            items.iter().map(|(k, v, _)| (*k, v.clone())).collect();
+        self.insert_points(&points)?;
+        let mut l = write_lock(&self.liveness)?;
+        for (k, _, exp) in items {
+            l.set(*k, *exp);
+            l.max_key = l.max_key.max(*k);
+        }
+        Ok(())
+    }
+
+    /// Masks retired keys.
+    pub(crate) fn retire(&self, keys: &[VectorKey]) -> Result<()> {
+        let mut l = write_lock(&self.liveness)?;
+        for k in keys {
+            l.clear(*k);
+        }
+        Ok(())
+    }
+
+    /// Live, unexpired vectors known to the index.
+    pub(crate) fn live_count(&self) -> Result<usize> {
+        Ok(read_lock(&self.liveness)?.live)
+    }
+
+    /// Retired points still held by the graph.
+    pub(crate) fn dead_count(&self) -> Result<usize> {
+        let l = read_lock(&self.liveness)?;
+        Ok(l.points.saturating_sub(l.live))
+    }
+
+    /// Points added since the last save.
+    pub(crate) fn unsaved(&self) -> Result<usize> {
+        Ok(read_lock(&self.liveness)?.unsaved)
+    }
+
+    /// Approximate nearest live neighbours of a unit query: `(key, cosine)` best first.
+    /// `allowed` (sorted) restricts the result to those keys.
+    pub(crate) fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        now: i64,
+        allowed: Option<&[VectorKey]>,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        if query.len() != self.dimension {
+            return Err(Error::DimensionMismatch {
+                expected: self.dimension,
+                actual: query.len(),
+            });
+        }
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let live = read_lock(&self.liveness)?;
+        let mut ef = self.params.ef_search.max(k);
+        if let Some(allowed) = allowed {
+            // A selective filter leaves few eligible nodes along the walk; widen the beam in
+            // proportion so that the graph still yields k of them.
+            let share = allowed.len().max(1) as f64 / live.live.max(1) as f64;
+            ef = ((ef as f64 / share.max(0.01)).ceil() as usize).clamp(ef, 4096);
+        }
+        let filter = |id: &usize| {
+            let key = *id as VectorKey;
+            live.is_live(key, now) && allowed.is_none_or(|a| a.binary_search(&key).is_ok())
+        };
+        let graph = read_lock(&self.graph)?;
+        let hits = graph.with(|g| g.search_filter(query, k, ef, Some(&filter)));
+        Ok(hits
+            .into_iter()
+            .map(|n| (n.d_id as VectorKey, 1.0 - n.distance))
+            .collect())
+    }
+
+    /// Rebuilds the graph from the store's live vectors, dropping retired points. The new
+    /// graph is built aside and swapped in, so searches meanwhile use the old one. The caller
+    /// holds the engine's write gate.
+    pub(crate) async fn rebuild(&self, store: &dyn Store) -> Result<()> {
+        let live = store.live_keys().await?.len();
+        let fresh = new_graph(&self.params, live);
+        let (mut after, mut points) = (0, 0);
+        loop {
+            let chunk = store.vectors_after(after, CATCH_UP_CHUNK).await?;
+            let Some(&(last, _)) = chunk.last() else {
+                break;
+            };
+            self.check_dimensions(&chunk)?;
+            insert_into(&fresh, &chunk);
+            points += chunk.len();
+            after = last;
+        }
+        {
+            let mut graph = write_lock(&self.graph)?;
+            *graph = GraphHolder::Fresh(fresh);
+            let mut l = write_lock(&self.liveness)?;
+            l.max_key = after;
+            l.points = points;
+            l.unsaved = points;
+        }
+        self.catch_up(store).await?;
+        self.load_liveness(store).await
+    }
+
+    /// Writes the graph as a new generation and points `CURRENT` at it. The caller holds the
+    /// engine's write gate, so no insert runs concurrently. Blocking.
+    pub(crate) fn save(&self) -> Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let (max_key, points) = {
+            let l = read_lock(&self.liveness)?;
+            (l.max_key, l.points)
+        };
+        if points == 0 {
+            // Nothing to dump; an empty index is rebuilt for free on open.
+            let current = dir.join("CURRENT");
+            if current.exists() {
+                std::fs::remove_file(&current).map_err(|e| io_err("cannot remove", &current, e))?;
+            }
+            return Ok(());
+        }
+        std::fs::create_dir_all(dir).map_err(|e| io_err("cannot create", dir, e))?;
+        let generation = next_generation(dir);
+        let name = format!("g-{generation}");
+        let tmp = dir.join(format!("{name}.tmp"));
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(|e| io_err("cannot remove", &tmp, e))?;
+        }
+        std::fs::create_dir_all(&tmp).map_err(|e| io_err("cannot create", &tmp, e))?;
+        let basename = {
+            let graph = read_lock(&self.graph)?;
+            let dumped = catch_unwind(AssertUnwindSafe(|| {
+                graph.with(|g| g.file_dump(&tmp, "graph"))
+            }));
+            match dumped {
+                Ok(Ok(name)) => name,
+                Ok(Err(e)) => return Err(Error::internal(format!("index dump failed: {e}"))),
+                Err(_) => return Err(Error::internal("index dump panicked")),
+            }
+        };
+        let graph_file = tmp.join(format!("{basename}.hnsw.graph"));
+        let data_file = tmp.join(format!("{basename}.hnsw.data"));
+        for f in [&graph_file, &data_file] {
+            sync_file(f)?;
+        }
+        let manifest = Manifest {
+            format: FORMAT,
+            store_id: self.store_id.clone(),
+            dimension: self.dimension,
+            max_connections: self.params.max_connections,
+            ef_construction: self.params.ef_construction,
+            max_key,
+            points,
+            basename,
+            graph_sha256: sha256_file(&graph_file)?,
+            data_sha256: sha256_file(&data_file)?,
+        };
+        let manifest_json = serde_json::to_vec_pretty(&manifest)
+            .map_err(|e| Error::internal(format!("cannot serialise the index manifest: {e}")))?;
+        write_synced(&tmp.join("manifest.json"), &manifest_json)?;
+        let final_dir = dir.join(&name);
+        std::fs::rename(&tmp, &final_dir).map_err(|e| io_err("cannot rename", &tmp, e))?;
+        write_synced(&dir.join("CURRENT.tmp"), name.as_bytes())?;
+        std::fs::rename(dir.join("CURRENT.tmp"), dir.join("CURRENT"))
+            .map_err(|e| io_err("cannot rename", &dir.join("CURRENT.tmp"), e))?;
+        sync_dir(dir);
+        // Older generations are garbage now; failing to remove them costs only disk.
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                let n = entry.file_name().to_string_lossy().into_owned();
+                if n.starts_with("g-") && n != name {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+        write_lock(&self.liveness)?.unsaved = 0;
+        Ok(())
+    }
+}
+
+fn next_generation(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.strip_prefix("g-")?
+                        .trim_end_matches(".tmp")
+                        .parse::<u64>()
+                        .ok()
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+        + 1
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = std::fs::File::create(path).map_err(|e| io_err("cannot create", path, e))?;
+    f.write_all(bytes)
+        .map_err(|e| io_err("cannot write", path, e))?;
+    f.sync_all().map_err(|e| io_err("cannot sync", path, e))
+}
+
+fn sync_file(path: &Path) -> Result<()> {
+    std::fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io_err("cannot sync", path, e))
+}
+
+fn sync_dir(dir: &Path) {
+    // Best effort: not every platform can fsync a directory.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Loads the current generation if every check passes; `None` means "rebuild".
+fn load(
+    dir: &Path,
+    store_id: &str,
+    dimension: usize,
+    params: &IndexParams,
+) -> Option<(GraphHolder, VectorKey, usize)> {
+    let name = std::fs::read_to_string(dir.join("CURRENT")).ok()?;
+    let gen_dir = dir.join(name.trim());
+    let manifest: Manifest =
+        serde_json::from_slice(&std::fs::read(gen_dir.join("manifest.json")).ok()?).ok()?;
+    let reject = |why: &str| {
+        tracing::warn!(dir = %dir.display(), "vector index not loaded ({why}); rebuilding from the store");
+    };
+    if manifest.format != FORMAT
+        || manifest.store_id != store_id
+        || manifest.dimension != dimension
+        || manifest.max_connections != params.max_connections
+        || manifest.ef_construction != params.ef_construction
+    {
+        reject("it was built for another store, model or parameters");
+        return None;
+    }
+    let graph_file = gen_dir.join(format!("{}.hnsw.graph", manifest.basename));
+    let data_file = gen_dir.join(format!("{}.hnsw.data", manifest.basename));
+    if sha256_file(&graph_file).ok()? != manifest.graph_sha256
+        || sha256_file(&data_file).ok()? != manifest.data_sha256
+    {
+        reject("its files do not match their checksums");
+        return None;
+    }
+    let io = HnswIo::new(&gen_dir, &manifest.basename);
+    let loaded = catch_unwind(AssertUnwindSafe(|| {
+        LoadedGraph::try_new(io, |io| io.load_hnsw_with_dist(UnitCosine))
+    }));
+    let graph = match loaded {
+        Ok(Ok(g)) => g,
+        _ => {
+            reject("hnsw_rs could not read it");
+            return None;
+        }
+    };
+    let points = graph.with_dependent(|_, g| g.get_nb_point());
+    if points != manifest.points {
+        reject("its point count disagrees with its manifest");
+        return None;
+    }
+    Some((GraphHolder::Loaded(graph), manifest.max_key, points))
+}
+
+/// Exact ranking of candidates: `(key, cosine)` best first, at most `k`.
+pub(crate) fn exact(
+    query: &[f32],
+    candidates: &[(VectorKey, Vec<f32>)],
+    k: usize,
+) -> Vec<(VectorKey, f32)> {
+    let mut scored: Vec<(VectorKey, f32)> = candidates
+        .iter()
+        .filter(|(_, v)| v.len() == query.len())
+        .map(|(key, v)| (*key, dot(query, v)))
+        .collect();
+    let by_score =
+        |a: &(VectorKey, f32), b: &(VectorKey, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if scored.len() > k {
+        scored.select_nth_unstable_by(k, by_score);
+        scored.truncate(k);
+    }
+    scored.sort_by(by_score);
+    scored
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_are_validated() {
+        assert!(IndexParams::default().validate().is_ok());
+        for bad in [
+            IndexParams::default().max_connections(300),
+            IndexParams::default().max_connections(2),
+            IndexParams::default().ef_construction(8),
+            IndexParams::default().ef_search(0),
+            IndexParams::default().exact_search_max(2_000_000),
+        ] {
+            assert_eq!(bad.validate().err().map(|e| e.status()), Some(400));
+        }
+    }
+
+    #[test]
+    fn liveness_masks_and_expires() {
+        let mut l = Liveness::default();
+        l.set(3, None);
+        l.set(200, Some(100));
+        assert!(l.is_live(3, 0) && l.is_live(200, 99));
+        assert!(!l.is_live(200, 100) && !l.is_live(4, 0) && !l.is_live(10_000, 0));
+        l.clear(3);
+        assert!(!l.is_live(3, 0));
+        assert_eq!(l.live, 1);
+    }
+
+    #[test]
+    fn exact_ranks_by_cosine_then_key() {
+        let q = vec![1.0, 0.0];
+        let c = vec![
+            (1, vec![0.0, 1.0]),
+            (2, vec![1.0, 0.0]),
+            (3, vec![1.0, 0.0]),
+            (4, vec![0.6, 0.8]),
+        ];
+        let r = exact(&q, &c, 3);
+        assert_eq!(r.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2, 3, 4]);
+    }
+}

@@ -1,0 +1,76 @@
+//! # memlane
+//!
+//! Long-term memory for AI agents, in process: one SQLite file, an in-process HNSW index, and
+//! pluggable embedding models. No server.
+//!
+//! ## Quick start
+//!
+//! ```no_run
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> memlane::Result<()> {
+//! use memlane::Memory;
+//!
+//! let memory = Memory::open("agent-memory.db").await?;
+//! memory
+//!     .add("I'm vegetarian and I live in Lisbon")
+//!     .user("alice")
+//!     .infer(false)
+//!     .await?;
+//! let hits = memory.search("where does alice live?").user("alice").top_k(3).await?;
+//! for hit in &hits.results {
+//!     println!("{:.2}  {}", hit.score, hit.record.memory);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! ## Concepts
+//!
+//! - A **memory** is a short fact owned by a user, agent, app and/or run, with metadata,
+//!   categories, an optional expiry, and a history of every change.
+//! - [`Memory`] is the whole service: `add`, `search`, `list`, `get`, `update`, `delete`,
+//!   `delete_all`, `history`, `retrieve` and `embed`. Requests are builders you `.await`.
+//! - The [`Store`](store::Store) (SQLite by default) is the source of truth. The vector index
+//!   is derived from it: persisted next to the database, reloaded on open, caught up or
+//!   rebuilt when it lags or is damaged.
+//! - Searches with filters that leave at most [`IndexParams::exact_search_max`] memories are
+//!   ranked exactly; others walk the HNSW graph.
+//! - Every error has an HTTP-style [`status`](Error::status) and a `detail`.
+//!
+//! ## Crate features
+//!
+//! - `local-embed` (default): the local all-MiniLM-L6-v2 embedder ([`MiniLm`]) on candle.
+//!   Its files are fetched by `scripts/fetch-models.sh`.
+
+#![warn(missing_docs)]
+#![cfg_attr(
+    not(test),
+    warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
+mod embed;
+mod error;
+pub mod filter;
+mod index;
+pub mod limits;
+mod memory;
+mod ops;
+mod record;
+pub mod store;
+
+#[cfg(feature = "local-embed")]
+pub use embed::MiniLm;
+pub use embed::{EmbedMode, Embedder, HashEmbedder};
+pub use error::{Error, ErrorBody, Result};
+pub use filter::Filter;
+pub use index::IndexParams;
+pub use memory::{prices, Memory, MemoryBuilder, MemoryId};
+pub use ops::add::{AddRequest, AddResult, AddedMemory, Messages};
+pub use ops::delete::{DeleteAllRequest, DeleteResult};
+pub use ops::engine::{Embedding, RetrieveResult};
+pub use ops::list::ListRequest;
+pub use ops::search::{ScoredMemory, SearchRequest, SearchResult};
+pub use ops::update::{UpdateRequest, UpdateResult};
+pub use record::{
+    Core, HistoryEvent, HistoryRecord, MemoryRecord, Message, Owners, Page, Pagination,
+    DEFAULT_IMPORTANCE,
+};

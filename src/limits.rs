@@ -1,0 +1,156 @@
+//! Documented bounds on every input, enforced with 400 / 413 errors before anything is
+//! stored or computed.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::record::Owners;
+
+/// Largest text of one memory, message or query, in bytes (413 beyond).
+pub const MAX_TEXT_BYTES: usize = 32 * 1024;
+/// Most messages (memories) in one `add` (413 beyond).
+pub const MAX_MESSAGES: usize = 1_000;
+/// Largest caller metadata object, serialised, in bytes (413 beyond).
+pub const MAX_METADATA_BYTES: usize = 64 * 1024;
+/// Most categories on one memory.
+pub const MAX_CATEGORIES: usize = 64;
+/// Longest category label, in bytes.
+pub const MAX_CATEGORY_BYTES: usize = 128;
+/// Longest owner id, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+/// Largest `top_k` of a search and `limit` of a retrieve.
+pub const MAX_TOP_K: usize = 1_000;
+/// Default `top_k` of a search.
+pub const DEFAULT_TOP_K: usize = 10;
+/// Largest page size of a list.
+pub const MAX_PAGE_SIZE: usize = 1_000;
+/// Default page size of a list.
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+
+/// Checks one text (memory, message or query): not blank, not too large.
+pub(crate) fn text(what: &str, text: &str) -> Result<()> {
+    if text.trim().is_empty() {
+        return Err(Error::invalid(format!(
+            "{what} is empty; give it some text"
+        )));
+    }
+    if text.len() > MAX_TEXT_BYTES {
+        return Err(Error::TooLarge {
+            detail: format!(
+                "{what} is {} bytes; the limit is {MAX_TEXT_BYTES} bytes: split it into smaller pieces",
+                text.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Checks one owner id.
+pub(crate) fn id(field: &str, id: &str) -> Result<()> {
+    if id.trim().is_empty() {
+        return Err(Error::invalid(format!(
+            "{field} is empty; omit it or give an id"
+        )));
+    }
+    if id.len() > MAX_ID_BYTES {
+        return Err(Error::invalid(format!(
+            "{field} is {} bytes; ids are at most {MAX_ID_BYTES} bytes",
+            id.len()
+        )));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(Error::invalid(format!(
+            "{field} contains control characters; ids must be printable"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks every owner id that is set.
+pub(crate) fn owners(owners: &Owners) -> Result<()> {
+    for (field, value) in [
+        ("user_id", &owners.user_id),
+        ("agent_id", &owners.agent_id),
+        ("app_id", &owners.app_id),
+        ("run_id", &owners.run_id),
+    ] {
+        if let Some(v) = value {
+            id(field, v)?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks caller metadata: size, and the reserved key `core`.
+pub(crate) fn metadata(metadata: &Map<String, Value>) -> Result<()> {
+    if metadata.contains_key("core") {
+        return Err(Error::invalid(
+            "metadata key \"core\" is reserved for memlane's digest of the memory; rename it",
+        ));
+    }
+    let size = serde_json::to_string(metadata)
+        .map(|s| s.len())
+        .unwrap_or(usize::MAX);
+    if size > MAX_METADATA_BYTES {
+        return Err(Error::TooLarge {
+            detail: format!(
+                "metadata is {size} bytes serialised; the limit is {MAX_METADATA_BYTES} bytes"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Checks and normalises categories: no blanks, bounded, duplicates removed (order kept).
+pub(crate) fn categories(categories: &[String]) -> Result<Vec<String>> {
+    if categories.len() > MAX_CATEGORIES {
+        return Err(Error::invalid(format!(
+            "{} categories given; a memory has at most {MAX_CATEGORIES}",
+            categories.len()
+        )));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(categories.len());
+    for c in categories {
+        if c.trim().is_empty() || c.len() > MAX_CATEGORY_BYTES {
+            return Err(Error::invalid(format!(
+                "category {c:?} must be 1–{MAX_CATEGORY_BYTES} bytes of text"
+            )));
+        }
+        if !out.contains(c) {
+            out.push(c.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Checks an expiry: it must lie in the future.
+pub(crate) fn expiry(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Result<()> {
+    match at {
+        Some(at) if at <= now => Err(Error::invalid(format!(
+            "expiry {} is not in the future; give a later time or none",
+            at.to_rfc3339()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a `top_k` or `limit`.
+pub(crate) fn top_k(name: &str, k: usize) -> Result<()> {
+    if !(1..=MAX_TOP_K).contains(&k) {
+        return Err(Error::invalid(format!(
+            "{name} must be 1–{MAX_TOP_K}, got {k}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a similarity threshold.
+pub(crate) fn threshold(t: f32) -> Result<()> {
+    if !(0.0..=1.0).contains(&t) {
+        return Err(Error::invalid(format!(
+            "threshold must be a number from 0 to 1 (scores are cosine similarities in [0, 1]), got {t}"
+        )));
+    }
+    Ok(())
+}

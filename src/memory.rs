@@ -1,0 +1,425 @@
+//! The [`Memory`] handle and its builder.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::embed::{normalize, EmbedMode, Embedder};
+use crate::error::{Error, Result};
+use crate::index::{IndexParams, VectorIndex};
+use crate::store::{
+    SqliteStore, Store, WriteBatch, WriteOutcome, META_DIMENSION, META_MODEL, META_STORE_ID,
+};
+
+/// Credits charged per operation until per-project pricing lands.
+pub mod prices {
+    /// Per memory stored by `add`.
+    pub const ADD: u64 = 1;
+    /// Per `update`.
+    pub const UPDATE: u64 = 1;
+    /// Per deleted memory (deleting is free, so erasure is never blocked by a balance).
+    pub const DELETE: u64 = 0;
+}
+
+/// The memory engine: a cheap, cloneable handle to one store, its vector index and its
+/// embedder. Clone it freely; every clone shares the same state.
+///
+/// ```no_run
+/// # async fn run() -> memlane::Result<()> {
+/// use memlane::Memory;
+/// let memory = Memory::open("agent.db").await?;
+/// memory.add("I'm vegetarian and allergic to nuts").user("alice").infer(false).await?;
+/// let hits = memory.search("what can alice eat?").user("alice").top_k(3).await?;
+/// for hit in hits.results {
+///     println!("{:.2}  {}", hit.score, hit.record.memory);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Memory {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) embedder: Arc<dyn Embedder>,
+    pub(crate) index: Arc<VectorIndex>,
+    pub(crate) params: IndexParams,
+    /// Serialises commit + index insert, so that the index sees keys in commit order.
+    pub(crate) gate: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memory")
+            .field("store", &self.inner.store)
+            .field("embedder", &self.inner.embedder)
+            .field("params", &self.inner.params)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The last handle is gone: persist what the index learned since its last save, so the
+        // next open need not re-insert it. Failure only costs that re-insertion.
+        if self.index.unsaved().unwrap_or(0) > 0 {
+            if let Err(e) = self.index.save() {
+                tracing::warn!(error = %e, "could not save the vector index on close");
+            }
+        }
+    }
+}
+
+/// A memory id given as a [`Uuid`] or as text (parsed, 400 if malformed).
+#[derive(Debug, Clone)]
+pub enum MemoryId {
+    /// An id.
+    Uuid(Uuid),
+    /// Text to parse as an id.
+    Text(String),
+}
+
+impl MemoryId {
+    pub(crate) fn parse(self) -> Result<Uuid> {
+        match self {
+            MemoryId::Uuid(u) => Ok(u),
+            MemoryId::Text(t) => Uuid::parse_str(t.trim()).map_err(|_| {
+                Error::invalid(format!(
+                    "memory id {:?} is not a UUID (expected the form 123e4567-e89b-12d3-a456-426614174000)",
+                    t.chars().take(64).collect::<String>()
+                ))
+            }),
+        }
+    }
+}
+
+impl From<Uuid> for MemoryId {
+    fn from(u: Uuid) -> Self {
+        MemoryId::Uuid(u)
+    }
+}
+
+impl From<&Uuid> for MemoryId {
+    fn from(u: &Uuid) -> Self {
+        MemoryId::Uuid(*u)
+    }
+}
+
+impl From<&str> for MemoryId {
+    fn from(s: &str) -> Self {
+        MemoryId::Text(s.to_owned())
+    }
+}
+
+impl From<String> for MemoryId {
+    fn from(s: String) -> Self {
+        MemoryId::Text(s)
+    }
+}
+
+/// Builds a [`Memory`].
+///
+/// ## Defaults
+/// - store: an in-memory SQLite database, or the SQLite file given to [`path`](Self::path);
+/// - embedder: the local all-MiniLM-L6-v2 model (feature `local-embed`), loaded once per process;
+/// - index parameters: [`IndexParams::default`];
+/// - index directory: `<path>.index` next to the database file; none (rebuilt on open) for
+///   in-memory and custom stores unless [`index_dir`](Self::index_dir) is set.
+#[derive(Debug, Default)]
+#[must_use]
+pub struct MemoryBuilder {
+    path: Option<PathBuf>,
+    store: Option<Arc<dyn Store>>,
+    embedder: Option<Arc<dyn Embedder>>,
+    params: IndexParams,
+    index_dir: Option<PathBuf>,
+}
+
+impl MemoryBuilder {
+    /// Stores memories in the SQLite file at `path` (created if missing).
+    pub fn path(mut self, path: impl AsRef<Path>) -> Self {
+        self.path = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Stores memories in a store of your own.
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Embeds texts with this embedder.
+    pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// Sets the vector index parameters.
+    pub fn index_params(mut self, params: IndexParams) -> Self {
+        self.params = params;
+        self
+    }
+
+    /// Persists the vector index in this directory.
+    pub fn index_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.index_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Opens the store, checks it matches the embedder, and loads (or rebuilds) the index.
+    pub async fn build(self) -> Result<Memory> {
+        self.params.validate()?;
+        if self.path.is_some() && self.store.is_some() {
+            return Err(Error::invalid(
+                "give the builder either a path or a store, not both",
+            ));
+        }
+        let index_dir = self.index_dir.or_else(|| {
+            self.path.as_ref().map(|p| {
+                let mut name = p.as_os_str().to_owned();
+                name.push(".index");
+                PathBuf::from(name)
+            })
+        });
+        let store: Arc<dyn Store> = match (self.store, self.path) {
+            (Some(s), _) => s,
+            (None, Some(path)) => Arc::new(
+                tokio::task::spawn_blocking(move || SqliteStore::open(path))
+                    .await
+                    .map_err(|e| Error::internal(format!("store open task failed: {e}")))??,
+            ),
+            (None, None) => Arc::new(SqliteStore::in_memory()?),
+        };
+        let embedder = match self.embedder {
+            Some(e) => e,
+            None => default_embedder().await?,
+        };
+        check_model(&*store, &*embedder).await?;
+        let store_id = match store.meta(META_STORE_ID).await? {
+            Some(id) => id,
+            None => {
+                let id = Uuid::new_v4().to_string();
+                store.set_meta(META_STORE_ID, &id).await?;
+                id
+            }
+        };
+        let index = VectorIndex::open(
+            &*store,
+            embedder.dimension(),
+            self.params,
+            index_dir,
+            store_id,
+        )
+        .await?;
+        Ok(Memory {
+            inner: Arc::new(Inner {
+                store,
+                embedder,
+                index: Arc::new(index),
+                params: self.params,
+                gate: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+}
+
+#[cfg(feature = "local-embed")]
+async fn default_embedder() -> Result<Arc<dyn Embedder>> {
+    use std::sync::Mutex;
+    static SHARED: Mutex<Option<crate::MiniLm>> = Mutex::new(None);
+    tokio::task::spawn_blocking(|| {
+        let mut slot = SHARED
+            .lock()
+            .map_err(|_| Error::internal("embedder cache lock poisoned"))?;
+        if let Some(model) = slot.as_ref() {
+            return Ok(Arc::new(model.clone()) as Arc<dyn Embedder>);
+        }
+        let model = crate::MiniLm::load_default()?;
+        *slot = Some(model.clone());
+        Ok(Arc::new(model) as Arc<dyn Embedder>)
+    })
+    .await
+    .map_err(|e| Error::internal(format!("embedder load task failed: {e}")))?
+}
+
+#[cfg(not(feature = "local-embed"))]
+async fn default_embedder() -> Result<Arc<dyn Embedder>> {
+    Err(Error::invalid(
+        "no embedder configured: enable the `local-embed` feature or pass one to Memory::builder().embedder(…)",
+    ))
+}
+
+/// Records the embedder on first use; refuses a different one later.
+async fn check_model(store: &dyn Store, embedder: &dyn Embedder) -> Result<()> {
+    let dimension = embedder.dimension();
+    match store.meta(META_DIMENSION).await? {
+        Some(d) => {
+            let stored: usize = d.parse().map_err(|_| {
+                Error::internal(format!("stored embedding dimension {d:?} is not a number"))
+            })?;
+            if stored != dimension {
+                return Err(Error::DimensionMismatch {
+                    expected: stored,
+                    actual: dimension,
+                });
+            }
+            let model = store.meta(META_MODEL).await?.unwrap_or_default();
+            if model != embedder.model_id() {
+                return Err(Error::Conflict {
+                    detail: format!(
+                        "this store was written with embedding model {model:?}, not {:?}; vectors of \
+                         different models cannot be compared: open it with the same embedder",
+                        embedder.model_id()
+                    ),
+                });
+            }
+        }
+        None => {
+            store.set_meta(META_MODEL, embedder.model_id()).await?;
+            store
+                .set_meta(META_DIMENSION, &dimension.to_string())
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+impl Memory {
+    /// Opens (or creates) the memory store in the SQLite file at `path`, with the default
+    /// embedder and index.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Memory> {
+        Memory::builder().path(path).build().await
+    }
+
+    /// A memory that lives in process memory only, with the default embedder.
+    pub async fn in_memory() -> Result<Memory> {
+        Memory::builder().build().await
+    }
+
+    /// A builder for everything else.
+    pub fn builder() -> MemoryBuilder {
+        MemoryBuilder::default()
+    }
+
+    /// The embedder in use.
+    pub fn embedder(&self) -> &Arc<dyn Embedder> {
+        &self.inner.embedder
+    }
+
+    /// The store in use.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// The credit balance.
+    pub async fn credits(&self) -> Result<u64> {
+        self.inner.store.credits().await
+    }
+
+    /// Writes the vector index to disk now (it is also written when the last handle is
+    /// dropped, and automatically as it grows).
+    pub async fn save_index(&self) -> Result<()> {
+        let _gate = self.inner.gate.lock().await;
+        self.save_index_locked().await
+    }
+
+    async fn save_index_locked(&self) -> Result<()> {
+        let index = Arc::clone(&self.inner.index);
+        tokio::task::spawn_blocking(move || index.save())
+            .await
+            .map_err(|e| Error::internal(format!("index save task failed: {e}")))?
+    }
+
+    /// Rebuilds the vector index from the store, dropping the points of deleted and updated
+    /// memories. Searches keep working meanwhile; writes wait.
+    pub async fn rebuild_index(&self) -> Result<()> {
+        let _gate = self.inner.gate.lock().await;
+        self.inner.index.rebuild(&*self.inner.store).await?;
+        self.save_index_locked().await
+    }
+
+    /// How many points the index holds for deleted or superseded memories.
+    pub fn index_dead_points(&self) -> usize {
+        self.inner.index.dead_count().unwrap_or(0)
+    }
+
+    /// Embeds texts as documents and normalises the vectors.
+    pub(crate) async fn embed_documents(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        self.embed_texts(texts, EmbedMode::Document).await
+    }
+
+    pub(crate) async fn embed_texts(
+        &self,
+        texts: &[String],
+        mode: EmbedMode,
+    ) -> Result<Vec<Vec<f32>>> {
+        let vectors = self.inner.embedder.embed(texts, mode).await?;
+        if vectors.len() != texts.len() {
+            return Err(Error::Provider {
+                detail: format!(
+                    "the embedder returned {} vectors for {} texts",
+                    vectors.len(),
+                    texts.len()
+                ),
+                transient: false,
+            });
+        }
+        let dimension = self.inner.embedder.dimension();
+        vectors
+            .into_iter()
+            .map(|v| normalize(v, dimension))
+            .collect()
+    }
+
+    /// Commits a batch and brings the index up to date, in commit order.
+    pub(crate) async fn commit(
+        &self,
+        batch: WriteBatch,
+        vectors: &[(uuid::Uuid, Vec<f32>)],
+    ) -> Result<WriteOutcome> {
+        let _gate = self.inner.gate.lock().await;
+        let outcome = self.inner.store.apply(batch).await?;
+        let mut added = Vec::new();
+        let mut retired = Vec::new();
+        for change in &outcome.changes {
+            if let Some(k) = change.retired_key {
+                retired.push(k);
+            }
+            if let Some(k) = change.added_key {
+                let vector = vectors
+                    .iter()
+                    .find(|(id, _)| *id == change.record.id)
+                    .map(|(_, v)| v.clone())
+                    .ok_or_else(|| {
+                        Error::internal("a committed vector is missing for the index")
+                    })?;
+                let expires = change.record.expiration_date.map(|t| t.timestamp_micros());
+                added.push((k, vector, expires));
+            }
+        }
+        self.inner.index.retire(&retired)?;
+        self.inner.index.add(&added)?;
+        self.maybe_autosave().await;
+        Ok(outcome)
+    }
+
+    /// Saves the index when it has grown enough since the last save that re-inserting it on
+    /// the next open would cost more than saving now. The caller holds the gate.
+    async fn maybe_autosave(&self) {
+        let index = &self.inner.index;
+        let unsaved = index.unsaved().unwrap_or(0);
+        let total = index.live_count().unwrap_or(0) + index.dead_count().unwrap_or(0);
+        if unsaved >= 20_000.max(total / 2) {
+            if let Err(e) = self.save_index_locked().await {
+                tracing::warn!(error = %e, "could not save the vector index");
+            }
+        }
+    }
+}
+
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Memory>();
+};

@@ -1,0 +1,66 @@
+//! Raw engine operations: `retrieve` (vector search for one user) and `embed`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::embed::EmbedMode;
+use crate::error::{Error, Result};
+use crate::filter::Filter;
+use crate::limits;
+use crate::memory::Memory;
+use crate::ops::search::ScoredMemory;
+
+/// The result of `embed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Embedding {
+    /// The unit-length vector, exactly as memlane stores and searches it.
+    pub embedding: Vec<f32>,
+    /// Its length.
+    pub dimension: usize,
+}
+
+/// The result of `retrieve`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RetrieveResult {
+    /// The nearest memories of the user, best first, with their scores.
+    pub results: Vec<ScoredMemory>,
+}
+
+impl Memory {
+    /// Raw vector search over one user's memories: the `limit` nearest, no threshold, no
+    /// model beyond the embedder.
+    pub async fn retrieve(
+        &self,
+        query: &str,
+        user_id: &str,
+        limit: usize,
+    ) -> Result<RetrieveResult> {
+        limits::text("query", query)?;
+        limits::id("user_id", user_id)?;
+        limits::top_k("limit", limit)?;
+        let vector = self
+            .embed_texts(&[query.to_owned()], EmbedMode::Query)
+            .await?
+            .pop()
+            .ok_or_else(|| Error::internal("no query vector"))?;
+        let results = self
+            .rank(&vector, &Filter::user(user_id), limit, false)
+            .await?;
+        Ok(RetrieveResult { results })
+    }
+
+    /// Embeds a text as memlane would: `mode` is `query` or `document` (see [`EmbedMode::parse`]).
+    pub async fn embed(&self, text: &str, mode: EmbedMode) -> Result<Embedding> {
+        limits::text("text", text)?;
+        let embedding = self
+            .embed_texts(&[text.to_owned()], mode)
+            .await?
+            .pop()
+            .ok_or_else(|| Error::internal("no vector"))?;
+        Ok(Embedding {
+            dimension: embedding.len(),
+            embedding,
+        })
+    }
+}

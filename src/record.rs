@@ -1,0 +1,250 @@
+//! The records memlane stores and returns: memories, messages, history, pages.
+
+use chrono::{DateTime, SubsecRound, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+/// One chat message, as given to [`Memory::add`](crate::Memory::add).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who spoke: `user`, `assistant`, `system`, or a speaker's name.
+    pub role: String,
+    /// What was said.
+    pub content: String,
+}
+
+impl Message {
+    /// A message with the given role and content.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+
+    /// A message from the user.
+    pub fn user(content: impl Into<String>) -> Self {
+        Message::new("user", content)
+    }
+
+    /// A message from the assistant.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Message::new("assistant", content)
+    }
+}
+
+/// The ids a memory belongs to. At least one of `user_id`, `agent_id`, `app_id` or `run_id`
+/// is set on every stored memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Owners {
+    /// The user the memory is about.
+    pub user_id: Option<String>,
+    /// The agent the memory belongs to.
+    pub agent_id: Option<String>,
+    /// The application the memory belongs to.
+    pub app_id: Option<String>,
+    /// The session (run) the memory came from.
+    pub run_id: Option<String>,
+}
+
+impl Owners {
+    /// Whether no owner id is set.
+    pub fn is_empty(&self) -> bool {
+        self.user_id.is_none()
+            && self.agent_id.is_none()
+            && self.app_id.is_none()
+            && self.run_id.is_none()
+    }
+}
+
+/// The `metadata.core` object of a memory: a structured digest of its text.
+///
+/// Without a language model (`infer = false`) memlane fills it from what the caller gave:
+/// `summary` and `key_facts` hold the text itself, `tags` the categories, `entities` stays
+/// empty and `importance` is the caller's value or 5 on the scale 1–10.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Core {
+    /// Summary of the memory.
+    pub summary: String,
+    /// Entities mentioned.
+    pub entities: Vec<String>,
+    /// Tags or labels.
+    pub tags: Vec<String>,
+    /// Key facts.
+    pub key_facts: Vec<String>,
+    /// Importance from 1 (trivia) to 10 (essential).
+    pub importance: i64,
+}
+
+/// The importance given to a memory when nothing rated it.
+pub const DEFAULT_IMPORTANCE: i64 = 5;
+
+/// A stored memory, as returned by `get`, `list` and `add`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct MemoryRecord {
+    /// The memory's id.
+    pub id: Uuid,
+    /// The fact, as text.
+    pub memory: String,
+    /// Who the memory belongs to.
+    #[serde(flatten)]
+    pub owners: Owners,
+    /// Caller metadata, plus the `core` object.
+    pub metadata: Map<String, Value>,
+    /// Labels of the memory.
+    pub categories: Vec<String>,
+    /// Never changed by later extraction, consolidation or `update`.
+    pub immutable: bool,
+    /// When the memory stops being returned by search and list (`None`: never).
+    pub expiration_date: Option<DateTime<Utc>>,
+    /// When the memory was stored.
+    pub created_at: DateTime<Utc>,
+    /// When the memory's text or metadata last changed.
+    pub updated_at: DateTime<Utc>,
+    /// SHA-256 of the text (hex), for exact-duplicate detection.
+    pub hash: String,
+}
+
+impl MemoryRecord {
+    /// The `metadata.core` object, if present and well-formed.
+    pub fn core(&self) -> Option<Core> {
+        self.metadata
+            .get("core")
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+    }
+
+    /// Whether the memory has expired at `now`.
+    pub fn is_expired_at(&self, now: DateTime<Utc>) -> bool {
+        self.expiration_date.is_some_and(|at| at <= now)
+    }
+}
+
+/// What kind of change a history record describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+#[non_exhaustive]
+pub enum HistoryEvent {
+    /// The memory was created.
+    Add,
+    /// The memory's text or metadata changed.
+    Update,
+    /// The memory was (soft-)deleted.
+    Delete,
+}
+
+impl HistoryEvent {
+    /// The event's name as stored and serialised (`ADD`, `UPDATE`, `DELETE`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HistoryEvent::Add => "ADD",
+            HistoryEvent::Update => "UPDATE",
+            HistoryEvent::Delete => "DELETE",
+        }
+    }
+
+    /// Parses a stored event name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "ADD" => Some(HistoryEvent::Add),
+            "UPDATE" => Some(HistoryEvent::Update),
+            "DELETE" => Some(HistoryEvent::Delete),
+            _ => None,
+        }
+    }
+}
+
+/// One change to one memory. A memory's history is ordered oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct HistoryRecord {
+    /// The history record's id.
+    pub id: Uuid,
+    /// The memory that changed.
+    pub memory_id: Uuid,
+    /// What happened.
+    pub event: HistoryEvent,
+    /// The text before the change (`None` on ADD).
+    pub old_memory: Option<String>,
+    /// The text after the change (`None` on DELETE).
+    pub new_memory: Option<String>,
+    /// The input messages that caused the change, if any.
+    pub input: Vec<Message>,
+    /// The memory's owners at the time.
+    #[serde(flatten)]
+    pub owners: Owners,
+    /// The memory's categories after the change.
+    pub categories: Vec<String>,
+    /// The memory's metadata after the change.
+    pub metadata: Map<String, Value>,
+    /// When the change happened.
+    pub created_at: DateTime<Utc>,
+}
+
+/// The pagination object of a list response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Pagination {
+    /// How many records match the filters, over all pages.
+    pub count: u64,
+    /// The page size that was used.
+    pub page_size: usize,
+    /// Pass this to `.cursor(…)` for the next page; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// One page of a list response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Page<T> {
+    /// The records of this page.
+    pub results: Vec<T>,
+    /// Where this page sits in the whole result.
+    pub pagination: Pagination,
+}
+
+/// The current time, truncated to the microsecond precision memlane stores.
+pub(crate) fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}
+
+/// SHA-256 of a text, as lowercase hex.
+pub(crate) fn content_hash(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(text.as_bytes());
+    let mut out = String::with_capacity(64);
+    for byte in digest {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_is_sha256_hex() {
+        assert_eq!(
+            content_hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn history_event_names_round_trip() {
+        for e in [
+            HistoryEvent::Add,
+            HistoryEvent::Update,
+            HistoryEvent::Delete,
+        ] {
+            assert_eq!(HistoryEvent::parse(e.as_str()), Some(e));
+            assert_eq!(
+                serde_json::to_value(e).ok(),
+                Some(Value::String(e.as_str().into()))
+            );
+        }
+    }
+}

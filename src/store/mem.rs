@@ -1,0 +1,364 @@
+//! A small in-memory store: the reference implementation of the [`Store`] contract.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::{
+    history_record, immutable_error, Candidates, Change, ListPage, ListQuery, LiveKey, Store,
+    VectorKey, Write, WriteBatch, WriteOutcome, DEFAULT_CREDITS,
+};
+use crate::error::{Error, Result};
+use crate::filter::{micros, Filter};
+use crate::record::{content_hash, HistoryEvent, HistoryRecord, MemoryRecord};
+
+/// A store that keeps everything in process memory and forgets it when dropped.
+///
+/// It is deliberately simple (every write copies the state, every read scans it) so that it
+/// can serve as the reference the SQLite store is checked against, and as an example of
+/// implementing [`Store`]. Use [`SqliteStore`](super::SqliteStore) for real work.
+#[derive(Debug)]
+pub struct MemStore {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Clone)]
+struct State {
+    rows: Vec<Row>,
+    by_id: HashMap<Uuid, usize>,
+    history: Vec<HistoryRecord>,
+    meta: HashMap<String, String>,
+    credits: u64,
+    max_key: VectorKey,
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    record: MemoryRecord,
+    vector: Vec<f32>,
+    key: VectorKey,
+    deleted: bool,
+}
+
+impl Row {
+    fn visible(&self, now: DateTime<Utc>, include_expired: bool) -> bool {
+        !self.deleted && (include_expired || !self.record.is_expired_at(now))
+    }
+}
+
+impl Default for MemStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemStore {
+    /// An empty store with the default credit balance.
+    pub fn new() -> Self {
+        MemStore {
+            state: Mutex::new(State {
+                rows: Vec::new(),
+                by_id: HashMap::new(),
+                history: Vec::new(),
+                meta: HashMap::new(),
+                credits: DEFAULT_CREDITS,
+                max_key: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, State>> {
+        self.state
+            .lock()
+            .map_err(|_| Error::internal("in-memory store lock poisoned"))
+    }
+}
+
+impl State {
+    fn live_index(&self, id: Uuid) -> Result<usize> {
+        self.by_id
+            .get(&id)
+            .copied()
+            .filter(|&i| self.rows.get(i).is_some_and(|r| !r.deleted))
+            .ok_or(Error::NotFound { id })
+    }
+
+    fn apply(&mut self, write: Write, changes: &mut Vec<Change>) -> Result<()> {
+        match write {
+            Write::Insert(new) => {
+                if self.by_id.contains_key(&new.record.id) {
+                    return Err(Error::Conflict {
+                        detail: format!("a memory with id {} already exists", new.record.id),
+                    });
+                }
+                self.max_key += 1;
+                let key = self.max_key;
+                let at = new.record.created_at;
+                self.history.push(history_record(
+                    HistoryEvent::Add,
+                    None,
+                    &new.record,
+                    &new.input,
+                    at,
+                ));
+                self.by_id.insert(new.record.id, self.rows.len());
+                changes.push(Change {
+                    event: HistoryEvent::Add,
+                    record: new.record.clone(),
+                    retired_key: None,
+                    added_key: Some(key),
+                });
+                self.rows.push(Row {
+                    record: new.record,
+                    vector: new.vector,
+                    key,
+                    deleted: false,
+                });
+            }
+            Write::Update(update) => {
+                let i = self.live_index(update.id)?;
+                let next_key = self.max_key + 1;
+                let row = self
+                    .rows
+                    .get_mut(i)
+                    .ok_or_else(|| Error::internal("row index out of range"))?;
+                if row.record.immutable {
+                    return Err(immutable_error(update.id));
+                }
+                let old = row.record.memory.clone();
+                let mut retired = None;
+                let mut added = None;
+                if let Some((text, vector)) = update.text {
+                    row.record.hash = content_hash(&text);
+                    row.record.memory = text;
+                    row.vector = vector;
+                    retired = Some(row.key);
+                    row.key = next_key;
+                    added = Some(next_key);
+                }
+                if let Some(m) = update.metadata {
+                    row.record.metadata = m;
+                }
+                if let Some(c) = update.categories {
+                    row.record.categories = c;
+                }
+                row.record.updated_at = update.at;
+                let record = row.record.clone();
+                if added.is_some() {
+                    self.max_key = next_key;
+                }
+                self.history.push(history_record(
+                    HistoryEvent::Update,
+                    Some(&old),
+                    &record,
+                    &update.input,
+                    update.at,
+                ));
+                changes.push(Change {
+                    event: HistoryEvent::Update,
+                    record,
+                    retired_key: retired,
+                    added_key: added,
+                });
+            }
+            Write::Delete { id, at } => {
+                let i = self.live_index(id)?;
+                self.delete_row(i, at, changes)?;
+            }
+            Write::DeleteWhere { filter, at } => {
+                let hits: Vec<usize> = self
+                    .rows
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| !r.deleted && filter.matches(&r.record))
+                    .map(|(i, _)| i)
+                    .collect();
+                for i in hits {
+                    self.delete_row(i, at, changes)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn delete_row(&mut self, i: usize, at: DateTime<Utc>, changes: &mut Vec<Change>) -> Result<()> {
+        let row = self
+            .rows
+            .get_mut(i)
+            .ok_or_else(|| Error::internal("row index out of range"))?;
+        row.deleted = true;
+        let record = row.record.clone();
+        self.history.push(history_record(
+            HistoryEvent::Delete,
+            Some(&record.memory),
+            &record,
+            &[],
+            at,
+        ));
+        changes.push(Change {
+            event: HistoryEvent::Delete,
+            record,
+            retired_key: Some(row.key),
+            added_key: None,
+        });
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for MemStore {
+    async fn apply(&self, batch: WriteBatch) -> Result<WriteOutcome> {
+        let mut state = self.lock()?;
+        if state.credits < batch.credits {
+            return Err(Error::InsufficientCredits {
+                needed: batch.credits,
+                remaining: state.credits,
+            });
+        }
+        // Work on a copy so that a failing write leaves the store untouched.
+        let mut next = state.clone();
+        let mut changes = Vec::new();
+        for write in batch.writes {
+            next.apply(write, &mut changes)?;
+        }
+        next.credits -= batch.credits;
+        let credits_remaining = next.credits;
+        *state = next;
+        Ok(WriteOutcome {
+            changes,
+            credits_remaining,
+        })
+    }
+
+    async fn get(&self, id: Uuid) -> Result<Option<MemoryRecord>> {
+        let state = self.lock()?;
+        Ok(state
+            .live_index(id)
+            .ok()
+            .and_then(|i| state.rows.get(i))
+            .map(|r| r.record.clone()))
+    }
+
+    async fn get_by_keys(&self, keys: &[VectorKey]) -> Result<Vec<(VectorKey, MemoryRecord)>> {
+        let state = self.lock()?;
+        let wanted: std::collections::HashSet<_> = keys.iter().collect();
+        Ok(state
+            .rows
+            .iter()
+            .filter(|r| !r.deleted && wanted.contains(&r.key))
+            .map(|r| (r.key, r.record.clone()))
+            .collect())
+    }
+
+    async fn list(&self, query: ListQuery) -> Result<ListPage> {
+        let state = self.lock()?;
+        let matching: Vec<(usize, &Row)> = state
+            .rows
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, r)| r.visible(query.now, query.include_expired))
+            .filter(|(_, r)| query.filter.matches(&r.record))
+            .collect();
+        let count = matching.len() as u64;
+        let mut page: Vec<(usize, &Row)> = matching
+            .into_iter()
+            .filter(|(i, _)| query.before.is_none_or(|b| (*i as u64) < b))
+            .take(query.limit.saturating_add(1))
+            .collect();
+        let more = page.len() > query.limit;
+        page.truncate(query.limit);
+        let next = if more {
+            page.last().map(|(i, _)| *i as u64)
+        } else {
+            None
+        };
+        Ok(ListPage {
+            records: page.into_iter().map(|(_, r)| r.record.clone()).collect(),
+            next,
+            count,
+        })
+    }
+
+    async fn candidates(
+        &self,
+        filter: &Filter,
+        now: DateTime<Utc>,
+        include_expired: bool,
+        max_vectors: usize,
+    ) -> Result<Candidates> {
+        let state = self.lock()?;
+        let hits: Vec<&Row> = state
+            .rows
+            .iter()
+            .filter(|r| r.visible(now, include_expired) && filter.matches(&r.record))
+            .collect();
+        Ok(if hits.len() <= max_vectors {
+            Candidates::Vectors(hits.iter().map(|r| (r.key, r.vector.clone())).collect())
+        } else {
+            let mut keys: Vec<VectorKey> = hits.iter().map(|r| r.key).collect();
+            keys.sort_unstable();
+            Candidates::Keys(keys)
+        })
+    }
+
+    async fn vectors_after(
+        &self,
+        after: VectorKey,
+        limit: usize,
+    ) -> Result<Vec<(VectorKey, Vec<f32>)>> {
+        let state = self.lock()?;
+        let mut out: Vec<(VectorKey, Vec<f32>)> = state
+            .rows
+            .iter()
+            .filter(|r| !r.deleted && r.key > after)
+            .map(|r| (r.key, r.vector.clone()))
+            .collect();
+        out.sort_unstable_by_key(|(k, _)| *k);
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    async fn live_keys(&self) -> Result<Vec<LiveKey>> {
+        let state = self.lock()?;
+        Ok(state
+            .rows
+            .iter()
+            .filter(|r| !r.deleted)
+            .map(|r| LiveKey {
+                key: r.key,
+                expires_at: r.record.expiration_date.map(micros),
+            })
+            .collect())
+    }
+
+    async fn history(&self, id: Uuid) -> Result<Vec<HistoryRecord>> {
+        let state = self.lock()?;
+        Ok(state
+            .history
+            .iter()
+            .filter(|h| h.memory_id == id)
+            .cloned()
+            .collect())
+    }
+
+    async fn meta(&self, key: &str) -> Result<Option<String>> {
+        Ok(self.lock()?.meta.get(key).cloned())
+    }
+
+    async fn set_meta(&self, key: &str, value: &str) -> Result<()> {
+        self.lock()?.meta.insert(key.to_owned(), value.to_owned());
+        Ok(())
+    }
+
+    async fn credits(&self) -> Result<u64> {
+        Ok(self.lock()?.credits)
+    }
+
+    async fn max_key(&self) -> Result<VectorKey> {
+        Ok(self.lock()?.max_key)
+    }
+}

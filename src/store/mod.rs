@@ -1,0 +1,331 @@
+//! Pluggable storage: the [`Store`] trait, the SQLite store and a small in-memory store.
+//!
+//! A store is the source of truth. It keeps every memory (live and soft-deleted) with its
+//! vector, its history, and a little metadata. The vector index is derived from it.
+//!
+//! ## Vector keys
+//! Every vector a store holds has a [`VectorKey`], allocated by the store from a counter that
+//! only grows, in commit order. Updating a memory's text stores a new vector under a new key
+//! and retires the old one. The index relies on this: everything it needs to catch up after a
+//! restart is the keys above the highest one it saved.
+//!
+//! ## Writes
+//! [`Store::apply`] takes a [`WriteBatch`] and applies all of it in one transaction, history
+//! and credit charge included, or none of it.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::error::Result;
+use crate::filter::Filter;
+use crate::record::{HistoryEvent, HistoryRecord, MemoryRecord, Message, Owners};
+
+mod mem;
+mod sqlite;
+
+pub use mem::MemStore;
+pub use sqlite::SqliteStore;
+
+/// The key of one stored vector. Allocated by the store, strictly increasing in commit order.
+pub type VectorKey = u64;
+
+/// A memory to insert.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct NewMemory {
+    /// The record (its id must be new).
+    pub record: MemoryRecord,
+    /// Its unit-length vector.
+    pub vector: Vec<f32>,
+    /// The input that caused it, for history.
+    pub input: Vec<Message>,
+}
+
+impl NewMemory {
+    /// A memory to insert.
+    pub fn new(record: MemoryRecord, vector: Vec<f32>, input: Vec<Message>) -> Self {
+        NewMemory {
+            record,
+            vector,
+            input,
+        }
+    }
+}
+
+/// A change to a live memory. Fields left `None` keep their value.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct MemoryUpdate {
+    /// Which memory.
+    pub id: Uuid,
+    /// New text and its vector (both or neither).
+    pub text: Option<(String, Vec<f32>)>,
+    /// New caller metadata (replaces it; `core` included).
+    pub metadata: Option<Map<String, Value>>,
+    /// New categories.
+    pub categories: Option<Vec<String>>,
+    /// When the change happens.
+    pub at: DateTime<Utc>,
+    /// The input that caused it, for history.
+    pub input: Vec<Message>,
+}
+
+impl MemoryUpdate {
+    /// An update of `id` at `at` that changes nothing yet.
+    pub fn new(id: Uuid, at: DateTime<Utc>) -> Self {
+        MemoryUpdate {
+            id,
+            text: None,
+            metadata: None,
+            categories: None,
+            at,
+            input: Vec::new(),
+        }
+    }
+}
+
+/// One write of a batch.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Write {
+    /// Insert a new memory.
+    Insert(NewMemory),
+    /// Change a live memory. Fails with 404 if it is missing or deleted, 409 if immutable.
+    Update(MemoryUpdate),
+    /// Soft-delete a live memory. Fails with 404 if it is missing or already deleted.
+    Delete {
+        /// Which memory.
+        id: Uuid,
+        /// When.
+        at: DateTime<Utc>,
+    },
+    /// Soft-delete every live memory (expired included) matching a filter.
+    DeleteWhere {
+        /// Which memories.
+        filter: Filter,
+        /// When.
+        at: DateTime<Utc>,
+    },
+}
+
+/// Writes applied together, atomically, with their credit charge.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct WriteBatch {
+    /// The writes, applied in order.
+    pub writes: Vec<Write>,
+    /// Credits to charge. If the balance cannot pay, nothing is written (402).
+    pub credits: u64,
+}
+
+impl WriteBatch {
+    /// A batch of writes charging `credits`.
+    pub fn new(writes: Vec<Write>, credits: u64) -> Self {
+        WriteBatch { writes, credits }
+    }
+}
+
+/// One memory changed by a batch.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Change {
+    /// What happened.
+    pub event: HistoryEvent,
+    /// The memory after the change (on DELETE: as it was when deleted).
+    pub record: MemoryRecord,
+    /// The vector key retired by the change (UPDATE of the text, DELETE).
+    pub retired_key: Option<VectorKey>,
+    /// The vector key added by the change (ADD, UPDATE of the text).
+    pub added_key: Option<VectorKey>,
+}
+
+/// What a batch did.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct WriteOutcome {
+    /// The changes, in the order of the writes.
+    pub changes: Vec<Change>,
+    /// The credit balance after the charge.
+    pub credits_remaining: u64,
+}
+
+/// A query for a page of memories, newest first.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ListQuery {
+    /// Which memories.
+    pub filter: Filter,
+    /// The current time, for expiry.
+    pub now: DateTime<Utc>,
+    /// Whether expired memories are listed too.
+    pub include_expired: bool,
+    /// Only memories inserted before this position (a [`ListPage::next`] value).
+    pub before: Option<u64>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+impl ListQuery {
+    /// A query for the first `limit` live, unexpired memories matching `filter` at `now`.
+    pub fn new(filter: Filter, now: DateTime<Utc>, limit: usize) -> Self {
+        ListQuery {
+            filter,
+            now,
+            include_expired: false,
+            before: None,
+            limit,
+        }
+    }
+}
+
+/// A page of memories.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ListPage {
+    /// The memories, newest first.
+    pub records: Vec<MemoryRecord>,
+    /// Where the next page starts, if there is one.
+    pub next: Option<u64>,
+    /// How many memories match, over all pages.
+    pub count: u64,
+}
+
+/// The live memories a search may return, for exact search or for filtering the index.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Candidates {
+    /// Few enough to rank exactly: their keys and vectors.
+    Vectors(Vec<(VectorKey, Vec<f32>)>),
+    /// Too many to rank exactly: their keys, sorted ascending.
+    Keys(Vec<VectorKey>),
+}
+
+/// The liveness of one indexed vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LiveKey {
+    /// The key.
+    pub key: VectorKey,
+    /// When its memory expires, in microseconds since the epoch.
+    pub expires_at: Option<i64>,
+}
+
+/// Storage for memories. Implement it to keep memories somewhere else; run the conformance
+/// suite in `tests/store_conformance.rs` against your implementation.
+///
+/// Every method sees a consistent snapshot; [`apply`](Store::apply) is atomic. Methods that
+/// take a `now` hide memories that expired at `now` unless told otherwise; deleted memories
+/// are never returned except by [`history`](Store::history).
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// Applies a batch atomically and returns what changed.
+    async fn apply(&self, batch: WriteBatch) -> Result<WriteOutcome>;
+
+    /// A live memory by id (expired ones included), or `None`.
+    async fn get(&self, id: Uuid) -> Result<Option<MemoryRecord>>;
+
+    /// The live memories holding these vector keys, in no particular order. Retired keys are
+    /// skipped.
+    async fn get_by_keys(&self, keys: &[VectorKey]) -> Result<Vec<(VectorKey, MemoryRecord)>>;
+
+    /// A page of memories, newest first.
+    async fn list(&self, query: ListQuery) -> Result<ListPage>;
+
+    /// The live memories matching `filter` at `now`: their vectors if there are at most
+    /// `max_vectors`, otherwise their keys.
+    async fn candidates(
+        &self,
+        filter: &Filter,
+        now: DateTime<Utc>,
+        include_expired: bool,
+        max_vectors: usize,
+    ) -> Result<Candidates>;
+
+    /// Live vectors with keys above `after`, ascending, at most `limit`: how the index
+    /// catches up and rebuilds.
+    async fn vectors_after(
+        &self,
+        after: VectorKey,
+        limit: usize,
+    ) -> Result<Vec<(VectorKey, Vec<f32>)>>;
+
+    /// Every live vector key with its expiry.
+    async fn live_keys(&self) -> Result<Vec<LiveKey>>;
+
+    /// The change history of a memory (deleted ones too), oldest first; empty if unknown.
+    async fn history(&self, id: Uuid) -> Result<Vec<HistoryRecord>>;
+
+    /// A value from the store's key–value metadata.
+    async fn meta(&self, key: &str) -> Result<Option<String>>;
+
+    /// Sets a value in the store's key–value metadata.
+    async fn set_meta(&self, key: &str, value: &str) -> Result<()>;
+
+    /// The credit balance.
+    async fn credits(&self) -> Result<u64>;
+
+    /// The highest vector key ever allocated (0 when none).
+    async fn max_key(&self) -> Result<VectorKey>;
+}
+
+/// Metadata key holding the store's random identity (so an index saved for one store is
+/// never loaded for another).
+pub const META_STORE_ID: &str = "store_id";
+/// Metadata key holding the embedding model id.
+pub const META_MODEL: &str = "embedding_model";
+/// Metadata key holding the embedding dimension.
+pub const META_DIMENSION: &str = "embedding_dimension";
+
+/// The credit balance a new store starts with.
+pub const DEFAULT_CREDITS: u64 = 1_000_000;
+
+/// The 409 for changing an immutable memory.
+pub(crate) fn immutable_error(id: Uuid) -> crate::error::Error {
+    crate::error::Error::Conflict {
+        detail: format!(
+            "memory {id} is immutable and cannot be updated; delete it and add a new one instead"
+        ),
+    }
+}
+
+/// Builds the history record of a change.
+pub(crate) fn history_record(
+    event: HistoryEvent,
+    old: Option<&str>,
+    record: &MemoryRecord,
+    input: &[Message],
+    at: DateTime<Utc>,
+) -> HistoryRecord {
+    HistoryRecord {
+        id: Uuid::now_v7(),
+        memory_id: record.id,
+        event,
+        old_memory: old.map(str::to_owned),
+        new_memory: (event != HistoryEvent::Delete).then(|| record.memory.clone()),
+        input: input.to_vec(),
+        owners: record.owners.clone(),
+        categories: record.categories.clone(),
+        metadata: record.metadata.clone(),
+        created_at: at,
+    }
+}
+
+/// The owner part of a bulk-delete filter, checked non-empty.
+pub(crate) fn owner_filter(owners: &Owners) -> Filter {
+    let mut parts = Vec::new();
+    if let Some(u) = &owners.user_id {
+        parts.push(Filter::user(u.clone()));
+    }
+    if let Some(a) = &owners.agent_id {
+        parts.push(Filter::agent(a.clone()));
+    }
+    if let Some(a) = &owners.app_id {
+        parts.push(Filter::app(a.clone()));
+    }
+    if let Some(r) = &owners.run_id {
+        parts.push(Filter::run(r.clone()));
+    }
+    Filter::And(parts)
+}
