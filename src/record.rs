@@ -81,9 +81,9 @@ pub struct Core {
 /// The importance given to a memory when nothing rated it.
 pub const DEFAULT_IMPORTANCE: i64 = 5;
 
-/// A stored memory, as returned by `get`, `list` and `add`.
+/// A stored memory, as returned by `get`, `list` and `add`. Stores construct it, so its
+/// fields are all public.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
 pub struct MemoryRecord {
     /// The memory's id.
     pub id: Uuid,
@@ -158,7 +158,6 @@ impl HistoryEvent {
 
 /// One change to one memory. A memory's history is ordered oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
 pub struct HistoryRecord {
     /// The history record's id.
     pub id: Uuid,

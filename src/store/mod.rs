@@ -129,7 +129,6 @@ impl WriteBatch {
 
 /// One memory changed by a batch.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub struct Change {
     /// What happened.
     pub event: HistoryEvent,
@@ -143,7 +142,6 @@ pub struct Change {
 
 /// What a batch did.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub struct WriteOutcome {
     /// The changes, in the order of the writes.
     pub changes: Vec<Change>,
@@ -182,7 +180,6 @@ impl ListQuery {
 
 /// A page of memories.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub struct ListPage {
     /// The memories, newest first.
     pub records: Vec<MemoryRecord>,
@@ -204,7 +201,6 @@ pub enum Candidates {
 
 /// The liveness of one indexed vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct LiveKey {
     /// The key.
     pub key: VectorKey,
