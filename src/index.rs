@@ -718,3 +718,77 @@ mod tests {
         assert_eq!(r.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2, 3, 4]);
     }
 }
+
+#[cfg(test)]
+mod persistence_tests {
+    use super::*;
+    use crate::store::{MemStore, NewMemory, Write, WriteBatch};
+
+    fn unit(i: usize, dim: usize) -> Vec<f32> {
+        let mut state = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut v: Vec<f32> = (0..dim)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state % 1000) as f32 / 500.0 - 1.0
+            })
+            .collect();
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= n);
+        v
+    }
+
+    #[tokio::test]
+    async fn insert_after_load_keeps_keys_and_vectors_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MemStore::new();
+        let dim = 16;
+        let writes = |range: std::ops::Range<usize>| -> Vec<Write> {
+            range
+                .map(|i| {
+                    let mut r = crate::record::MemoryRecord {
+                        id: uuid::Uuid::new_v4(),
+                        memory: format!("m{i}"),
+                        owners: Default::default(),
+                        metadata: Default::default(),
+                        categories: vec![],
+                        immutable: false,
+                        expiration_date: None,
+                        created_at: crate::record::now(),
+                        updated_at: crate::record::now(),
+                        hash: String::new(),
+                    };
+                    r.owners.user_id = Some("u".into());
+                    Write::Insert(NewMemory::new(r, unit(i, dim), vec![]))
+                })
+                .collect()
+        };
+        store
+            .apply(WriteBatch::new(writes(0..30), 0))
+            .await
+            .unwrap();
+        let params = IndexParams::default();
+        let index = VectorIndex::open(&store, dim, params, Some(dir.path().into()), "s".into())
+            .await
+            .unwrap();
+        index.save().unwrap();
+        drop(index);
+        store
+            .apply(WriteBatch::new(writes(30..35), 0))
+            .await
+            .unwrap();
+        let index = VectorIndex::open(&store, dim, params, Some(dir.path().into()), "s".into())
+            .await
+            .unwrap();
+        assert!(matches!(
+            *index.graph.read().unwrap(),
+            GraphHolder::Loaded(_)
+        ));
+        for i in 0..35 {
+            let hits = index.search(&unit(i, dim), 1, 0, None).unwrap();
+            assert_eq!(hits[0].0, i as u64 + 1, "query {i}: {hits:?}");
+            assert!((hits[0].1 - 1.0).abs() < 1e-4, "query {i}: {hits:?}");
+        }
+    }
+}

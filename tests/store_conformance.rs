@@ -15,9 +15,7 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 fn t(secs: i64) -> DateTime<Utc> {
-    Utc.timestamp_opt(1_700_000_000 + secs, 0)
-        .single()
-        .unwrap_or_default()
+    Utc.timestamp_opt(1_700_000_000 + secs, 0).single().unwrap()
 }
 
 fn record(text: &str, user: &str, at: DateTime<Utc>) -> MemoryRecord {
@@ -49,7 +47,7 @@ async fn apply(store: &dyn Store, writes: Vec<Write>) -> memlane::Result<Vec<u64
 
 async fn all(store: &dyn Store, filter: Filter, now: DateTime<Utc>) -> Vec<MemoryRecord> {
     let page = store.list(ListQuery::new(filter, now, 10_000)).await;
-    page.map(|p| p.records).unwrap_or_default()
+    page.map(|p| p.records).unwrap()
 }
 
 /// The whole contract, run against one store.
@@ -63,7 +61,7 @@ async fn conformance(store: &dyn Store) {
         vec![insert(&a, vec![1.0, 0.0]), insert(&b, vec![0.0, 1.0])],
     )
     .await
-    .unwrap_or_default();
+    .unwrap();
     assert_eq!(keys.len(), 2);
     assert!(keys[0] < keys[1], "keys grow in commit order");
     assert_eq!(store.get(a.id).await.ok().flatten(), Some(a.clone()));
@@ -112,7 +110,7 @@ async fn conformance(store: &dyn Store) {
     let by_keys = store
         .get_by_keys(&[keys[0], keys[1], new_key])
         .await
-        .unwrap_or_default();
+        .unwrap();
     let mut found: Vec<u64> = by_keys.iter().map(|(k, _)| *k).collect();
     found.sort_unstable();
     assert_eq!(found, vec![keys[1], new_key]);
@@ -138,7 +136,7 @@ async fn conformance(store: &dyn Store) {
         ))
         .await;
     assert_eq!(again.err().map(|e| e.status()), Some(404));
-    let history = store.history(a.id).await.unwrap_or_default();
+    let history = store.history(a.id).await.unwrap();
     let events: Vec<HistoryEvent> = history.iter().map(|h| h.event).collect();
     assert_eq!(
         events,
@@ -156,11 +154,7 @@ async fn conformance(store: &dyn Store) {
         Some("alice likes green tea")
     );
     assert_eq!(history[2].new_memory, None);
-    assert!(store
-        .history(Uuid::new_v4())
-        .await
-        .unwrap_or_default()
-        .is_empty());
+    assert!(store.history(Uuid::new_v4()).await.unwrap().is_empty());
 
     // Updating a deleted memory is a 404.
     let mut upd = MemoryUpdate::new(a.id, t(22));
@@ -174,12 +168,12 @@ async fn conformance(store: &dyn Store) {
     let live: Vec<u64> = store
         .live_keys()
         .await
-        .unwrap_or_default()
+        .unwrap()
         .iter()
         .map(|l| l.key)
         .collect();
     assert_eq!(live, vec![keys[1]]);
-    let after = store.vectors_after(0, 10).await.unwrap_or_default();
+    let after = store.vectors_after(0, 10).await.unwrap();
     assert_eq!(after, vec![(keys[1], vec![0.0, 1.0])]);
 
     // Credits: an unaffordable batch is a 402 and writes nothing.
@@ -221,7 +215,7 @@ async fn conformance(store: &dyn Store) {
         .ok();
     let mut gone: Vec<Uuid> = out
         .map(|o| o.changes.iter().map(|c| c.record.id).collect())
-        .unwrap_or_default();
+        .unwrap();
     gone.sort();
     let mut want = vec![e1.id, e2.id];
     want.sort();
@@ -310,9 +304,8 @@ async fn pagination_and_expiry(store: &dyn Store) {
 }
 
 async fn sqlite_file() -> (tempfile::TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let store =
-        SqliteStore::open(dir.path().join("conformance.db")).unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("conformance.db")).unwrap();
     (dir, store)
 }
 
@@ -326,9 +319,9 @@ async fn sqlite_file_conforms() {
 
 #[tokio::test]
 async fn sqlite_in_memory_conforms() {
-    let store = SqliteStore::in_memory().unwrap_or_else(|e| panic!("{e}"));
+    let store = SqliteStore::in_memory().unwrap();
     conformance(&store).await;
-    let store = SqliteStore::in_memory().unwrap_or_else(|e| panic!("{e}"));
+    let store = SqliteStore::in_memory().unwrap();
     pagination_and_expiry(&store).await;
 }
 
@@ -340,7 +333,7 @@ async fn mem_store_conforms() {
 
 #[tokio::test]
 async fn sqlite_file_survives_reopen_exactly() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("reopen.db");
     let mut r = record(
         "ünïcödé and 'quotes' -- ; DROP TABLE memories;",
@@ -350,24 +343,24 @@ async fn sqlite_file_survives_reopen_exactly() {
     r.metadata = json!({"n": 1.5, "deep": {"list": [1, "two", null, true]}, "k;ey": "v\"al"})
         .as_object()
         .cloned()
-        .unwrap_or_default();
+        .unwrap();
     r.categories = vec!["a".into(), "b c".into()];
     r.expiration_date = Some(t(1_000_000));
     r.owners.agent_id = Some("agent".into());
     r.owners.run_id = Some("run-1".into());
     {
-        let store = SqliteStore::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        let store = SqliteStore::open(&path).unwrap();
         apply(&store, vec![insert(&r, vec![0.25, -0.5, 1e-7])])
             .await
             .ok();
     }
-    let store = SqliteStore::open(&path).unwrap_or_else(|e| panic!("{e}"));
+    let store = SqliteStore::open(&path).unwrap();
     assert_eq!(store.get(r.id).await.ok().flatten(), Some(r.clone()));
     assert_eq!(
         store.vectors_after(0, 1).await.ok().map(|v| v[0].1.clone()),
         Some(vec![0.25, -0.5, 1e-7])
     );
-    let h = store.history(r.id).await.unwrap_or_default();
+    let h = store.history(r.id).await.unwrap();
     assert_eq!(h.len(), 1);
     assert_eq!(h[0].metadata, r.metadata);
 }
@@ -495,9 +488,9 @@ proptest! {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
         let Ok(runtime) = runtime else { return Err(TestCaseError::fail("runtime")) };
         runtime.block_on(async {
-            let store = Arc::new(SqliteStore::in_memory().unwrap_or_else(|e| panic!("{e}")));
+            let store = Arc::new(SqliteStore::in_memory().unwrap());
             let writes = records.iter().map(|r| insert(r, vec![1.0])).collect();
-            apply(&*store, writes).await.unwrap_or_else(|e| panic!("{e}"));
+            apply(&*store, writes).await.unwrap();
             let now = t(2 * 86_400);
             for json in &filters {
                 let filter = Filter::from_json(json).unwrap_or_else(|e| panic!("{json}: {e}"));
