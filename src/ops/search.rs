@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::embed::EmbedMode;
+use crate::embed::{normalize, EmbedMode};
 use crate::error::{Error, Result};
 use crate::filter::{Condition, Filter, Op};
 use crate::index::exact;
@@ -46,7 +46,7 @@ pub struct SearchResult {
 #[must_use = "a request does nothing until awaited"]
 pub struct SearchRequest<'a> {
     memory: &'a Memory,
-    query: String,
+    query: Query,
     owners: Owners,
     top_k: usize,
     threshold: f32,
@@ -57,12 +57,28 @@ pub struct SearchRequest<'a> {
     include_expired: bool,
 }
 
+#[derive(Debug)]
+enum Query {
+    Text(String),
+    Vector(Vec<f32>),
+}
+
 impl Memory {
     /// Searches memories by meaning.
     pub fn search(&self, query: impl Into<String>) -> SearchRequest<'_> {
+        self.search_query(Query::Text(query.into()))
+    }
+
+    /// Searches memories nearest a vector of your own (the embedder's dimension; it is
+    /// normalised). Everything else works as in [`search`](Self::search).
+    pub fn search_vector(&self, vector: Vec<f32>) -> SearchRequest<'_> {
+        self.search_query(Query::Vector(vector))
+    }
+
+    fn search_query(&self, query: Query) -> SearchRequest<'_> {
         SearchRequest {
             memory: self,
-            query: query.into(),
+            query,
             owners: Owners::default(),
             top_k: limits::DEFAULT_TOP_K,
             threshold: 0.0,
@@ -127,7 +143,9 @@ impl<'a> SearchRequest<'a> {
     }
 
     async fn send(self) -> Result<SearchResult> {
-        limits::text("query", &self.query)?;
+        if let Query::Text(text) = &self.query {
+            limits::text("query", text)?;
+        }
         limits::top_k("top_k", self.top_k)?;
         limits::threshold(self.threshold)?;
         let filter = combine(
@@ -137,12 +155,15 @@ impl<'a> SearchRequest<'a> {
             self.filter,
             self.filter_json.as_ref(),
         )?;
-        let query = self
-            .memory
-            .embed_texts(&[self.query], EmbedMode::Query)
-            .await?
-            .pop()
-            .ok_or_else(|| Error::internal("no query vector"))?;
+        let query = match self.query {
+            Query::Text(text) => self
+                .memory
+                .embed_texts(&[text], EmbedMode::Query)
+                .await?
+                .pop()
+                .ok_or_else(|| Error::internal("no query vector"))?,
+            Query::Vector(v) => normalize(v, self.memory.inner.embedder.dimension())?,
+        };
         let results = self
             .memory
             .rank(&query, &filter, self.top_k, self.include_expired)

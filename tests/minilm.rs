@@ -1,0 +1,118 @@
+//! The real local model: all-MiniLM-L6-v2 on candle, alone and as the default embedder of a
+//! `Memory` on a SQLite file. Needs `scripts/fetch-models.sh` to have run.
+
+use memlane::{EmbedMode, Embedder, Memory, MiniLm};
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[tokio::test]
+async fn minilm_matches_the_published_model() {
+    let model = MiniLm::load_default().unwrap();
+    assert_eq!(model.dimension(), 384);
+    let texts: Vec<String> = [
+        "I love pizza",
+        "Pizza is my favourite food",
+        "That is a happy person",
+        "That is a very happy person",
+        "The quarterly tax filing deadline is approaching",
+    ]
+    .map(String::from)
+    .to_vec();
+    let v = model.embed(&texts, EmbedMode::Document).await.unwrap();
+    for x in &v {
+        assert!((cosine(x, x) - 1.0).abs() < 1e-4, "unit length");
+    }
+    // Reference values of the published model (sentence-transformers), checked here.
+    assert!(
+        (cosine(&v[0], &v[1]) - 0.867).abs() < 0.01,
+        "{}",
+        cosine(&v[0], &v[1])
+    );
+    assert!(
+        (cosine(&v[2], &v[3]) - 0.943).abs() < 0.01,
+        "{}",
+        cosine(&v[2], &v[3])
+    );
+    assert!(cosine(&v[0], &v[4]) < 0.3);
+}
+
+#[tokio::test]
+async fn batching_and_padding_do_not_change_vectors() {
+    let model = MiniLm::load_default().unwrap();
+    let short = "Cats sleep a lot".to_string();
+    let long = "A much longer sentence about the history of the Roman empire, its roads, \
+                its aqueducts and the many provinces it governed for centuries"
+        .to_string();
+    let alone = model.embed_one(&short, EmbedMode::Query).await.unwrap();
+    let batch = model
+        .embed(&[long.clone(), short.clone(), long], EmbedMode::Document)
+        .await
+        .unwrap();
+    assert!(alone
+        .iter()
+        .zip(&batch[1])
+        .all(|(a, b)| (a - b).abs() < 1e-4));
+    let over_limit = "word ".repeat(2_000);
+    let v = model
+        .embed_one(&over_limit, EmbedMode::Document)
+        .await
+        .unwrap();
+    assert_eq!(
+        v.len(),
+        384,
+        "texts past the token limit are truncated, not refused"
+    );
+}
+
+#[tokio::test]
+async fn memory_on_a_file_with_the_real_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("real.db");
+    let facts = [
+        "I have a golden retriever named Max",
+        "My favourite cuisine is Thai food, especially green curry",
+        "I work night shifts as an ICU nurse",
+        "I am learning to play the violin",
+        "My sister lives in Toronto",
+    ];
+    let ids = {
+        let memory = Memory::open(&path).await.unwrap();
+        let out = memory
+            .add(
+                facts
+                    .iter()
+                    .map(|f| memlane::Message::user(*f))
+                    .collect::<Vec<_>>(),
+            )
+            .user("dana")
+            .infer(false)
+            .await
+            .unwrap();
+        memory
+            .add("I have a golden retriever too")
+            .user("eli")
+            .infer(false)
+            .await
+            .unwrap();
+        out.results.iter().map(|r| r.id).collect::<Vec<_>>()
+    };
+    let memory = Memory::open(&path).await.unwrap();
+    // No word overlap between the questions and the answers: this is the model at work.
+    for (question, want) in [
+        ("What pets does she have?", 0),
+        ("What should we cook for dinner?", 1),
+        ("What is her job?", 2),
+        ("Which musical instrument?", 3),
+        ("Where do her relatives live?", 4),
+    ] {
+        let hits = memory.search(question).user("dana").top_k(1).await.unwrap();
+        assert_eq!(hits.results[0].record.id, ids[want], "{question}");
+        assert!(hits.results[0].record.owners.user_id.as_deref() == Some("dana"));
+    }
+    let retrieved = memory.retrieve("dog", "eli", 3).await.unwrap();
+    assert_eq!(retrieved.results.len(), 1);
+    let e = memory.embed("hello world", EmbedMode::Query).await.unwrap();
+    assert_eq!((e.dimension, e.embedding.len()), (384, 384));
+}
