@@ -1,1 +1,328 @@
-fn main() {}
+//! Search latency and recall, and `add` throughput.
+//!
+//! `cargo bench --bench search` (after `scripts/fetch-models.sh`).
+//!
+//! - Search runs over 10k and 100k stored memories whose vectors are precomputed (no model in
+//!   the loop: a synthetic embedder maps the text `v<i>` to vector `i`). Vectors are drawn
+//!   around 1,000 random centres in 384 dimensions, which is closer to real sentence
+//!   embeddings than uniform noise. Each user owns 1,000 memories.
+//! - Before the criterion runs, 300 queries per case are timed one by one through the public
+//!   API (`search_vector`, so query embedding is excluded; the store round trip that hydrates
+//!   results is included) and compared with exact search: the table printed first holds p50,
+//!   p95 and recall@10.
+//! - `add` throughput: 100 distinct short sentences per call, `infer = false`, the local
+//!   MiniLM embedder, a SQLite file.
+//!
+//! The stores are built once under `target/memlane-bench/` and reused by later runs.
+
+use std::future::IntoFuture;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use memlane::{EmbedMode, Embedder, Memory, Message};
+use tokio::runtime::Runtime;
+
+const DIM: usize = 384;
+const CENTRES: usize = 1_000;
+const PER_USER: usize = 1_000;
+const QUERIES: usize = 300;
+
+/// Deterministic pseudo-random numbers (xorshift), so every run sees the same data.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Roughly normal, by the sum of four uniforms.
+    fn gauss(&mut self) -> f32 {
+        (0..4)
+            .map(|_| (self.next() % 10_000) as f32 / 10_000.0)
+            .sum::<f32>()
+            - 2.0
+    }
+}
+
+fn normalise(mut v: Vec<f32>) -> Vec<f32> {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|x| *x /= n);
+    v
+}
+
+/// Vector `i`: a random centre plus noise.
+fn vector(i: usize) -> Vec<f32> {
+    let mut rng = Rng::new(i as u64 + 1);
+    let centre = (rng.next() % CENTRES as u64) as usize;
+    let mut c = Rng::new(1_000_000_007 + centre as u64);
+    normalise((0..DIM).map(|_| c.gauss() + 0.6 * rng.gauss()).collect())
+}
+
+/// The synthetic embedder: text `v<i>` is vector `i`.
+#[derive(Debug)]
+struct Precomputed;
+
+#[async_trait]
+impl Embedder for Precomputed {
+    fn dimension(&self) -> usize {
+        DIM
+    }
+
+    fn model_id(&self) -> &str {
+        "bench-precomputed"
+    }
+
+    async fn embed(&self, texts: &[String], _: EmbedMode) -> memlane::Result<Vec<Vec<f32>>> {
+        texts
+            .iter()
+            .map(|t| {
+                t.strip_prefix('v')
+                    .and_then(|n| n.parse().ok())
+                    .map(vector)
+                    .ok_or_else(|| memlane::Error::invalid(format!("not a bench text: {t}")))
+            })
+            .collect()
+    }
+}
+
+fn bench_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/memlane-bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A store of `n` memories, built on first use and reused afterwards.
+async fn store(n: usize) -> Memory {
+    let path = bench_dir().join(format!("search-{n}.db"));
+    let open = || {
+        Memory::builder()
+            .path(&path)
+            .embedder(Arc::new(Precomputed))
+            .build()
+    };
+    let memory = open().await.unwrap();
+    let have = memory.list().page_size(1).await.unwrap().pagination.count as usize;
+    if have == n {
+        return memory;
+    }
+    assert_eq!(
+        have,
+        0,
+        "{} holds {have} memories, not {n}: delete it",
+        path.display()
+    );
+    let started = Instant::now();
+    for start in (0..n).step_by(1_000) {
+        let user = format!("user{}", start / PER_USER);
+        let batch: Vec<Message> = (start..(start + 1_000).min(n))
+            .map(|i| Message::user(format!("v{i}")))
+            .collect();
+        memory.add(batch).user(user).infer(false).await.unwrap();
+    }
+    memory.save_index().await.unwrap();
+    eprintln!("built {n} memories in {:.1?}", started.elapsed());
+    memory
+}
+
+fn exact_top10(query: &[f32], data: &[Vec<f32>], ids: std::ops::Range<usize>) -> Vec<usize> {
+    let mut scored: Vec<(usize, f32)> = ids
+        .map(|i| (i, data[i].iter().zip(query).map(|(a, b)| a * b).sum()))
+        .collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    scored.truncate(10);
+    scored.into_iter().map(|(i, _)| i).collect()
+}
+
+struct Case {
+    name: &'static str,
+    p50: Duration,
+    p95: Duration,
+    recall: f64,
+}
+
+/// Times `QUERIES` searches one by one and scores them against exact search. The exact
+/// answers are computed first, so that the timed loop runs searches back to back.
+async fn measure(
+    memory: &Memory,
+    data: &[Vec<f32>],
+    user: Option<usize>,
+    name: &'static str,
+) -> Case {
+    let queries: Vec<Vec<f32>> = (0..QUERIES).map(|q| vector(10_000_000 + q)).collect();
+    let truths: Vec<Vec<usize>> = queries
+        .iter()
+        .map(|query| match user {
+            None => exact_top10(query, data, 0..data.len()),
+            Some(u) => exact_top10(query, data, u * PER_USER..(u + 1) * PER_USER),
+        })
+        .collect();
+    let mut latencies = Vec::with_capacity(QUERIES);
+    let mut results = Vec::with_capacity(QUERIES);
+    for query in &queries {
+        let mut req = memory.search_vector(query.clone()).top_k(10);
+        if let Some(u) = user {
+            req = req.user(format!("user{u}"));
+        }
+        let started = Instant::now();
+        let hits = req.await.unwrap();
+        latencies.push(started.elapsed());
+        results.push(hits);
+    }
+    let mut found = 0usize;
+    let mut wanted = 0usize;
+    for (hits, truth) in results.iter().zip(&truths) {
+        let got: Vec<usize> = hits
+            .results
+            .iter()
+            .map(|h| h.record.memory[1..].parse().unwrap())
+            .collect();
+        found += truth.iter().filter(|t| got.contains(t)).count();
+        wanted += truth.len();
+    }
+    latencies.sort();
+    Case {
+        name,
+        p50: latencies[QUERIES / 2],
+        p95: latencies[QUERIES * 95 / 100],
+        recall: found as f64 / wanted as f64,
+    }
+}
+
+fn search(c: &mut Criterion) {
+    let rt = Runtime::new().unwrap();
+    let mut table = Vec::new();
+    let mut group = c.benchmark_group("search");
+    group
+        .sample_size(50)
+        .measurement_time(Duration::from_secs(5));
+    for (n, label) in [(10_000, "10k"), (100_000, "100k")] {
+        let memory = rt.block_on(store(n));
+        let data: Vec<Vec<f32>> = (0..n).map(vector).collect();
+        let unfiltered = rt.block_on(measure(&memory, &data, None, "unfiltered"));
+        let user = rt.block_on(measure(
+            &memory,
+            &data,
+            Some(n / PER_USER / 2),
+            "one user (1k)",
+        ));
+        drop(data);
+        table.push((label, unfiltered));
+        table.push((label, user));
+        let query = vector(20_000_000);
+        group.bench_function(BenchmarkId::new("unfiltered", label), |b| {
+            b.to_async(&rt)
+                .iter(|| async { memory.search_vector(query.clone()).top_k(10).await.unwrap() })
+        });
+        group.bench_function(BenchmarkId::new("one_user", label), |b| {
+            b.to_async(&rt).iter(|| async {
+                memory
+                    .search_vector(query.clone())
+                    .user("user0")
+                    .top_k(10)
+                    .await
+                    .unwrap()
+            })
+        });
+    }
+    group.finish();
+    println!("\n| memories | search | p50 | p95 | recall@10 |\n|---|---|---|---|---|");
+    for (label, case) in table {
+        println!(
+            "| {label} | {} | {:.3} ms | {:.3} ms | {:.3} |",
+            case.name,
+            case.p50.as_secs_f64() * 1e3,
+            case.p95.as_secs_f64() * 1e3,
+            case.recall
+        );
+    }
+}
+
+fn add(c: &mut Criterion) {
+    let rt = Runtime::new().unwrap();
+    let path = bench_dir().join("add.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let _ = std::fs::remove_dir_all(format!("{}.index", path.display()));
+    let memory = rt.block_on(Memory::open(&path)).unwrap();
+    let subjects = [
+        "my sister",
+        "the dentist",
+        "our team",
+        "the landlord",
+        "my coach",
+        "the bakery",
+    ];
+    let actions = [
+        "moved to",
+        "called about",
+        "booked a trip to",
+        "wrote to me from",
+        "recommended",
+    ];
+    let places = [
+        "Lisbon",
+        "the lake house",
+        "Kyoto",
+        "the new office",
+        "Oslo",
+        "the old market",
+    ];
+    let mut counter = 0usize;
+    let mut batch = move || -> Vec<Message> {
+        (0..100)
+            .map(|_| {
+                counter += 1;
+                let i = counter;
+                Message::user(format!(
+                    "On day {i}, {} {} {} (note {}).",
+                    subjects[i % subjects.len()],
+                    actions[(i / 7) % actions.len()],
+                    places[(i / 3) % places.len()],
+                    i * 7919 % 10_007
+                ))
+            })
+            .collect()
+    };
+    // One timed pass for the README figure, then criterion's own estimate.
+    let started = Instant::now();
+    for _ in 0..10 {
+        rt.block_on(memory.add(batch()).user("bench").infer(false).into_future())
+            .unwrap();
+    }
+    let per_second = 1_000.0 / started.elapsed().as_secs_f64();
+    let mut group = c.benchmark_group("add");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(15))
+        .throughput(Throughput::Elements(100));
+    group.bench_function("infer_false_minilm_100", |b| {
+        b.to_async(&rt).iter_batched(
+            &mut batch,
+            |messages| async {
+                memory
+                    .add(messages)
+                    .user("bench")
+                    .infer(false)
+                    .await
+                    .unwrap()
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+    println!("\nadd, infer = false, MiniLM, 100 messages per call: {per_second:.0} memories/s (1,000 memories timed)");
+}
+
+criterion_group!(benches, search, add);
+criterion_main!(benches);

@@ -159,22 +159,24 @@ impl GraphHolder {
     }
 }
 
-/// Which keys are live and when they expire.
+/// Which keys are live, when they expire, and their vectors.
 #[derive(Default)]
-struct Liveness {
+struct State {
     bits: Vec<u64>,
     expiring: HashMap<VectorKey, i64>,
     live: usize,
+    /// Live vectors, for exact ranking without a trip to the store.
+    arena: Arena,
     max_key: VectorKey,
     points: usize,
     unsaved: usize,
 }
 
-impl Liveness {
+impl State {
     fn is_live(&self, key: VectorKey, now: i64) -> bool {
         let (word, bit) = ((key / 64) as usize, key % 64);
         self.bits.get(word).is_some_and(|w| w & (1 << bit) != 0)
-            && self.expiring.get(&key).is_none_or(|&at| at > now)
+            && (self.expiring.is_empty() || self.expiring.get(&key).is_none_or(|&at| at > now))
     }
 
     fn set(&mut self, key: VectorKey, expires_at: Option<i64>) {
@@ -202,6 +204,54 @@ impl Liveness {
             *w &= !(1 << bit);
         }
         self.expiring.remove(&key);
+        self.arena.remove(key);
+    }
+
+    /// Graph points a search may have to skip: retired, or live but expiring.
+    fn masked(&self) -> usize {
+        self.points.saturating_sub(self.live) + self.expiring.len()
+    }
+}
+
+/// Vectors in one flat buffer, slot per key; freed slots are reused.
+#[derive(Default)]
+struct Arena {
+    dimension: usize,
+    slots: HashMap<VectorKey, usize>,
+    data: Vec<f32>,
+    free: Vec<usize>,
+}
+
+impl Arena {
+    fn insert(&mut self, key: VectorKey, v: &[f32]) {
+        self.dimension = v.len();
+        let slot = match self.slots.get(&key) {
+            Some(&slot) => slot,
+            None => {
+                let slot = self.free.pop().unwrap_or(self.data.len() / v.len().max(1));
+                self.slots.insert(key, slot);
+                slot
+            }
+        };
+        let at = slot * v.len();
+        if self.data.len() < at + v.len() {
+            self.data.resize(at + v.len(), 0.0);
+        }
+        if let Some(dst) = self.data.get_mut(at..at + v.len()) {
+            dst.copy_from_slice(v);
+        }
+    }
+
+    fn remove(&mut self, key: VectorKey) {
+        if let Some(slot) = self.slots.remove(&key) {
+            self.free.push(slot);
+        }
+    }
+
+    fn get(&self, key: VectorKey) -> Option<&[f32]> {
+        let slot = *self.slots.get(&key)?;
+        self.data
+            .get(slot * self.dimension..(slot + 1) * self.dimension)
     }
 }
 
@@ -210,7 +260,7 @@ pub(crate) struct VectorIndex {
     dimension: usize,
     params: IndexParams,
     graph: RwLock<GraphHolder>,
-    liveness: RwLock<Liveness>,
+    state: RwLock<State>,
     dir: Option<PathBuf>,
     store_id: String,
 }
@@ -309,6 +359,7 @@ impl VectorIndex {
         // An index that has seen keys the store never issued belongs to another history of
         // the store (a restored backup, say): it cannot be trusted.
         let loaded = loaded.filter(|(_, max_key, _)| *max_key <= store_max);
+        let was_loaded = loaded.is_some();
         let (graph, max_key, points) = match loaded {
             Some(l) => l,
             None => (GraphHolder::Fresh(new_graph(&params, 0)), 0, 0),
@@ -317,47 +368,88 @@ impl VectorIndex {
             dimension,
             params,
             graph: RwLock::new(graph),
-            liveness: RwLock::new(Liveness {
+            state: RwLock::new(State {
                 max_key,
                 points,
-                ..Liveness::default()
+                ..State::default()
             }),
             dir,
             store_id,
         };
-        index.catch_up(store).await?;
         index.load_liveness(store).await?;
+        if was_loaded {
+            index.fill_arena_from_graph()?;
+        }
+        index.catch_up(store).await?;
+        let (live, in_arena) = {
+            let s = read_lock(&index.state)?;
+            (s.live, s.arena.slots.len())
+        };
+        if was_loaded && live != in_arena {
+            // The saved graph lacks live vectors it should hold: trust the store instead.
+            tracing::warn!(
+                live,
+                in_arena,
+                "vector index incomplete; rebuilding from the store"
+            );
+            index.rebuild(store).await?;
+        }
         Ok(index)
     }
 
     /// Inserts every live vector the store has above the index's `max_key`.
     async fn catch_up(&self, store: &dyn Store) -> Result<()> {
         loop {
-            let after = read_lock(&self.liveness)?.max_key;
+            let after = read_lock(&self.state)?.max_key;
             let chunk = store.vectors_after(after, CATCH_UP_CHUNK).await?;
             let Some(&(last, _)) = chunk.last() else {
                 break;
             };
-            let items: Vec<(VectorKey, Vec<f32>)> = chunk;
-            self.insert_points(&items)?;
-            let mut l = write_lock(&self.liveness)?;
-            l.max_key = l.max_key.max(last);
+            self.check_dimensions(&chunk)?;
+            read_lock(&self.graph)?.with(|g| insert_into(g, &chunk));
+            let mut s = write_lock(&self.state)?;
+            for (k, v) in &chunk {
+                s.arena.insert(*k, v);
+            }
+            s.points += chunk.len();
+            s.unsaved += chunk.len();
+            s.max_key = s.max_key.max(last);
         }
         let store_max = store.max_key().await?;
-        let mut l = write_lock(&self.liveness)?;
-        l.max_key = l.max_key.max(store_max);
+        let mut s = write_lock(&self.state)?;
+        s.max_key = s.max_key.max(store_max);
         Ok(())
     }
 
     async fn load_liveness(&self, store: &dyn Store) -> Result<()> {
         let keys = store.live_keys().await?;
-        let mut l = write_lock(&self.liveness)?;
-        l.bits.clear();
-        l.expiring.clear();
-        l.live = 0;
+        let mut s = write_lock(&self.state)?;
+        s.bits.clear();
+        s.expiring.clear();
+        s.live = 0;
         for LiveKey { key, expires_at } in keys {
-            l.set(key, expires_at);
+            s.set(key, expires_at);
         }
+        Ok(())
+    }
+
+    /// Copies the vectors of live keys out of the graph into the arena.
+    fn fill_arena_from_graph(&self) -> Result<()> {
+        let graph = read_lock(&self.graph)?;
+        let mut s = write_lock(&self.state)?;
+        let state = &mut *s;
+        graph.with(|g| {
+            // hnsw_rs's point iterator unwraps the entry point: never walk an empty graph.
+            if g.get_nb_point() == 0 {
+                return;
+            }
+            for point in g.get_point_indexation() {
+                let key = point.get_origin_id() as VectorKey;
+                if state.is_live(key, i64::MIN) {
+                    state.arena.insert(key, point.get_v());
+                }
+            }
+        });
         Ok(())
     }
 
@@ -371,15 +463,6 @@ impl VectorIndex {
         }
     }
 
-    fn insert_points(&self, items: &[(VectorKey, Vec<f32>)]) -> Result<()> {
-        self.check_dimensions(items)?;
-        read_lock(&self.graph)?.with(|g| insert_into(g, items));
-        let mut l = write_lock(&self.liveness)?;
-        l.points += items.len();
-        l.unsaved += items.len();
-        Ok(())
-    }
-
     /// Adds committed vectors (in commit order) and marks them live.
     pub(crate) fn add(&self, items: &[(VectorKey, Vec<f32>, Option<i64>)]) -> Result<()> {
         if items.is_empty() {
@@ -387,38 +470,64 @@ impl VectorIndex {
         }
         let points: Vec<(VectorKey, Vec<f32>)> =
             items.iter().map(|(k, v, _)| (*k, v.clone())).collect();
-        self.insert_points(&points)?;
-        let mut l = write_lock(&self.liveness)?;
-        for (k, _, exp) in items {
-            l.set(*k, *exp);
-            l.max_key = l.max_key.max(*k);
+        self.check_dimensions(&points)?;
+        read_lock(&self.graph)?.with(|g| insert_into(g, &points));
+        let mut s = write_lock(&self.state)?;
+        s.points += items.len();
+        s.unsaved += items.len();
+        for (k, v, exp) in items {
+            s.set(*k, *exp);
+            s.arena.insert(*k, v);
+            s.max_key = s.max_key.max(*k);
         }
         Ok(())
     }
 
     /// Masks retired keys.
     pub(crate) fn retire(&self, keys: &[VectorKey]) -> Result<()> {
-        let mut l = write_lock(&self.liveness)?;
+        let mut s = write_lock(&self.state)?;
         for k in keys {
-            l.clear(*k);
+            s.clear(*k);
         }
         Ok(())
     }
 
-    /// Live, unexpired vectors known to the index.
+    /// Live vectors known to the index (expired ones included).
     pub(crate) fn live_count(&self) -> Result<usize> {
-        Ok(read_lock(&self.liveness)?.live)
+        Ok(read_lock(&self.state)?.live)
     }
 
     /// Retired points still held by the graph.
     pub(crate) fn dead_count(&self) -> Result<usize> {
-        let l = read_lock(&self.liveness)?;
-        Ok(l.points.saturating_sub(l.live))
+        let s = read_lock(&self.state)?;
+        Ok(s.points.saturating_sub(s.live))
     }
 
     /// Points added since the last save.
     pub(crate) fn unsaved(&self) -> Result<usize> {
-        Ok(read_lock(&self.liveness)?.unsaved)
+        Ok(read_lock(&self.state)?.unsaved)
+    }
+
+    /// Exact ranking of a unit query against live vectors: `keys` (any order), or every live
+    /// vector when `None`. `(key, cosine)` best first, at most `k`.
+    pub(crate) fn exact(
+        &self,
+        query: &[f32],
+        keys: Option<&[VectorKey]>,
+        k: usize,
+        now: i64,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        let s = read_lock(&self.state)?;
+        let score = |key: VectorKey| {
+            s.is_live(key, now)
+                .then(|| s.arena.get(key).map(|v| (key, dot(query, v))))
+                .flatten()
+        };
+        let scored: Vec<(VectorKey, f32)> = match keys {
+            Some(keys) => keys.iter().filter_map(|key| score(*key)).collect(),
+            None => s.arena.slots.keys().filter_map(|key| score(*key)).collect(),
+        };
+        Ok(top_k(scored, k))
     }
 
     /// Approximate nearest live neighbours of a unit query: `(key, cosine)` best first.
@@ -439,24 +548,48 @@ impl VectorIndex {
         if k == 0 {
             return Ok(Vec::new());
         }
-        let live = read_lock(&self.liveness)?;
-        let mut ef = self.params.ef_search.max(k);
+        let s = read_lock(&self.state)?;
+        let graph = read_lock(&self.graph)?;
+        let ef = self.params.ef_search.max(k);
+        let to_hits = |found: Vec<hnsw_rs::hnsw::Neighbour>| -> Vec<(VectorKey, f32)> {
+            found
+                .into_iter()
+                .map(|n| (n.d_id as VectorKey, 1.0 - n.distance))
+                .filter(|(key, _)| s.is_live(*key, now))
+                .take(k)
+                .collect()
+        };
+        if allowed.is_none() {
+            // hnsw_rs walks much further when given any filter, so skip masked points
+            // afterwards instead: fetch enough extra to cover the masked share, and fall back
+            // to the filtered walk only if that was not enough.
+            let masked = s.masked();
+            let share = masked as f64 / s.points.max(1) as f64;
+            let fetch = if masked == 0 {
+                k
+            } else {
+                ((k as f64 / (1.0 - share).max(0.05)) * 1.5).ceil() as usize + 8
+            };
+            let fetch = fetch.clamp(k, 4096);
+            let hits = to_hits(graph.with(|g| g.search(query, fetch, ef.max(fetch))));
+            if hits.len() == k || hits.len() >= s.live {
+                return Ok(hits);
+            }
+        }
+        let mut ef = ef;
         if let Some(allowed) = allowed {
             // A selective filter leaves few eligible nodes along the walk; widen the beam in
             // proportion so that the graph still yields k of them.
-            let share = allowed.len().max(1) as f64 / live.live.max(1) as f64;
+            let share = allowed.len().max(1) as f64 / s.live.max(1) as f64;
             ef = ((ef as f64 / share.max(0.01)).ceil() as usize).clamp(ef, 4096);
         }
         let filter = |id: &usize| {
             let key = *id as VectorKey;
-            live.is_live(key, now) && allowed.is_none_or(|a| a.binary_search(&key).is_ok())
+            s.is_live(key, now) && allowed.is_none_or(|a| a.binary_search(&key).is_ok())
         };
-        let graph = read_lock(&self.graph)?;
-        let hits = graph.with(|g| g.search_filter(query, k, ef, Some(&filter)));
-        Ok(hits
-            .into_iter()
-            .map(|n| (n.d_id as VectorKey, 1.0 - n.distance))
-            .collect())
+        Ok(to_hits(
+            graph.with(|g| g.search_filter(query, k, ef, Some(&filter))),
+        ))
     }
 
     /// Rebuilds the graph from the store's live vectors, dropping retired points. The new
@@ -465,6 +598,7 @@ impl VectorIndex {
     pub(crate) async fn rebuild(&self, store: &dyn Store) -> Result<()> {
         let live = store.live_keys().await?.len();
         let fresh = new_graph(&self.params, live);
+        let mut arena = Arena::default();
         let (mut after, mut points) = (0, 0);
         loop {
             let chunk = store.vectors_after(after, CATCH_UP_CHUNK).await?;
@@ -473,19 +607,23 @@ impl VectorIndex {
             };
             self.check_dimensions(&chunk)?;
             insert_into(&fresh, &chunk);
+            for (k, v) in &chunk {
+                arena.insert(*k, v);
+            }
             points += chunk.len();
             after = last;
         }
         {
             let mut graph = write_lock(&self.graph)?;
             *graph = GraphHolder::Fresh(fresh);
-            let mut l = write_lock(&self.liveness)?;
-            l.max_key = after;
-            l.points = points;
-            l.unsaved = points;
+            let mut s = write_lock(&self.state)?;
+            s.max_key = after;
+            s.points = points;
+            s.unsaved = points;
+            s.arena = arena;
         }
-        self.catch_up(store).await?;
-        self.load_liveness(store).await
+        self.load_liveness(store).await?;
+        self.catch_up(store).await
     }
 
     /// Writes the graph as a new generation and points `CURRENT` at it. The caller holds the
@@ -495,8 +633,8 @@ impl VectorIndex {
             return Ok(());
         };
         let (max_key, points) = {
-            let l = read_lock(&self.liveness)?;
-            (l.max_key, l.points)
+            let s = read_lock(&self.state)?;
+            (s.max_key, s.points)
         };
         if points == 0 {
             // Nothing to dump; an empty index is rebuilt for free on open.
@@ -560,7 +698,7 @@ impl VectorIndex {
                 }
             }
         }
-        write_lock(&self.liveness)?.unsaved = 0;
+        write_lock(&self.state)?.unsaved = 0;
         Ok(())
     }
 }
@@ -654,17 +792,8 @@ fn load(
     Some((GraphHolder::Loaded(graph), manifest.max_key, points))
 }
 
-/// Exact ranking of candidates: `(key, cosine)` best first, at most `k`.
-pub(crate) fn exact(
-    query: &[f32],
-    candidates: &[(VectorKey, Vec<f32>)],
-    k: usize,
-) -> Vec<(VectorKey, f32)> {
-    let mut scored: Vec<(VectorKey, f32)> = candidates
-        .iter()
-        .filter(|(_, v)| v.len() == query.len())
-        .map(|(key, v)| (*key, dot(query, v)))
-        .collect();
+/// The `k` best of scored keys, best first; ties go to the lower key.
+fn top_k(mut scored: Vec<(VectorKey, f32)>, k: usize) -> Vec<(VectorKey, f32)> {
     let by_score =
         |a: &(VectorKey, f32), b: &(VectorKey, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     if scored.len() > k {
@@ -695,7 +824,7 @@ mod tests {
 
     #[test]
     fn liveness_masks_and_expires() {
-        let mut l = Liveness::default();
+        let mut l = State::default();
         l.set(3, None);
         l.set(200, Some(100));
         assert!(l.is_live(3, 0) && l.is_live(200, 99));
@@ -706,16 +835,23 @@ mod tests {
     }
 
     #[test]
-    fn exact_ranks_by_cosine_then_key() {
-        let q = vec![1.0, 0.0];
-        let c = vec![
-            (1, vec![0.0, 1.0]),
-            (2, vec![1.0, 0.0]),
-            (3, vec![1.0, 0.0]),
-            (4, vec![0.6, 0.8]),
-        ];
-        let r = exact(&q, &c, 3);
+    fn top_k_ranks_by_score_then_key() {
+        let scored = vec![(1, 0.0), (3, 1.0), (2, 1.0), (4, 0.6)];
+        let r = top_k(scored, 3);
         assert_eq!(r.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn arena_reuses_slots() {
+        let mut a = Arena::default();
+        a.insert(1, &[1.0, 2.0]);
+        a.insert(2, &[3.0, 4.0]);
+        a.remove(1);
+        a.insert(3, &[5.0, 6.0]);
+        assert_eq!(a.get(3), Some(&[5.0, 6.0][..]));
+        assert_eq!(a.get(2), Some(&[3.0, 4.0][..]));
+        assert_eq!(a.get(1), None);
+        assert_eq!(a.data.len(), 4);
     }
 }
 

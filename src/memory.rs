@@ -377,10 +377,12 @@ impl Memory {
     pub(crate) async fn commit(
         &self,
         batch: WriteBatch,
-        vectors: &[(uuid::Uuid, Vec<f32>)],
+        vectors: &[(Uuid, Vec<f32>)],
     ) -> Result<WriteOutcome> {
         let _gate = self.inner.gate.lock().await;
         let outcome = self.inner.store.apply(batch).await?;
+        let by_id: std::collections::HashMap<&Uuid, &Vec<f32>> =
+            vectors.iter().map(|(id, v)| (id, v)).collect();
         let mut added = Vec::new();
         let mut retired = Vec::new();
         for change in &outcome.changes {
@@ -388,10 +390,9 @@ impl Memory {
                 retired.push(k);
             }
             if let Some(k) = change.added_key {
-                let vector = vectors
-                    .iter()
-                    .find(|(id, _)| *id == change.record.id)
-                    .map(|(_, v)| v.clone())
+                let vector = by_id
+                    .get(&change.record.id)
+                    .map(|v| (*v).clone())
                     .ok_or_else(|| {
                         Error::internal("a committed vector is missing for the index")
                     })?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeZone, Utc};
 use memlane::filter::Filter;
 use memlane::store::{
-    Candidates, ListQuery, MemStore, MemoryUpdate, NewMemory, SqliteStore, Store, Write, WriteBatch,
+    ListQuery, MemStore, MemoryUpdate, NewMemory, SqliteStore, Store, Write, WriteBatch,
 };
 use memlane::{HistoryEvent, MemoryRecord, Message, Owners};
 use proptest::prelude::*;
@@ -283,24 +283,34 @@ async fn pagination_and_expiry(store: &dyn Store) {
     q.include_expired = true;
     assert_eq!(store.list(q).await.map(|p| p.records.len()).ok(), Some(26));
 
-    // Candidates: vectors when few, sorted keys when many.
-    match store
-        .candidates(&Filter::user("pat"), t(50), false, 100)
+    // Matching keys: live, unexpired (unless asked), ascending.
+    let keys = store
+        .matching_keys(&Filter::user("pat"), t(50), false)
         .await
-    {
-        Ok(Candidates::Vectors(v)) => assert_eq!(v.len(), 26),
-        other => panic!("expected vectors, got {other:?}"),
-    }
-    match store
-        .candidates(&Filter::user("pat"), t(200), false, 3)
+        .unwrap();
+    assert_eq!(keys.len(), 26);
+    assert!(keys.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(
+        store
+            .matching_keys(&Filter::user("pat"), t(200), false)
+            .await
+            .unwrap()
+            .len(),
+        21
+    );
+    assert_eq!(
+        store
+            .matching_keys(&Filter::user("pat"), t(200), true)
+            .await
+            .unwrap()
+            .len(),
+        26
+    );
+    assert!(store
+        .matching_keys(&Filter::user("nobody"), t(0), true)
         .await
-    {
-        Ok(Candidates::Keys(k)) => {
-            assert_eq!(k.len(), 21);
-            assert!(k.windows(2).all(|w| w[0] < w[1]));
-        }
-        other => panic!("expected keys, got {other:?}"),
-    }
+        .unwrap()
+        .is_empty());
 }
 
 async fn sqlite_file() -> (tempfile::TempDir, SqliteStore) {

@@ -8,12 +8,11 @@ use serde_json::Value;
 use crate::embed::{normalize, EmbedMode};
 use crate::error::{Error, Result};
 use crate::filter::{Condition, Filter, Op};
-use crate::index::exact;
 use crate::limits;
 use crate::memory::Memory;
 use crate::ops::{awaitable, owner_setters};
 use crate::record::{now, MemoryRecord, Owners};
-use crate::store::{owner_filter, Candidates, VectorKey};
+use crate::store::{owner_filter, VectorKey};
 
 /// One search hit: the memory and its score.
 ///
@@ -222,33 +221,32 @@ impl Memory {
     ) -> Result<Vec<ScoredMemory>> {
         let at = now();
         let max_exact = self.inner.params.exact_search_max;
-        let index = &self.inner.index;
+        let index = std::sync::Arc::clone(&self.inner.index);
         let store = &self.inner.store;
         let graph_now = if include_expired {
             i64::MIN
         } else {
             at.timestamp_micros()
         };
-        let ranked: Vec<(VectorKey, f32)> = if filter.is_all() && index.live_count()? > max_exact {
-            let (index, query) = (std::sync::Arc::clone(index), query.to_vec());
-            tokio::task::spawn_blocking(move || index.search(&query, k, graph_now, None))
+        let keys = if filter.is_all() {
+            None
+        } else {
+            Some(store.matching_keys(filter, at, include_expired).await?)
+        };
+        let candidates = keys.as_ref().map_or(index.live_count()?, Vec::len);
+        let query = query.to_vec();
+        let rank = move || match keys {
+            _ if candidates <= max_exact => index.exact(&query, keys.as_deref(), k, graph_now),
+            keys => index.search(&query, k, graph_now, keys.as_deref()),
+        };
+        // Small exact rankings are cheap enough for the async worker; anything bigger runs
+        // on the blocking pool.
+        let ranked: Vec<(VectorKey, f32)> = if candidates <= 4096 {
+            rank()?
+        } else {
+            tokio::task::spawn_blocking(rank)
                 .await
                 .map_err(|e| Error::internal(format!("search task failed: {e}")))??
-        } else {
-            match store
-                .candidates(filter, at, include_expired, max_exact)
-                .await?
-            {
-                Candidates::Vectors(vectors) => exact(query, &vectors, k),
-                Candidates::Keys(keys) => {
-                    let (index, query) = (std::sync::Arc::clone(index), query.to_vec());
-                    tokio::task::spawn_blocking(move || {
-                        index.search(&query, k, graph_now, Some(&keys))
-                    })
-                    .await
-                    .map_err(|e| Error::internal(format!("search task failed: {e}")))??
-                }
-            }
         };
         let keys: Vec<VectorKey> = ranked.iter().map(|(key, _)| *key).collect();
         let mut records: HashMap<VectorKey, MemoryRecord> =

@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    history_record, immutable_error, Candidates, Change, ListPage, ListQuery, LiveKey, Store,
-    VectorKey, Write, WriteBatch, WriteOutcome, DEFAULT_CREDITS,
+    history_record, immutable_error, Change, ListPage, ListQuery, LiveKey, Store, VectorKey, Write,
+    WriteBatch, WriteOutcome, DEFAULT_CREDITS,
 };
 use crate::error::{Error, Result};
 use crate::filter::{micros, Filter};
@@ -283,26 +283,21 @@ impl Store for MemStore {
         })
     }
 
-    async fn candidates(
+    async fn matching_keys(
         &self,
         filter: &Filter,
         now: DateTime<Utc>,
         include_expired: bool,
-        max_vectors: usize,
-    ) -> Result<Candidates> {
+    ) -> Result<Vec<VectorKey>> {
         let state = self.lock()?;
-        let hits: Vec<&Row> = state
+        let mut keys: Vec<VectorKey> = state
             .rows
             .iter()
             .filter(|r| r.visible(now, include_expired) && filter.matches(&r.record))
+            .map(|r| r.key)
             .collect();
-        Ok(if hits.len() <= max_vectors {
-            Candidates::Vectors(hits.iter().map(|r| (r.key, r.vector.clone())).collect())
-        } else {
-            let mut keys: Vec<VectorKey> = hits.iter().map(|r| r.key).collect();
-            keys.sort_unstable();
-            Candidates::Keys(keys)
-        })
+        keys.sort_unstable();
+        Ok(keys)
     }
 
     async fn vectors_after(

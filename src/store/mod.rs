@@ -189,16 +189,6 @@ pub struct ListPage {
     pub count: u64,
 }
 
-/// The live memories a search may return, for exact search or for filtering the index.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum Candidates {
-    /// Few enough to rank exactly: their keys and vectors.
-    Vectors(Vec<(VectorKey, Vec<f32>)>),
-    /// Too many to rank exactly: their keys, sorted ascending.
-    Keys(Vec<VectorKey>),
-}
-
 /// The liveness of one indexed vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LiveKey {
@@ -229,15 +219,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// A page of memories, newest first.
     async fn list(&self, query: ListQuery) -> Result<ListPage>;
 
-    /// The live memories matching `filter` at `now`: their vectors if there are at most
-    /// `max_vectors`, otherwise their keys.
-    async fn candidates(
+    /// The vector keys of the live memories matching `filter` at `now`, ascending.
+    async fn matching_keys(
         &self,
         filter: &Filter,
         now: DateTime<Utc>,
         include_expired: bool,
-        max_vectors: usize,
-    ) -> Result<Candidates>;
+    ) -> Result<Vec<VectorKey>>;
 
     /// Live vectors with keys above `after`, ascending, at most `limit`: how the index
     /// catches up and rebuilds.

@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::{
-    history_record, immutable_error, Candidates, Change, ListPage, ListQuery, LiveKey, Store,
-    VectorKey, Write, WriteBatch, WriteOutcome, DEFAULT_CREDITS,
+    history_record, immutable_error, Change, ListPage, ListQuery, LiveKey, Store, VectorKey, Write,
+    WriteBatch, WriteOutcome, DEFAULT_CREDITS,
 };
 use crate::error::{Error, Result};
 use crate::filter::{
@@ -24,7 +24,8 @@ use crate::filter::{
 use crate::record::{content_hash, HistoryEvent, HistoryRecord, MemoryRecord, Message, Owners};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE memories (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,
     id              TEXT    NOT NULL UNIQUE,
@@ -71,7 +72,15 @@ CREATE TABLE state (
     credits INTEGER NOT NULL,
     max_key INTEGER NOT NULL
 );
-"#];
+"#,
+    // Covering indexes: an owner-scoped search reads its candidate keys from the index alone.
+    r#"
+CREATE INDEX memories_user_keys  ON memories (user_id, vector_key, expiration_date)  WHERE deleted_at IS NULL;
+CREATE INDEX memories_agent_keys ON memories (agent_id, vector_key, expiration_date) WHERE deleted_at IS NULL;
+CREATE INDEX memories_app_keys   ON memories (app_id, vector_key, expiration_date)   WHERE deleted_at IS NULL;
+CREATE INDEX memories_run_keys   ON memories (run_id, vector_key, expiration_date)   WHERE deleted_at IS NULL;
+"#,
+];
 
 const COLUMNS: &str = "m.id, m.memory, m.user_id, m.agent_id, m.app_id, m.run_id, m.metadata, \
      m.categories, m.immutable, m.expiration_date, m.created_at, m.updated_at, m.hash";
@@ -828,7 +837,7 @@ impl Store for SqliteStore {
             for chunk in keys.chunks(500) {
                 let marks = vec!["?"; chunk.len()].join(", ");
                 let sql = format!("SELECT {COLUMNS}, m.vector_key FROM memories m WHERE m.vector_key IN ({marks}) AND {LIVE}");
-                let mut stmt = conn.prepare(&sql).map_err(sql_err)?;
+                let mut stmt = conn.prepare_cached(&sql).map_err(sql_err)?;
                 let rows = stmt
                     .query_map(params_from_iter(chunk.iter().map(|k| *k as i64)), |r| {
                         Ok((r.get::<_, i64>(13)? as VectorKey, record_from_row(r)?))
@@ -887,36 +896,16 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn candidates(
+    async fn matching_keys(
         &self,
         filter: &Filter,
         now: DateTime<Utc>,
         include_expired: bool,
-        max_vectors: usize,
-    ) -> Result<Candidates> {
+    ) -> Result<Vec<VectorKey>> {
         let filter = filter.clone();
         self.read(move |conn| {
             let mut params = Vec::new();
             let clause = visible(&filter, now, include_expired, &mut params);
-            let limit = max_vectors.saturating_add(1).min(i64::MAX as usize) as i64;
-            let mut with_limit = params.clone();
-            with_limit.push(SqlValue::Integer(limit));
-            let mut stmt = conn
-                .prepare_cached(&format!(
-                    "SELECT m.vector_key, m.vector FROM memories m WHERE {clause} LIMIT ?"
-                ))
-                .map_err(sql_err)?;
-            let rows = stmt
-                .query_map(params_from_iter(with_limit), |r| {
-                    let bytes: Vec<u8> = r.get(1)?;
-                    Ok((r.get::<_, i64>(0)? as VectorKey, vector_from_bytes(&bytes)))
-                })
-                .map_err(sql_err)?;
-            let vectors: Vec<(VectorKey, Vec<f32>)> =
-                rows.collect::<rusqlite::Result<_>>().map_err(sql_err)?;
-            if vectors.len() <= max_vectors {
-                return Ok(Candidates::Vectors(vectors));
-            }
             let mut stmt = conn
                 .prepare_cached(&format!(
                     "SELECT m.vector_key FROM memories m WHERE {clause} ORDER BY m.vector_key"
@@ -927,9 +916,7 @@ impl Store for SqliteStore {
                     Ok(r.get::<_, i64>(0)? as VectorKey)
                 })
                 .map_err(sql_err)?;
-            Ok(Candidates::Keys(
-                keys.collect::<rusqlite::Result<_>>().map_err(sql_err)?,
-            ))
+            keys.collect::<rusqlite::Result<_>>().map_err(sql_err)
         })
         .await
     }
