@@ -18,8 +18,7 @@ pub mod prices {
     pub const ADD: u64 = 1;
     /// Per `update`.
     pub const UPDATE: u64 = 1;
-    /// Per deleted memory (deleting is free, so erasure is never blocked by a balance).
-    pub const DELETE: u64 = 0;
+    // Deleting is free, so that erasure is never blocked by an empty balance.
 }
 
 /// The memory engine: a cheap, cloneable handle to one store, its vector index and its
@@ -400,8 +399,15 @@ impl Memory {
                 added.push((k, vector, expires));
             }
         }
-        self.inner.index.retire(&retired)?;
-        self.inner.index.add(&added)?;
+        // Graph inserts are CPU work (a large batch takes tens of milliseconds): keep them off
+        // the async workers.
+        let index = Arc::clone(&self.inner.index);
+        tokio::task::spawn_blocking(move || {
+            index.retire(&retired)?;
+            index.add(&added)
+        })
+        .await
+        .map_err(|e| Error::internal(format!("index update task failed: {e}")))??;
         self.maybe_autosave().await;
         Ok(outcome)
     }

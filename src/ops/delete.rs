@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::limits;
-use crate::memory::{prices, Memory, MemoryId};
+use crate::memory::{Memory, MemoryId};
 use crate::ops::{awaitable, owner_setters};
 use crate::record::{now, Owners};
 use crate::store::{owner_filter, Write, WriteBatch};
@@ -49,11 +49,11 @@ impl Memory {
     }
 
     async fn delete_where(&self, write: Write) -> Result<DeleteResult> {
+        // Deleting is free, so that erasure is never blocked by an empty balance.
         let outcome = self.commit(WriteBatch::new(vec![write], 0), &[]).await?;
-        let deleted: Vec<Uuid> = outcome.changes.iter().map(|c| c.record.id).collect();
         Ok(DeleteResult {
-            credits_used: prices::DELETE * deleted.len() as u64,
-            deleted,
+            deleted: outcome.changes.iter().map(|c| c.record.id).collect(),
+            credits_used: 0,
             credits_remaining: outcome.credits_remaining,
         })
     }
