@@ -5,6 +5,11 @@
 //! - **Keys.** Graph points are identified by [`VectorKey`]s. Keys only grow, and the index
 //!   inserts them in commit order (the engine holds its write gate across commit and insert),
 //!   so "everything up to `max_key`" is a complete description of what the graph holds.
+//! - **Vectors.** The graph holds int8-quantized copies (they only steer the walk); the exact
+//!   f32 vectors of live memories sit in an in-memory arena, filled from the store on open.
+//!   Exact searches rank from the arena, and graph hits are re-ranked from it, so every
+//!   score is an exact cosine. Memory: about 1.5 KB (arena) + 0.4 KB (graph data) per
+//!   memory at 384 dimensions, plus the graph's links.
 //! - **Liveness.** hnsw_rs cannot remove points. Retired keys (deleted or superseded
 //!   memories) stay in the graph but are masked by a bitset, and every result is checked
 //!   against the store again before it is returned.
@@ -38,8 +43,9 @@ use crate::store::{LiveKey, Store, VectorKey};
 ///   inserts. Must be 4–128.
 /// - `ef_construction`: 100. Candidate list size while inserting. Must be at least M and at
 ///   most 4096.
-/// - `ef_search`: 64. Candidate list size while searching (raised to `top_k` when larger).
-///   Must be 1–4096.
+/// - `ef_search`: 40. Candidate list size while searching (raised to `top_k` when larger).
+///   Must be 1–4096. On the benchmark's 100k memories, recall@10 against exact search is
+///   0.99 at 32 and 0.998 at 48, and latency grows with it (see the README).
 /// - `exact_search_max`: 2048. A search whose filters leave at most this many memories ranks
 ///   them all exactly instead of walking the graph, so that a per-user search never misses a
 ///   memory because the graph was tuned for the whole collection. Must be at most 1,000,000.
@@ -61,7 +67,7 @@ impl Default for IndexParams {
         IndexParams {
             max_connections: 16,
             ef_construction: 100,
-            ef_search: 64,
+            ef_search: 40,
             exact_search_max: 2048,
         }
     }
@@ -417,8 +423,11 @@ impl VectorIndex {
                 break;
             };
             self.check_dimensions(&chunk)?;
-            let new: Vec<(VectorKey, Vec<f32>)> =
-                chunk.iter().filter(|(k, _)| *k > graph_max).cloned().collect();
+            let new: Vec<(VectorKey, Vec<f32>)> = chunk
+                .iter()
+                .filter(|(k, _)| *k > graph_max)
+                .cloned()
+                .collect();
             if !new.is_empty() {
                 read_lock(&self.graph)?.with(|g| insert_into(g, &new));
             }
@@ -568,7 +577,9 @@ impl VectorIndex {
             let scored = found
                 .into_iter()
                 .map(|n| n.d_id as VectorKey)
-                .filter(|key| s.is_live(*key, now) && allowed.is_none_or(|a| a.binary_search(key).is_ok()))
+                .filter(|key| {
+                    s.is_live(*key, now) && allowed.is_none_or(|a| a.binary_search(key).is_ok())
+                })
                 .filter_map(|key| s.arena.get(key).map(|v| (key, dot(query, v))))
                 .collect();
             top_k(scored, k)
@@ -601,7 +612,9 @@ impl VectorIndex {
             let key = *id as VectorKey;
             s.is_live(key, now) && allowed.is_none_or(|a| a.binary_search(&key).is_ok())
         };
-        Ok(rerank(graph.with(|g| g.search_filter(&quantized, ef, ef, Some(&filter)))))
+        Ok(rerank(graph.with(|g| {
+            g.search_filter(&quantized, ef, ef, Some(&filter))
+        })))
     }
 
     /// Rebuilds the graph from the store's live vectors, dropping retired points. The new
@@ -851,7 +864,10 @@ mod tests {
         let b = [0.8f32, 0.6, 0.0];
         let c = [-0.6f32, -0.8, 0.0];
         let d = |x: &[f32], y: &[f32]| QuantizedCosine.eval(&quantize(x), &quantize(y));
-        assert!(d(&a, &a) < 1e-3, "identical vectors are at distance ~0, never below");
+        assert!(
+            d(&a, &a) < 1e-3,
+            "identical vectors are at distance ~0, never below"
+        );
         assert!((d(&a, &b) - (1.0 - dot(&a, &b))).abs() < 0.01);
         assert!((d(&a, &c) - 2.0).abs() < 0.01);
         assert_eq!(quantize(&[1.0, -1.0, 0.004]), vec![127, -127, 1]);
