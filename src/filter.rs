@@ -55,6 +55,10 @@ pub const MAX_FILTER_CONDITIONS: usize = 256;
 pub const MAX_IN_VALUES: usize = 1_000;
 /// How many segments a metadata key path may have.
 pub const MAX_METADATA_PATH: usize = 8;
+/// How many operand values one filter may hold in all (every `in` list counted in full).
+pub const MAX_FILTER_VALUES: usize = 1_000;
+/// How many dates one `in` / `nin` list on a date field may hold.
+pub const MAX_TIME_VALUES: usize = 100;
 
 /// A parsed filter.
 #[derive(Debug, Clone, PartialEq)]
@@ -185,7 +189,66 @@ impl Filter {
     /// Parses a filter from its JSON form. Errors are 400s naming the offending part.
     pub fn from_json(value: &Value) -> Result<Filter> {
         let mut parser = Parser { conditions: 0 };
-        parser.filter(value, 1)
+        let filter = parser.filter(value, 1)?;
+        filter.validate()?;
+        Ok(filter)
+    }
+
+    /// Checks the bounds the parser enforces, for filters built in code: depth, number of
+    /// conditions and values, metadata key paths, date lists. Every search, list and delete
+    /// validates its filter before using it.
+    pub fn validate(&self) -> Result<()> {
+        let mut counts = (0usize, 0usize);
+        self.check(1, &mut counts)
+    }
+
+    fn check(&self, depth: usize, counts: &mut (usize, usize)) -> Result<()> {
+        if depth > MAX_FILTER_DEPTH {
+            return Err(Error::invalid(format!(
+                "filter nests deeper than {MAX_FILTER_DEPTH} levels; flatten it"
+            )));
+        }
+        match self {
+            Filter::And(parts) | Filter::Or(parts) => {
+                parts.iter().try_for_each(|f| f.check(depth + 1, counts))
+            }
+            Filter::Not(inner) => inner.check(depth + 1, counts),
+            Filter::Condition(c) => {
+                counts.0 += 1;
+                counts.1 += c.value_count();
+                if counts.0 > MAX_FILTER_CONDITIONS {
+                    return Err(Error::invalid(format!(
+                        "filter holds more than {MAX_FILTER_CONDITIONS} conditions; split the query"
+                    )));
+                }
+                if counts.1 > MAX_FILTER_VALUES {
+                    return Err(Error::invalid(format!(
+                        "filter holds more than {MAX_FILTER_VALUES} values in all; split the query"
+                    )));
+                }
+                match c {
+                    Condition::Metadata(path, _)
+                        if path.is_empty()
+                            || path.len() > MAX_METADATA_PATH
+                            || !path.iter().all(|k| valid_metadata_key(k)) =>
+                    {
+                        Err(Error::invalid(format!(
+                            "metadata filter path {path:?}: 1–{MAX_METADATA_PATH} keys of 1–64 \
+                             letters, digits, '_' or '-'"
+                        )))
+                    }
+                    Condition::Time(field, Op::In(rs) | Op::Nin(rs))
+                        if rs.len() > MAX_TIME_VALUES =>
+                    {
+                        Err(Error::invalid(format!(
+                            "{} in / nin holds more than {MAX_TIME_VALUES} dates",
+                            field.name()
+                        )))
+                    }
+                    _ => Ok(()),
+                }
+            }
+        }
     }
 
     /// A filter that matches everything.
@@ -256,6 +319,23 @@ impl Filter {
 }
 
 impl Condition {
+    fn value_count(&self) -> usize {
+        fn count<T>(op: &Op<T>) -> usize {
+            match op {
+                Op::In(v) | Op::Nin(v) => v.len(),
+                Op::Exists => 0,
+                _ => 1,
+            }
+        }
+        match self {
+            Condition::Owner(_, op) | Condition::Categories(op) | Condition::Keywords(op) => {
+                count(op)
+            }
+            Condition::Time(_, op) => count(op),
+            Condition::Metadata(_, op) => count(op),
+        }
+    }
+
     /// Evaluates the condition against a record.
     pub fn matches(&self, record: &MemoryRecord) -> bool {
         match self {
@@ -561,7 +641,7 @@ impl Parser {
             Value::Object(map) if is_operator_object(map) => {
                 map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
             }
-            Value::Object(map) if !matches!(field, Field::Metadata(_)) => {
+            Value::Object(map) => {
                 let unknown = map
                     .keys()
                     .find(|k| !OPERATORS.contains(&k.as_str()))
@@ -569,7 +649,8 @@ impl Parser {
                     .unwrap_or_default();
                 return Err(Error::invalid(format!(
                     "unknown operator {unknown:?} on {key}; operators are eq, ne, in, nin, gt, gte, \
-                     lt, lte, contains, icontains, and the value \"*\" for any non-null value"
+                     lt, lte, contains, icontains, and the value \"*\" for any non-null value \
+                     (to compare with an object, write {{\"eq\": {{…}}}})"
                 )));
             }
             Value::String(s) if s == "*" => vec![("*".into(), Value::Null)],
@@ -786,6 +867,11 @@ mod tests {
             json!([{"user_id": "a"}]),
             json!({"user_id": 3}),
             json!({"categories": {"in": "food"}}),
+            json!({"metadata.x": {"gt": 1, "between": 3}}),
+            json!({"metadata.x": {"like": "a"}}),
+            json!({"metadata": {"x": {}}}),
+            json!({"created_at": {"in": vec!["2024-01-01"; MAX_TIME_VALUES + 1]}}),
+            json!({"OR": vec![json!({"user_id": {"in": vec!["a"; 600]}}); 2]}),
         ] {
             let err = parse(bad.clone()).err();
             assert_eq!(err.as_ref().map(Error::status), Some(400), "{bad}");
@@ -806,6 +892,40 @@ mod tests {
             parse(json!({"OR": many})).err().map(|e| e.status()),
             Some(400)
         );
+    }
+
+    #[test]
+    fn code_built_filters_are_validated() {
+        let meta = |path: Vec<&str>| {
+            Filter::Condition(Condition::Metadata(
+                path.into_iter().map(String::from).collect(),
+                Op::Exists,
+            ))
+        };
+        assert!(meta(vec!["a", "b"]).validate().is_ok());
+        assert_eq!(meta(vec![]).validate().err().map(|e| e.status()), Some(400));
+        assert_eq!(
+            meta(vec!["a\"b"]).validate().err().map(|e| e.status()),
+            Some(400)
+        );
+        let mut deep = Filter::user("a");
+        for _ in 0..10_000 {
+            deep = Filter::Not(Box::new(deep));
+        }
+        assert_eq!(deep.validate().err().map(|e| e.status()), Some(400));
+        let big = Filter::Condition(Condition::Owner(
+            OwnerField::User,
+            Op::In(vec!["a".into(); 1001]),
+        ));
+        assert_eq!(big.validate().err().map(|e| e.status()), Some(400));
+        // Dropping a very deep filter must not overflow the stack either.
+        std::mem::forget(deep);
+    }
+
+    #[test]
+    fn literal_objects_need_eq() {
+        let f = Filter::from_json(&json!({"metadata.x": {"eq": {"k": 1}}}));
+        assert!(f.is_ok());
     }
 
     #[test]

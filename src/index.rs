@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::io::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use hnsw_rs::api::AnnT;
 use hnsw_rs::hnsw::Hnsw;
@@ -279,7 +279,8 @@ impl Arena {
     }
 }
 
-/// The vector index. See the module docs for its invariants.
+/// The vector index. See the module docs for its invariants. Where both locks are held,
+/// `graph` is taken before `state`.
 pub(crate) struct VectorIndex {
     dimension: usize,
     params: IndexParams,
@@ -333,6 +334,13 @@ fn insert_into(g: &Graph<'_>, items: &[(VectorKey, Vec<f32>)]) {
     }
 }
 
+/// Runs CPU-heavy index work on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::internal(format!("index task failed: {e}")))?
+}
+
 fn read_lock<T>(l: &RwLock<T>) -> Result<RwLockReadGuard<'_, T>> {
     l.read()
         .map_err(|_| Error::internal("vector index lock poisoned"))
@@ -370,7 +378,7 @@ impl VectorIndex {
         params: IndexParams,
         dir: Option<PathBuf>,
         store_id: String,
-    ) -> Result<VectorIndex> {
+    ) -> Result<Arc<VectorIndex>> {
         let store_max = store.max_key().await?;
         let loaded = match &dir {
             Some(d) => {
@@ -390,7 +398,7 @@ impl VectorIndex {
             Some(l) => l,
             None => (GraphHolder::Fresh(new_graph(&params, 0)), 0, 0),
         };
-        let index = VectorIndex {
+        let index = Arc::new(VectorIndex {
             dimension,
             params,
             graph: RwLock::new(graph),
@@ -401,7 +409,7 @@ impl VectorIndex {
             }),
             dir,
             store_id,
-        };
+        });
         index.load_liveness(store).await?;
         index.sync_with_store(store).await?;
         if was_loaded && !index.graph_holds_every_live_key()? {
@@ -414,7 +422,7 @@ impl VectorIndex {
 
     /// One pass over the store's live vectors: every one goes into the arena, and those
     /// above the graph's `max_key` (written after its last save) into the graph too.
-    async fn sync_with_store(&self, store: &dyn Store) -> Result<()> {
+    async fn sync_with_store(self: &Arc<Self>, store: &dyn Store) -> Result<()> {
         let graph_max = read_lock(&self.state)?.max_key;
         let mut after = 0;
         loop {
@@ -428,9 +436,16 @@ impl VectorIndex {
                 .filter(|(k, _)| *k > graph_max)
                 .cloned()
                 .collect();
-            if !new.is_empty() {
-                read_lock(&self.graph)?.with(|g| insert_into(g, &new));
-            }
+            let new = if new.is_empty() {
+                new
+            } else {
+                let this = Arc::clone(self);
+                blocking(move || {
+                    read_lock(&this.graph)?.with(|g| insert_into(g, &new));
+                    Ok(new)
+                })
+                .await?
+            };
             let mut s = write_lock(&self.state)?;
             for (k, v) in &chunk {
                 s.arena.insert(*k, v);
@@ -568,8 +583,9 @@ impl VectorIndex {
         if k == 0 {
             return Ok(Vec::new());
         }
-        let s = read_lock(&self.state)?;
+        // Lock order, everywhere: graph before state.
         let graph = read_lock(&self.graph)?;
+        let s = read_lock(&self.state)?;
         let ef = self.params.ef_search.max(k);
         let quantized = quantize(query);
         // The whole beam comes back from the walk and is re-ranked exactly from the arena.
@@ -620,9 +636,9 @@ impl VectorIndex {
     /// Rebuilds the graph from the store's live vectors, dropping retired points. The new
     /// graph is built aside and swapped in, so searches meanwhile use the old one. The caller
     /// holds the engine's write gate.
-    pub(crate) async fn rebuild(&self, store: &dyn Store) -> Result<()> {
+    pub(crate) async fn rebuild(self: &Arc<Self>, store: &dyn Store) -> Result<()> {
         let live = store.live_keys().await?.len();
-        let fresh = new_graph(&self.params, live);
+        let mut fresh = new_graph(&self.params, live);
         let mut arena = Arena::default();
         let (mut after, mut points) = (0, 0);
         loop {
@@ -631,7 +647,12 @@ impl VectorIndex {
                 break;
             };
             self.check_dimensions(&chunk)?;
-            insert_into(&fresh, &chunk);
+            let (graph, chunk) = blocking(move || {
+                insert_into(&fresh, &chunk);
+                Ok((fresh, chunk))
+            })
+            .await?;
+            fresh = graph;
             for (k, v) in &chunk {
                 arena.insert(*k, v);
             }
@@ -671,10 +692,7 @@ impl VectorIndex {
         std::fs::create_dir_all(dir).map_err(|e| io_err("cannot create", dir, e))?;
         let generation = next_generation(dir);
         let name = format!("g-{generation}");
-        let tmp = dir.join(format!("{name}.tmp"));
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(|e| io_err("cannot remove", &tmp, e))?;
-        }
+        let tmp = dir.join(format!("{name}.tmp-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&tmp).map_err(|e| io_err("cannot create", &tmp, e))?;
         let basename = {
             let graph = read_lock(&self.graph)?;
@@ -713,11 +731,20 @@ impl VectorIndex {
         std::fs::rename(dir.join("CURRENT.tmp"), dir.join("CURRENT"))
             .map_err(|e| io_err("cannot rename", &dir.join("CURRENT.tmp"), e))?;
         sync_dir(dir);
-        // Older generations are garbage now; failing to remove them costs only disk.
+        // Older generations are garbage now, and so are temporary directories a crash left
+        // behind (an hour old: younger ones may be another handle's save in progress).
+        // Failing to remove them costs only disk.
         if let Ok(entries) = std::fs::read_dir(dir) {
             for entry in entries.flatten() {
                 let n = entry.file_name().to_string_lossy().into_owned();
-                if n.starts_with("g-") && n != name {
+                let stale_tmp = n.contains(".tmp-")
+                    && entry
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age.as_secs() > 3600);
+                if n.starts_with("g-") && n != name && (!n.contains(".tmp-") || stale_tmp) {
                     let _ = std::fs::remove_dir_all(entry.path());
                 }
             }

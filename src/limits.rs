@@ -13,6 +13,10 @@ pub const MAX_TEXT_BYTES: usize = 32 * 1024;
 pub const MAX_MESSAGES: usize = 1_000;
 /// Largest caller metadata object, serialised, in bytes (413 beyond).
 pub const MAX_METADATA_BYTES: usize = 64 * 1024;
+/// Deepest nesting of objects and arrays in caller metadata.
+pub const MAX_METADATA_DEPTH: usize = 32;
+/// Longest message role, in bytes.
+pub const MAX_ROLE_BYTES: usize = 256;
 /// Most categories on one memory.
 pub const MAX_CATEGORIES: usize = 64;
 /// Longest category label, in bytes.
@@ -89,6 +93,20 @@ pub(crate) fn metadata(metadata: &Map<String, Value>) -> Result<()> {
             "metadata key \"core\" is reserved for memlane's digest of the memory; rename it",
         ));
     }
+    // Iterative, so that no nesting can exhaust the stack.
+    let mut stack: Vec<(&Value, usize)> = metadata.values().map(|v| (v, 2)).collect();
+    while let Some((value, depth)) = stack.pop() {
+        if depth > MAX_METADATA_DEPTH {
+            return Err(Error::invalid(format!(
+                "metadata nests deeper than {MAX_METADATA_DEPTH} levels; flatten it"
+            )));
+        }
+        match value {
+            Value::Object(m) => stack.extend(m.values().map(|v| (v, depth + 1))),
+            Value::Array(a) => stack.extend(a.iter().map(|v| (v, depth + 1))),
+            _ => {}
+        }
+    }
     let size = serde_json::to_string(metadata)
         .map(|s| s.len())
         .unwrap_or(usize::MAX);
@@ -122,6 +140,17 @@ pub(crate) fn categories(categories: &[String]) -> Result<Vec<String>> {
         }
     }
     Ok(out)
+}
+
+/// Checks a message role: 1–256 bytes, printable.
+pub(crate) fn role(index: usize, role: &str) -> Result<()> {
+    if role.trim().is_empty() || role.len() > MAX_ROLE_BYTES || role.chars().any(char::is_control) {
+        return Err(Error::invalid(format!(
+            "message {index} has role {:?}; a role is 1–{MAX_ROLE_BYTES} printable bytes such as \"user\" or \"assistant\"",
+            role.chars().take(40).collect::<String>()
+        )));
+    }
+    Ok(())
 }
 
 /// Checks an expiry: it must lie in the future.

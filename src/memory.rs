@@ -46,7 +46,7 @@ pub(crate) struct Inner {
     pub(crate) index: Arc<VectorIndex>,
     pub(crate) params: IndexParams,
     /// Serialises commit + index insert, so that the index sees keys in commit order.
-    pub(crate) gate: tokio::sync::Mutex<()>,
+    pub(crate) gate: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for Memory {
@@ -169,6 +169,13 @@ impl MemoryBuilder {
 
     /// Opens the store, checks it matches the embedder, and loads (or rebuilds) the index.
     pub async fn build(self) -> Result<Memory> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(Error::Unavailable {
+                detail: "memlane runs its storage and index work on tokio's blocking pool: \
+                         build and use Memory inside a tokio runtime"
+                    .into(),
+            });
+        }
         self.params.validate()?;
         if self.path.is_some() && self.store.is_some() {
             return Err(Error::invalid(
@@ -216,9 +223,9 @@ impl MemoryBuilder {
             inner: Arc::new(Inner {
                 store,
                 embedder,
-                index: Arc::new(index),
+                index,
                 params: self.params,
-                gate: tokio::sync::Mutex::new(()),
+                gate: Arc::new(tokio::sync::Mutex::new(())),
             }),
         })
     }
@@ -317,6 +324,11 @@ impl Memory {
         self.inner.store.credits().await
     }
 
+    /// Adds credits to the balance and returns the new balance.
+    pub async fn add_credits(&self, amount: u64) -> Result<u64> {
+        self.inner.store.add_credits(amount).await
+    }
+
     /// Writes the vector index to disk now (it is also written when the last handle is
     /// dropped, and automatically as it grows).
     pub async fn save_index(&self) -> Result<()> {
@@ -376,40 +388,58 @@ impl Memory {
     pub(crate) async fn commit(
         &self,
         batch: WriteBatch,
-        vectors: &[(Uuid, Vec<f32>)],
+        vectors: Vec<(Uuid, Vec<f32>)>,
     ) -> Result<WriteOutcome> {
-        let _gate = self.inner.gate.lock().await;
-        let outcome = self.inner.store.apply(batch).await?;
-        let by_id: std::collections::HashMap<&Uuid, &Vec<f32>> =
-            vectors.iter().map(|(id, v)| (id, v)).collect();
-        let mut added = Vec::new();
-        let mut retired = Vec::new();
-        for change in &outcome.changes {
-            if let Some(k) = change.retired_key {
-                retired.push(k);
-            }
-            if let Some(k) = change.added_key {
-                let vector = by_id
-                    .get(&change.record.id)
-                    .map(|v| (*v).clone())
-                    .ok_or_else(|| {
+        self.commit_with(move |_| async move { Ok((batch, vectors)) })
+            .await
+    }
+
+    /// Builds a batch under the write gate (so that what it reads cannot change before it is
+    /// applied), commits it, and brings the index up to date.
+    ///
+    /// The work runs in a task of its own holding the gate: if the caller stops waiting (a
+    /// timeout, a dropped request), the commit and its index update still finish together,
+    /// and later writes still reach the index in commit order.
+    pub(crate) async fn commit_with<F, Fut>(&self, build: F) -> Result<WriteOutcome>
+    where
+        F: FnOnce(Memory) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<(WriteBatch, Vec<(Uuid, Vec<f32>)>)>> + Send,
+    {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let _gate = Arc::clone(&this.inner.gate).lock_owned().await;
+            let (batch, vectors) = build(this.clone()).await?;
+            let outcome = this.inner.store.apply(batch).await?;
+            let mut by_id: std::collections::HashMap<Uuid, Vec<f32>> =
+                vectors.into_iter().collect();
+            let mut added = Vec::new();
+            let mut retired = Vec::new();
+            for change in &outcome.changes {
+                if let Some(k) = change.retired_key {
+                    retired.push(k);
+                }
+                if let Some(k) = change.added_key {
+                    let vector = by_id.remove(&change.record.id).ok_or_else(|| {
                         Error::internal("a committed vector is missing for the index")
                     })?;
-                let expires = change.record.expiration_date.map(|t| t.timestamp_micros());
-                added.push((k, vector, expires));
+                    let expires = change.record.expiration_date.map(|t| t.timestamp_micros());
+                    added.push((k, vector, expires));
+                }
             }
-        }
-        // Graph inserts are CPU work (a large batch takes tens of milliseconds): keep them off
-        // the async workers.
-        let index = Arc::clone(&self.inner.index);
-        tokio::task::spawn_blocking(move || {
-            index.retire(&retired)?;
-            index.add(&added)
+            // Graph inserts are CPU work (a large batch takes tens of milliseconds): keep
+            // them off the async workers.
+            let index = Arc::clone(&this.inner.index);
+            tokio::task::spawn_blocking(move || {
+                index.retire(&retired)?;
+                index.add(&added)
+            })
+            .await
+            .map_err(|e| Error::internal(format!("index update task failed: {e}")))??;
+            this.maybe_autosave().await;
+            Ok(outcome)
         })
         .await
-        .map_err(|e| Error::internal(format!("index update task failed: {e}")))??;
-        self.maybe_autosave().await;
-        Ok(outcome)
+        .map_err(|e| Error::internal(format!("write task failed: {e}")))?
     }
 
     /// Saves the index when it has grown enough since the last save that re-inserting it on

@@ -835,3 +835,160 @@ async fn concurrent_writers_and_readers_on_one_handle() {
     assert_eq!(total, 120);
     assert_eq!(everything(&memory).await.len(), 120);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuilding_while_searching_neither_deadlocks_nor_loses_results() {
+    let dir = tmp();
+    let memory = open_with(&db(&dir), graph_params()).await;
+    for i in 0..300 {
+        add(&memory, "alice", &format!("fact {i} on subject {}", i % 17)).await;
+    }
+    let searcher = {
+        let m = memory.clone();
+        tokio::spawn(async move {
+            for i in 0..300 {
+                let hits = m
+                    .search(format!("subject {}", i % 17))
+                    .top_k(5)
+                    .await
+                    .unwrap();
+                assert_eq!(hits.results.len(), 5);
+            }
+        })
+    };
+    for _ in 0..5 {
+        memory.rebuild_index().await.unwrap();
+    }
+    tokio::time::timeout(std::time::Duration::from_secs(60), searcher)
+        .await
+        .expect("searches finished")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_caller_gives_up_still_reaches_the_index() {
+    use std::future::IntoFuture;
+    let dir = tmp();
+    // Exact search (the default for a store this small) ranks from the index's own vectors,
+    // so a memory missing from the index cannot be found.
+    let memory = open(&db(&dir)).await;
+    for i in 0..40 {
+        let batch: Vec<Message> = (0..20)
+            .map(|j| Message::user(format!("batch {i} item {j} unique{i}x{j}")))
+            .collect();
+        let write = memory.add(batch).user("alice").infer(false).into_future();
+        // Give up almost at once: the write may or may not have committed.
+        let _ = tokio::time::timeout(std::time::Duration::from_micros(50 * i), write).await;
+    }
+    // A later write waits for every earlier one to finish, index update included.
+    add(&memory, "alice", "the last one").await;
+    let all = everything(&memory).await;
+    assert!(all.len() > 1);
+    for record in all.iter().step_by(7) {
+        let hits = memory.search(record.memory.clone()).top_k(1).await.unwrap();
+        assert_eq!(
+            hits.results[0].record.id, record.id,
+            "{:?} is stored but not searchable",
+            record.memory
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_updates_of_one_memory_keep_both_changes() {
+    let dir = tmp();
+    let memory = open(&db(&dir)).await;
+    for round in 0..10 {
+        let id = add(&memory, "alice", "I live in Lisbon").await;
+        let (a, b) = (memory.clone(), memory.clone());
+        let text =
+            tokio::spawn(
+                async move { a.update(id).text(format!("I live in Porto {round}")).await },
+            );
+        let meta =
+            tokio::spawn(async move { b.update(id).metadata(json!({"checked": round})).await });
+        text.await.unwrap().unwrap();
+        meta.await.unwrap().unwrap();
+        let now = memory.get(id).await.unwrap();
+        assert_eq!(now.memory, format!("I live in Porto {round}"));
+        assert_eq!(now.metadata["checked"], round);
+        assert_eq!(now.metadata["core"]["summary"], now.memory.as_str());
+        assert_eq!(memory.history(id).await.unwrap().len(), 3);
+    }
+}
+
+#[tokio::test]
+async fn credits_are_charged_and_can_be_topped_up() {
+    let dir = tmp();
+    let memory = open(&db(&dir)).await;
+    let balance = memory.credits().await.unwrap();
+    assert_eq!(memory.add_credits(5).await.unwrap(), balance + 5);
+    let out = memory
+        .add(vec![Message::user("a"), Message::user("b")])
+        .user("u")
+        .infer(false)
+        .await
+        .unwrap();
+    assert_eq!((out.credits_used, out.credits_remaining), (2, balance + 3));
+    assert_eq!(memory.credits().await.unwrap(), balance + 3);
+    // Balances saturate instead of overflowing.
+    assert_eq!(memory.add_credits(u64::MAX).await.unwrap(), i64::MAX as u64);
+}
+
+#[tokio::test]
+async fn more_bad_input_is_refused() {
+    let dir = tmp();
+    let memory = open(&db(&dir)).await;
+    let mut deep = json!(1);
+    for _ in 0..40 {
+        deep = json!({"d": deep});
+    }
+    assert_eq!(
+        status(memory.add("m").user("u").metadata(deep).infer(false).await),
+        400
+    );
+    assert_eq!(
+        status(
+            memory
+                .add(vec![Message::new("", "hi")])
+                .user("u")
+                .infer(false)
+                .await
+        ),
+        400
+    );
+    assert_eq!(
+        status(
+            memory
+                .add(vec![Message::new("x".repeat(300), "hi")])
+                .user("u")
+                .infer(false)
+                .await
+        ),
+        400
+    );
+    let days: Vec<String> = (0..101)
+        .map(|i| format!("2024-01-{:02}", i % 28 + 1))
+        .collect();
+    assert_eq!(
+        status(
+            memory
+                .list()
+                .filters(json!({"created_at": {"in": days}}))
+                .await
+        ),
+        400
+    );
+    let many: Vec<String> = (0..1001).map(|i| format!("c{i}")).collect();
+    assert_eq!(status(memory.search("q").categories(many).await), 400);
+    assert_eq!(
+        status(
+            memory
+                .search("q")
+                .filters(json!({"metadata.k": {"like": "x"}}))
+                .await
+        ),
+        400
+    );
+    assert!(everything(&memory).await.is_empty());
+}

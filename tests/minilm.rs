@@ -11,6 +11,8 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 async fn minilm_matches_the_published_model() {
     let model = MiniLm::load_default().unwrap();
     assert_eq!(model.dimension(), 384);
+    let unpinned = MiniLm::from_dir(MiniLm::default_dir()).unwrap();
+    assert_eq!(unpinned.dimension(), 384, "read from the model's config");
     let texts: Vec<String> = [
         "I love pizza",
         "Pizza is my favourite food",

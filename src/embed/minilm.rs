@@ -55,6 +55,7 @@ pub struct MiniLm {
 
 struct Inner {
     model: BertModel,
+    dimension: usize,
     tokenizer: Tokenizer,
     device: Device,
     model_id: String,
@@ -69,7 +70,8 @@ impl std::fmt::Debug for MiniLm {
 }
 
 impl MiniLm {
-    /// The vector length.
+    /// The vector length of the pinned all-MiniLM-L6-v2 (other models loaded with
+    /// [`from_dir`](Self::from_dir) report their own `hidden_size`).
     pub const DIMENSION: usize = 384;
 
     /// Where `fetch-models.sh` installs the model and where [`load_default`](Self::load_default)
@@ -171,6 +173,7 @@ impl MiniLm {
         Ok(MiniLm {
             inner: Arc::new(Inner {
                 model,
+                dimension: config.hidden_size,
                 tokenizer,
                 device,
                 model_id: id.to_owned(),
@@ -242,7 +245,7 @@ fn hex(bytes: &[u8]) -> String {
 #[async_trait]
 impl Embedder for MiniLm {
     fn dimension(&self) -> usize {
-        Self::DIMENSION
+        self.inner.dimension
     }
 
     fn model_id(&self) -> &str {

@@ -183,7 +183,8 @@ impl<'a> AddRequest<'a> {
             });
         }
         for (i, m) in self.messages.iter().enumerate() {
-            limits::text(&format!("message {i} (role {:?})", m.role), &m.content)?;
+            limits::role(i, &m.role)?;
+            limits::text(&format!("message {i}"), &m.content)?;
         }
         if self.infer {
             return Err(Error::Unavailable {
@@ -220,7 +221,7 @@ impl<'a> AddRequest<'a> {
         let credits_used = prices::ADD * writes.len() as u64;
         let outcome = self
             .memory
-            .commit(WriteBatch::new(writes, credits_used), &keyed)
+            .commit(WriteBatch::new(writes, credits_used), keyed)
             .await?;
         Ok(AddResult {
             results: outcome

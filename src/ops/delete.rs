@@ -50,7 +50,9 @@ impl Memory {
 
     async fn delete_where(&self, write: Write) -> Result<DeleteResult> {
         // Deleting is free, so that erasure is never blocked by an empty balance.
-        let outcome = self.commit(WriteBatch::new(vec![write], 0), &[]).await?;
+        let outcome = self
+            .commit(WriteBatch::new(vec![write], 0), Vec::new())
+            .await?;
         Ok(DeleteResult {
             deleted: outcome.changes.iter().map(|c| c.record.id).collect(),
             credits_used: 0,

@@ -203,6 +203,7 @@ pub(crate) fn combine(
     if let Some(json) = filter_json {
         all = all.and(Filter::from_json(json)?);
     }
+    all.validate()?;
     Ok(all)
 }
 
@@ -255,6 +256,10 @@ impl Memory {
             .into_iter()
             .filter_map(|(key, score)| {
                 let record = records.remove(&key)?;
+                // The memory may have changed since its key was matched: check again.
+                if !filter.matches(&record) {
+                    return None;
+                }
                 // The graph path checks expiry against its own clock; check again here.
                 if !include_expired && record.is_expired_at(at) {
                     return None;

@@ -9,7 +9,7 @@ use crate::memory::{prices, Memory, MemoryId};
 use crate::ops::add::verbatim_core;
 use crate::ops::awaitable;
 use crate::record::{now, MemoryRecord};
-use crate::store::{MemoryUpdate, Write, WriteBatch};
+use crate::store::{immutable_error, MemoryUpdate, Write, WriteBatch};
 
 /// The result of `update`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,46 +99,54 @@ impl<'a> UpdateRequest<'a> {
             .as_deref()
             .map(limits::categories)
             .transpose()?;
-        let current = self.memory.get(id).await?;
-        if current.immutable {
-            return Err(crate::store::immutable_error(id));
+        // Fail fast before paying for an embedding; the write below checks again.
+        if self.memory.get(id).await?.immutable {
+            return Err(immutable_error(id));
         }
-
-        let mut update = MemoryUpdate::new(id, now());
-        let mut keyed = Vec::new();
-        if let Some(text) = &self.text {
-            let vector = self
-                .memory
-                .embed_documents(std::slice::from_ref(text))
-                .await?
-                .pop()
-                .ok_or_else(|| Error::internal("no vector"))?;
-            keyed.push((id, vector.clone()));
-            update.text = Some((text.clone(), vector));
-        }
-        // Keep memlane's digest in step with the text and categories.
-        let text = self.text.as_deref().unwrap_or(&current.memory);
-        let tags = categories.as_deref().unwrap_or(&current.categories);
-        let mut metadata: Map<String, Value> =
-            new_metadata.unwrap_or_else(|| current.metadata.clone());
-        let mut core = current.metadata.get("core").cloned().unwrap_or(Value::Null);
-        if let Value::Object(c) = &mut core {
-            c.insert("summary".into(), Value::String(text.to_owned()));
-            c.insert("key_facts".into(), serde_json::json!([text]));
-            c.insert("tags".into(), serde_json::json!(tags));
-        } else {
-            core = verbatim_core(text, tags);
-        }
-        metadata.insert("core".into(), core);
-        update.metadata = Some(metadata);
-        update.categories = categories;
-
+        let vector = match &self.text {
+            Some(text) => Some(
+                self.memory
+                    .embed_documents(std::slice::from_ref(text))
+                    .await?
+                    .pop()
+                    .ok_or_else(|| Error::internal("no vector"))?,
+            ),
+            None => None,
+        };
+        let text = self.text;
+        // Read the memory and write its new state under the write gate, so that a
+        // concurrent update cannot slip in between and be overwritten.
         let outcome = self
             .memory
-            .commit(
-                WriteBatch::new(vec![Write::Update(update)], prices::UPDATE),
-                &keyed,
-            )
+            .commit_with(move |memory| async move {
+                let current = memory.get(id).await?;
+                let mut update = MemoryUpdate::new(id, now());
+                let mut keyed = Vec::new();
+                if let (Some(text), Some(vector)) = (&text, vector) {
+                    keyed.push((id, vector.clone()));
+                    update.text = Some((text.clone(), vector));
+                }
+                // Keep memlane's digest in step with the text and categories.
+                let text = text.as_deref().unwrap_or(&current.memory);
+                let tags = categories.as_deref().unwrap_or(&current.categories);
+                let mut metadata: Map<String, Value> =
+                    new_metadata.unwrap_or_else(|| current.metadata.clone());
+                let mut core = current.metadata.get("core").cloned().unwrap_or(Value::Null);
+                if let Value::Object(c) = &mut core {
+                    c.insert("summary".into(), Value::String(text.to_owned()));
+                    c.insert("key_facts".into(), serde_json::json!([text]));
+                    c.insert("tags".into(), serde_json::json!(tags));
+                } else {
+                    core = verbatim_core(text, tags);
+                }
+                metadata.insert("core".into(), core);
+                update.metadata = Some(metadata);
+                update.categories = categories;
+                Ok((
+                    WriteBatch::new(vec![Write::Update(update)], prices::UPDATE),
+                    keyed,
+                ))
+            })
             .await?;
         let memory = outcome
             .changes

@@ -353,6 +353,12 @@ impl Store for MemStore {
         Ok(self.lock()?.credits)
     }
 
+    async fn add_credits(&self, amount: u64) -> Result<u64> {
+        let mut state = self.lock()?;
+        state.credits = state.credits.saturating_add(amount);
+        Ok(state.credits)
+    }
+
     async fn max_key(&self) -> Result<VectorKey> {
         Ok(self.lock()?.max_key)
     }

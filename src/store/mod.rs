@@ -250,6 +250,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The credit balance.
     async fn credits(&self) -> Result<u64>;
 
+    /// Adds to the credit balance (saturating) and returns the new balance.
+    async fn add_credits(&self, amount: u64) -> Result<u64>;
+
     /// The highest vector key ever allocated (0 when none).
     async fn max_key(&self) -> Result<VectorKey>;
 }

@@ -238,7 +238,10 @@ fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
 }
 
 fn init(conn: &Connection) -> Result<()> {
-    let version: usize = conn
+    // IMMEDIATE: two processes creating the same database must not both migrate it.
+    let tx = Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+        .map_err(sql_err)?;
+    let version: usize = tx
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .map_err(sql_err)?;
     if version > MIGRATIONS.len() {
@@ -251,7 +254,6 @@ fn init(conn: &Connection) -> Result<()> {
         });
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
-        let tx = conn.unchecked_transaction().map_err(sql_err)?;
         tx.execute_batch(sql).map_err(sql_err)?;
         if i == 0 {
             tx.execute(
@@ -265,11 +267,10 @@ fn init(conn: &Connection) -> Result<()> {
             )
             .map_err(sql_err)?;
         }
-        tx.pragma_update(None, "user_version", i + 1)
-            .map_err(sql_err)?;
-        tx.commit().map_err(sql_err)?;
     }
-    Ok(())
+    tx.pragma_update(None, "user_version", MIGRATIONS.len())
+        .map_err(sql_err)?;
+    tx.commit().map_err(sql_err)
 }
 
 /// The Rust functions the compiled filters call, so that SQLite evaluates them with exactly
@@ -854,6 +855,8 @@ impl Store for SqliteStore {
 
     async fn list(&self, query: ListQuery) -> Result<ListPage> {
         self.read(move |conn| {
+            // One read transaction: the count and the page see the same snapshot.
+            let conn = conn.unchecked_transaction().map_err(sql_err)?;
             let mut params = Vec::new();
             let clause = visible(&query.filter, query.now, query.include_expired, &mut params);
             let count: i64 = conn
@@ -1037,6 +1040,22 @@ impl Store for SqliteStore {
                 .query_row("SELECT credits FROM state WHERE id = 1", [], |r| r.get(0))
                 .map_err(sql_err)?;
             Ok(c.max(0) as u64)
+        })
+        .await
+    }
+
+    async fn add_credits(&self, amount: u64) -> Result<u64> {
+        self.write(move |conn| {
+            // Balances are stored as SQLite integers: saturate at i64::MAX.
+            let credits: i64 = conn
+                .query_row(
+                    "UPDATE state SET credits = min(credits + min(?1, 9223372036854775807 - credits), \
+                     9223372036854775807) WHERE id = 1 RETURNING credits",
+                    params![amount.min(i64::MAX as u64) as i64],
+                    |r| r.get(0),
+                )
+                .map_err(sql_err)?;
+            Ok(credits.max(0) as u64)
         })
         .await
     }
