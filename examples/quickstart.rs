@@ -44,11 +44,11 @@ async fn main() -> memlane::Result<()> {
         .await?;
 
     for question in [
-        "What should I cook for Alice tonight?",
-        "What does Alice do for a living?",
-        "Any upcoming events in Alice's family?",
+        "What should I cook for her tonight?",
+        "What is her job?",
+        "Is anything coming up for her kids?",
     ] {
-        println!("\nQ: {question}");
+        println!("\nQ: {question}  (alice's best matches, score in [0, 1])");
         let hits = memory.search(question).user("alice").top_k(2).await?;
         for hit in hits.results {
             println!("   {:.2}  {}", hit.score, hit.record.memory);
@@ -57,7 +57,7 @@ async fn main() -> memlane::Result<()> {
 
     // Facts change: update one, and look at its history.
     let job = memory
-        .search("job")
+        .search("What is her job?")
         .user("alice")
         .top_k(1)
         .await?
@@ -73,8 +73,10 @@ async fn main() -> memlane::Result<()> {
         println!("\nhistory of memory {id}:");
         for change in memory.history(id).await? {
             println!(
-                "   {:?}: {:?} -> {:?}",
-                change.event, change.old_memory, change.new_memory
+                "   {}: {} -> {}",
+                change.event.as_str(),
+                change.old_memory.as_deref().unwrap_or("(nothing)"),
+                change.new_memory.as_deref().unwrap_or("(deleted)")
             );
         }
     }
