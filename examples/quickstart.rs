@@ -89,6 +89,17 @@ async fn main() -> memlane::Result<()> {
         "\nafter reopening, alice has {} memories",
         page.pagination.count
     );
+    let now = memory
+        .search("Where does she work now?")
+        .user("alice")
+        .top_k(1)
+        .await?;
+    if let Some(hit) = now.results.first() {
+        println!(
+            "where does she work now? {:.2}  {}",
+            hit.score, hit.record.memory
+        );
+    }
 
     // Erasure request: delete everything about bob.
     let deleted = memory.delete_all().user("bob").await?;
