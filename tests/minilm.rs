@@ -118,3 +118,31 @@ async fn memory_on_a_file_with_the_real_model() {
     let e = memory.embed("hello world", EmbedMode::Query).await.unwrap();
     assert_eq!((e.dimension, e.embedding.len()), (384, 384));
 }
+
+#[tokio::test]
+async fn in_memory_with_the_default_model() {
+    let memory = Memory::in_memory().await.unwrap();
+    let copy = memory.clone();
+    copy.add("I am allergic to peanuts")
+        .user("fay")
+        .infer(false)
+        .await
+        .unwrap();
+    copy.add("I collect vintage postcards")
+        .user("fay")
+        .infer(false)
+        .await
+        .unwrap();
+    let hits = memory
+        .search("Which foods are dangerous for her?")
+        .user("fay")
+        .top_k(1)
+        .await
+        .unwrap();
+    assert_eq!(hits.results[0].record.memory, "I am allergic to peanuts");
+    assert_eq!(
+        memory.list().await.unwrap().pagination.count,
+        2,
+        "clones share one store"
+    );
+}
