@@ -111,7 +111,7 @@ impl Memory {
 }
 
 impl<'a> AddRequest<'a> {
-    owner_setters!();
+    owner_setters!(owners);
 
     /// Caller metadata stored with every memory (a JSON object; the key `core` is reserved).
     pub fn metadata(mut self, metadata: Value) -> Self {

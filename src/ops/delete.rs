@@ -62,7 +62,7 @@ impl Memory {
 }
 
 impl<'a> DeleteAllRequest<'a> {
-    owner_setters!();
+    owner_setters!(owners);
 
     async fn send(self) -> Result<DeleteResult> {
         if self.owners.is_empty() {

@@ -1,14 +1,10 @@
 //! `list`: filtered, paginated listing, newest first.
 
-use serde_json::Value;
-
 use crate::error::{Error, Result};
-use crate::filter::Filter;
 use crate::limits;
 use crate::memory::Memory;
-use crate::ops::search::combine;
-use crate::ops::{awaitable, owner_setters};
-use crate::record::{now, MemoryRecord, Owners, Page, Pagination};
+use crate::ops::{awaitable, scope_setters, Scope};
+use crate::record::{now, MemoryRecord, Page, Pagination};
 use crate::store::ListQuery;
 
 /// A list request; await it to run it. Built by [`Memory::list`].
@@ -22,14 +18,9 @@ use crate::store::ListQuery;
 #[must_use = "a request does nothing until awaited"]
 pub struct ListRequest<'a> {
     memory: &'a Memory,
-    owners: Owners,
-    metadata: Option<Value>,
-    categories: Option<Vec<String>>,
-    filter: Option<Filter>,
-    filter_json: Option<Value>,
+    scope: Scope,
     page_size: usize,
     cursor: Option<String>,
-    include_expired: bool,
 }
 
 impl Memory {
@@ -37,48 +28,15 @@ impl Memory {
     pub fn list(&self) -> ListRequest<'_> {
         ListRequest {
             memory: self,
-            owners: Owners::default(),
-            metadata: None,
-            categories: None,
-            filter: None,
-            filter_json: None,
+            scope: Scope::default(),
             page_size: limits::DEFAULT_PAGE_SIZE,
             cursor: None,
-            include_expired: false,
         }
     }
 }
 
 impl<'a> ListRequest<'a> {
-    owner_setters!();
-
-    /// Only memories whose metadata has these key–value pairs.
-    pub fn metadata(mut self, metadata: Value) -> Self {
-        self.metadata = Some(metadata);
-        self
-    }
-
-    /// Only memories with at least one of these categories.
-    pub fn categories<I, S>(mut self, categories: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.categories = Some(categories.into_iter().map(Into::into).collect());
-        self
-    }
-
-    /// Only memories matching this filter.
-    pub fn filter(mut self, filter: Filter) -> Self {
-        self.filter = Some(filter);
-        self
-    }
-
-    /// Only memories matching this filter, in its JSON form (400 if malformed).
-    pub fn filters(mut self, filters: Value) -> Self {
-        self.filter_json = Some(filters);
-        self
-    }
+    scope_setters!();
 
     /// Memories per page (1–1000, default 100).
     pub fn page_size(mut self, n: usize) -> Self {
@@ -89,12 +47,6 @@ impl<'a> ListRequest<'a> {
     /// Continues after a previous page (its `pagination.next_cursor`).
     pub fn cursor(mut self, cursor: impl Into<String>) -> Self {
         self.cursor = Some(cursor.into());
-        self
-    }
-
-    /// Includes expired memories.
-    pub fn include_expired(mut self, yes: bool) -> Self {
-        self.include_expired = yes;
         self
     }
 
@@ -114,15 +66,9 @@ impl<'a> ListRequest<'a> {
                 )
             })?),
         };
-        let filter = combine(
-            &self.owners,
-            self.metadata.as_ref(),
-            self.categories.as_deref(),
-            self.filter,
-            self.filter_json.as_ref(),
-        )?;
+        let filter = self.scope.to_filter()?;
         let mut query = ListQuery::new(filter, now(), self.page_size);
-        query.include_expired = self.include_expired;
+        query.include_expired = self.scope.include_expired;
         query.before = before;
         let page = self.memory.inner.store.list(query).await?;
         Ok(Page {

@@ -24,31 +24,75 @@ macro_rules! awaitable {
     };
 }
 
-/// Adds the owner-id setters (`user`, `agent`, `app`, `run`) to a request with an `owners`
-/// field.
+/// Adds the owner-id setters (`user`, `agent`, `app`, `run`) to a request, writing to the
+/// `Owners` at the given field path.
 macro_rules! owner_setters {
-    () => {
+    ($($owners:ident).+) => {
         /// Restricts to (or assigns) this user id.
         pub fn user(mut self, id: impl Into<String>) -> Self {
-            self.owners.user_id = Some(id.into());
+            self.$($owners).+.user_id = Some(id.into());
             self
         }
 
         /// Restricts to (or assigns) this agent id.
         pub fn agent(mut self, id: impl Into<String>) -> Self {
-            self.owners.agent_id = Some(id.into());
+            self.$($owners).+.agent_id = Some(id.into());
             self
         }
 
         /// Restricts to (or assigns) this app id.
         pub fn app(mut self, id: impl Into<String>) -> Self {
-            self.owners.app_id = Some(id.into());
+            self.$($owners).+.app_id = Some(id.into());
             self
         }
 
         /// Restricts to (or assigns) this run (session) id.
         pub fn run(mut self, id: impl Into<String>) -> Self {
-            self.owners.run_id = Some(id.into());
+            self.$($owners).+.run_id = Some(id.into());
+            self
+        }
+    };
+}
+
+/// Adds the setters of a [`Scope`] (owners, metadata, categories, filters, expiry) to a
+/// request with a `scope` field.
+macro_rules! scope_setters {
+    () => {
+        $crate::ops::owner_setters!(scope.owners);
+
+        /// Only memories whose metadata has these key–value pairs (a JSON object; each value
+        /// may also be an operator object, see [`Filter`](crate::Filter)).
+        pub fn metadata(mut self, metadata: serde_json::Value) -> Self {
+            self.scope.metadata = Some(metadata);
+            self
+        }
+
+        /// Only memories with at least one of these categories.
+        pub fn categories<I, S>(mut self, categories: I) -> Self
+        where
+            I: IntoIterator<Item = S>,
+            S: Into<String>,
+        {
+            self.scope.categories = Some(categories.into_iter().map(Into::into).collect());
+            self
+        }
+
+        /// Only memories matching this filter (combined with the other restrictions by AND).
+        pub fn filter(mut self, filter: $crate::Filter) -> Self {
+            self.scope.filter = Some(filter);
+            self
+        }
+
+        /// Only memories matching this filter, in its JSON form; parsed when the request runs
+        /// (400 if malformed).
+        pub fn filters(mut self, filters: serde_json::Value) -> Self {
+            self.scope.filter_json = Some(filters);
+            self
+        }
+
+        /// Includes expired memories.
+        pub fn include_expired(mut self, yes: bool) -> Self {
+            self.scope.include_expired = yes;
             self
         }
     };
@@ -56,3 +100,50 @@ macro_rules! owner_setters {
 
 pub(crate) use awaitable;
 pub(crate) use owner_setters;
+pub(crate) use scope_setters;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::filter::{Condition, Filter, Op};
+use crate::limits;
+use crate::record::Owners;
+use crate::store::owner_filter;
+
+/// What a search or list is restricted to.
+#[derive(Debug, Default)]
+pub(crate) struct Scope {
+    pub(crate) owners: Owners,
+    pub(crate) metadata: Option<Value>,
+    pub(crate) categories: Option<Vec<String>>,
+    pub(crate) filter: Option<Filter>,
+    pub(crate) filter_json: Option<Value>,
+    pub(crate) include_expired: bool,
+}
+
+impl Scope {
+    /// All restrictions as one validated filter (400 if any part is malformed).
+    pub(crate) fn to_filter(&self) -> Result<Filter> {
+        limits::owners(&self.owners)?;
+        let mut all = owner_filter(&self.owners);
+        if let Some(m) = &self.metadata {
+            if !m.is_object() {
+                return Err(Error::invalid(format!(
+                    "the metadata filter must be a JSON object, got {m}"
+                )));
+            }
+            all = all.and(Filter::from_json(&serde_json::json!({ "metadata": m }))?);
+        }
+        if let Some(c) = &self.categories {
+            all = all.and(Filter::Condition(Condition::Categories(Op::In(c.clone()))));
+        }
+        if let Some(f) = &self.filter {
+            all = all.and(f.clone());
+        }
+        if let Some(json) = &self.filter_json {
+            all = all.and(Filter::from_json(json)?);
+        }
+        all.validate()?;
+        Ok(all)
+    }
+}

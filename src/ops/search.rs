@@ -3,16 +3,15 @@
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::embed::{normalize, EmbedMode};
 use crate::error::{Error, Result};
-use crate::filter::{Condition, Filter, Op};
+use crate::filter::Filter;
 use crate::limits;
 use crate::memory::Memory;
-use crate::ops::{awaitable, owner_setters};
-use crate::record::{now, MemoryRecord, Owners};
-use crate::store::{owner_filter, VectorKey};
+use crate::ops::{awaitable, scope_setters, Scope};
+use crate::record::{now, MemoryRecord};
+use crate::store::VectorKey;
 
 /// One search hit: the memory and its score.
 ///
@@ -46,14 +45,9 @@ pub struct SearchResult {
 pub struct SearchRequest<'a> {
     memory: &'a Memory,
     query: Query,
-    owners: Owners,
+    scope: Scope,
     top_k: usize,
     threshold: f32,
-    metadata: Option<Value>,
-    categories: Option<Vec<String>>,
-    filter: Option<Filter>,
-    filter_json: Option<Value>,
-    include_expired: bool,
 }
 
 #[derive(Debug)]
@@ -78,20 +72,15 @@ impl Memory {
         SearchRequest {
             memory: self,
             query,
-            owners: Owners::default(),
+            scope: Scope::default(),
             top_k: limits::DEFAULT_TOP_K,
             threshold: 0.0,
-            metadata: None,
-            categories: None,
-            filter: None,
-            filter_json: None,
-            include_expired: false,
         }
     }
 }
 
 impl<'a> SearchRequest<'a> {
-    owner_setters!();
+    scope_setters!();
 
     /// How many hits at most (1–1000, default 10).
     pub fn top_k(mut self, k: usize) -> Self {
@@ -105,55 +94,13 @@ impl<'a> SearchRequest<'a> {
         self
     }
 
-    /// Only memories whose metadata has these key–value pairs (a JSON object; each value
-    /// may also be an operator object, see [`Filter`]).
-    pub fn metadata(mut self, metadata: Value) -> Self {
-        self.metadata = Some(metadata);
-        self
-    }
-
-    /// Only memories with at least one of these categories.
-    pub fn categories<I, S>(mut self, categories: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.categories = Some(categories.into_iter().map(Into::into).collect());
-        self
-    }
-
-    /// Only memories matching this filter (combined with the other restrictions by AND).
-    pub fn filter(mut self, filter: Filter) -> Self {
-        self.filter = Some(filter);
-        self
-    }
-
-    /// Only memories matching this filter, in its JSON form; parsed when the request runs
-    /// (400 if malformed).
-    pub fn filters(mut self, filters: Value) -> Self {
-        self.filter_json = Some(filters);
-        self
-    }
-
-    /// Includes expired memories.
-    pub fn include_expired(mut self, yes: bool) -> Self {
-        self.include_expired = yes;
-        self
-    }
-
     async fn send(self) -> Result<SearchResult> {
         if let Query::Text(text) = &self.query {
             limits::text("query", text)?;
         }
         limits::top_k("top_k", self.top_k)?;
         limits::threshold(self.threshold)?;
-        let filter = combine(
-            &self.owners,
-            self.metadata.as_ref(),
-            self.categories.as_deref(),
-            self.filter,
-            self.filter_json.as_ref(),
-        )?;
+        let filter = self.scope.to_filter()?;
         let query = match self.query {
             Query::Text(text) => self
                 .memory
@@ -165,7 +112,7 @@ impl<'a> SearchRequest<'a> {
         };
         let results = self
             .memory
-            .rank(&query, &filter, self.top_k, self.include_expired)
+            .rank(&query, &filter, self.top_k, self.scope.include_expired)
             .await?
             .into_iter()
             .filter(|hit| hit.score >= self.threshold)
@@ -175,37 +122,6 @@ impl<'a> SearchRequest<'a> {
 }
 
 awaitable!(SearchRequest, SearchResult);
-
-/// Combines the restrictions of a request into one filter.
-pub(crate) fn combine(
-    owners: &Owners,
-    metadata: Option<&Value>,
-    categories: Option<&[String]>,
-    filter: Option<Filter>,
-    filter_json: Option<&Value>,
-) -> Result<Filter> {
-    limits::owners(owners)?;
-    let mut all = owner_filter(owners);
-    if let Some(m) = metadata {
-        if !m.is_object() {
-            return Err(Error::invalid(format!(
-                "the metadata filter must be a JSON object, got {m}"
-            )));
-        }
-        all = all.and(Filter::from_json(&serde_json::json!({ "metadata": m }))?);
-    }
-    if let Some(c) = categories {
-        all = all.and(Filter::Condition(Condition::Categories(Op::In(c.to_vec()))));
-    }
-    if let Some(f) = filter {
-        all = all.and(f);
-    }
-    if let Some(json) = filter_json {
-        all = all.and(Filter::from_json(json)?);
-    }
-    all.validate()?;
-    Ok(all)
-}
 
 impl Memory {
     /// The `k` live memories nearest a unit query vector among those matching `filter`.
