@@ -10,7 +10,8 @@
 //! resolvable evidence, and reports the official evidence recall at k = 5, 10, 25, 50 (the
 //! share of a question's evidence turns found in the top k, averaged over questions),
 //! recall-all@10 (every evidence turn in the top 10), MRR (of the first evidence turn within
-//! the top 50) and the end-to-end search latency, query embedding included.
+//! the top 50) and the end-to-end search latency, query embedding included, for each search
+//! mode (vector, keyword, hybrid), then a summary table.
 //!
 //! The data is CC BY-NC 4.0: it is read from the path given, never copied into this crate.
 
@@ -18,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use memlane::{Memory, Message};
+use memlane::{Memory, Message, SearchMode};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -226,55 +227,68 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ));
         }
     }
-    let mut overall = Score::default();
-    let mut per_category: BTreeMap<u64, Score> = BTreeMap::new();
-    let mut latencies: Vec<Duration> = Vec::with_capacity(questions.len());
-    for (i, (conv_id, question, evidence, category)) in questions.iter().enumerate() {
-        let t = Instant::now();
-        let hits = memory
-            .search(question.as_str())
-            .user(conv_id.as_str())
-            .top_k(50)
-            .await?;
-        latencies.push(t.elapsed());
-        let ranked: Vec<String> = hits
-            .results
-            .iter()
-            .filter_map(|h| turn_of.get(&h.record.id).cloned())
-            .collect();
-        overall.add(&ranked, evidence);
-        per_category
-            .entry(*category)
-            .or_default()
-            .add(&ranked, evidence);
-        if i % 50 == 0 || i + 1 == questions.len() {
-            progress("search", i + 1, questions.len());
-        }
-    }
-    latencies.sort();
-    let p = |q: f64| {
-        latencies
-            .get(((latencies.len() as f64 - 1.0) * q) as usize)
-            .copied()
-            .unwrap_or_default()
-    };
-
     println!(
-        "\nLoCoMo evidence recall, {} questions over {} turns, search mode: vector (MiniLM)\n",
-        overall.questions, total_turns
-    );
-    println!("| questions | n | R@5 | R@10 | R@25 | R@50 | all@10 | MRR |\n|---|---|---|---|---|---|---|---|");
-    println!("{}", overall.row("all"));
-    for (c, score) in &per_category {
-        println!("{}", score.row(&format!("{c} {}", category_name(*c))));
-    }
-    println!(
-        "\nsearch latency, query embedding included: p50 {:.1} ms, p95 {:.1} ms; ingest {:.1} s ({:.0} turns/s)",
-        p(0.5).as_secs_f64() * 1e3,
-        p(0.95).as_secs_f64() * 1e3,
+        "\nLoCoMo evidence recall, {} questions over {} turns (ingest {:.1} s, {:.0} turns/s)",
+        questions.len(),
+        total_turns,
         ingest.as_secs_f64(),
         total_turns as f64 / ingest.as_secs_f64()
     );
+    let mut summary = Vec::new();
+    for mode in [SearchMode::Vector, SearchMode::Keyword, SearchMode::Hybrid] {
+        let mut overall = Score::default();
+        let mut per_category: BTreeMap<u64, Score> = BTreeMap::new();
+        let mut latencies: Vec<Duration> = Vec::with_capacity(questions.len());
+        let label = format!("{mode:?}").to_lowercase();
+        for (i, (conv_id, question, evidence, category)) in questions.iter().enumerate() {
+            let t = Instant::now();
+            let hits = memory
+                .search(question.as_str())
+                .user(conv_id.as_str())
+                .mode(mode)
+                .top_k(50)
+                .await?;
+            latencies.push(t.elapsed());
+            let ranked: Vec<String> = hits
+                .results
+                .iter()
+                .filter_map(|h| turn_of.get(&h.record.id).cloned())
+                .collect();
+            overall.add(&ranked, evidence);
+            per_category
+                .entry(*category)
+                .or_default()
+                .add(&ranked, evidence);
+            if i % 50 == 0 || i + 1 == questions.len() {
+                progress(&label, i + 1, questions.len());
+            }
+        }
+        latencies.sort();
+        let p = |q: f64| {
+            latencies
+                .get(((latencies.len() as f64 - 1.0) * q) as usize)
+                .copied()
+                .unwrap_or_default()
+        };
+        println!(
+            "\nsearch mode: {label}; latency with query embedding: p50 {:.1} ms, p95 {:.1} ms\n",
+            p(0.5).as_secs_f64() * 1e3,
+            p(0.95).as_secs_f64() * 1e3
+        );
+        println!("| questions | n | R@5 | R@10 | R@25 | R@50 | all@10 | MRR |\n|---|---|---|---|---|---|---|---|");
+        println!("{}", overall.row("all"));
+        for (c, score) in &per_category {
+            println!("{}", score.row(&format!("{c} {}", category_name(*c))));
+        }
+        summary.push(overall.row(&format!(
+            "{label} (p50 {:.1} ms)",
+            p(0.5).as_secs_f64() * 1e3
+        )));
+    }
+    println!("\n| mode | n | R@5 | R@10 | R@25 | R@50 | all@10 | MRR |\n|---|---|---|---|---|---|---|---|");
+    for row in summary {
+        println!("{row}");
+    }
     Ok(())
 }
 

@@ -566,6 +566,22 @@ impl VectorIndex {
         Ok(top_k(scored, k))
     }
 
+    /// Exact cosines of a unit query with live vectors, for the given keys (dead or unknown
+    /// keys are skipped).
+    pub(crate) fn cosines(
+        &self,
+        query: &[f32],
+        keys: &[VectorKey],
+        now: i64,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        let s = read_lock(&self.state)?;
+        Ok(keys
+            .iter()
+            .filter(|key| s.is_live(**key, now))
+            .filter_map(|key| s.arena.get(*key).map(|v| (*key, dot(query, v))))
+            .collect())
+    }
+
     /// Approximate nearest live neighbours of a unit query: `(key, cosine)` best first.
     /// `allowed` (sorted) restricts the result to those keys.
     pub(crate) fn search(

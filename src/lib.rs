@@ -68,7 +68,7 @@ pub use ops::add::{AddRequest, AddResult, AddedMemory, Messages};
 pub use ops::delete::{DeleteAllRequest, DeleteResult};
 pub use ops::engine::{Embedding, RetrieveResult};
 pub use ops::list::ListRequest;
-pub use ops::search::{ScoredMemory, SearchRequest, SearchResult};
+pub use ops::search::{ScoredMemory, SearchMode, SearchRequest, SearchResult};
 pub use ops::update::{UpdateRequest, UpdateResult};
 pub use record::{
     Core, HistoryEvent, HistoryRecord, MemoryRecord, Message, Owners, Page, Pagination,

@@ -9,7 +9,7 @@ use chrono::{Duration, Utc};
 use memlane::store::{NewMemory, SqliteStore, Store, Write, WriteBatch};
 use memlane::{
     EmbedMode, Filter, HashEmbedder, HistoryEvent, IndexParams, Memory, MemoryRecord, Message,
-    Owners,
+    Owners, SearchMode,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -208,9 +208,11 @@ async fn search_ranks_filters_and_validates() {
     )
     .await;
 
+    // Vector mode: these checks are about cosine scores.
     let hits = memory
         .search("favourite pizza dinner")
         .user("alice")
+        .mode(SearchMode::Vector)
         .await
         .unwrap();
     assert_eq!(hits.results.len(), 2);
@@ -227,6 +229,7 @@ async fn search_ranks_filters_and_validates() {
     let strict = memory
         .search("favourite pizza dinner")
         .user("alice")
+        .mode(SearchMode::Vector)
         .threshold(0.5)
         .await
         .unwrap();
@@ -296,6 +299,64 @@ async fn search_ranks_filters_and_validates() {
     assert_eq!(
         status(memory.search("pizza").metadata(json!("food")).await),
         400
+    );
+
+    // Search by a vector of one's own: the same ranking, typed errors for bad vectors.
+    let v = memory
+        .embed("favourite pizza dinner", EmbedMode::Query)
+        .await
+        .unwrap()
+        .embedding;
+    let by_vector = memory
+        .search_vector(v)
+        .user("alice")
+        .mode(SearchMode::Vector)
+        .await
+        .unwrap();
+    assert_eq!(by_vector.results.len(), hits.results.len());
+    for (a, b) in by_vector.results.iter().zip(&hits.results) {
+        assert_eq!(a.record, b.record);
+        assert!(
+            (a.score - b.score).abs() < 1e-5,
+            "re-normalising a unit vector moves only the last bits"
+        );
+    }
+    assert_eq!(
+        status(
+            memory
+                .search_vector(vec![1.0; 3])
+                .mode(SearchMode::Vector)
+                .await
+        ),
+        422
+    );
+    assert_eq!(
+        status(
+            memory
+                .search_vector(vec![f32::NAN; DIM])
+                .mode(SearchMode::Vector)
+                .await
+        ),
+        422
+    );
+    assert_eq!(
+        status(
+            memory
+                .search_vector(vec![0.0; DIM])
+                .mode(SearchMode::Vector)
+                .await
+        ),
+        422
+    );
+    assert_eq!(
+        status(
+            memory
+                .search_vector(vec![1.0; DIM])
+                .mode(SearchMode::Hybrid)
+                .await
+        ),
+        400,
+        "hybrid needs text"
     );
 }
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use memlane::{EmbedMode, Embedder, HashEmbedder, Memory};
+use memlane::{EmbedMode, Embedder, HashEmbedder, Memory, SearchMode};
 use proptest::prelude::*;
 use uuid::Uuid;
 
@@ -156,7 +156,7 @@ async fn run(ops: Vec<Op>) {
             }
             Op::Search { user, words, k } => {
                 let q = text(&words);
-                let mut req = memory.search(q.as_str()).top_k(k);
+                let mut req = memory.search(q.as_str()).mode(SearchMode::Vector).top_k(k);
                 if let Some(u) = user {
                     req = req.user(USERS[u]);
                 }

@@ -225,6 +225,67 @@ async fn conformance(store: &dyn Store) {
         Some(d.id)
     );
 
+    // Keyword search: live memories with a query word, best BM25 first, filtered, limited.
+    let k1 = record("green tea with green mint", "kim", t(50));
+    let k2 = record("tea", "kim", t(51));
+    let k3 = record("coffee beans", "kim", t(52));
+    let k4 = record("green tea for lee", "lee", t(53));
+    apply(
+        store,
+        vec![
+            insert(&k1, vec![1.0, 0.0]),
+            insert(&k2, vec![1.0, 0.0]),
+            insert(&k3, vec![1.0, 0.0]),
+            insert(&k4, vec![1.0, 0.0]),
+        ],
+    )
+    .await
+    .unwrap();
+    let kim_keys = store
+        .matching_keys(&Filter::user("kim"), t(60), false)
+        .await
+        .unwrap();
+    let hits = store
+        .keyword_search("Green TEA?", &Filter::user("kim"), t(60), false, 10)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 2, "{hits:?}");
+    assert_eq!(
+        hits[0].0, kim_keys[0],
+        "the text with both words, twice, ranks first"
+    );
+    assert!(hits.iter().all(|(_, score)| *score > 0.0) && hits[0].1 > hits[1].1);
+    assert_eq!(
+        store
+            .keyword_search("green tea", &Filter::all(), t(60), false, 1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(store
+        .keyword_search("", &Filter::all(), t(60), false, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    apply(
+        store,
+        vec![Write::Delete {
+            id: k1.id,
+            at: t(61),
+        }],
+    )
+    .await
+    .unwrap();
+    let hits = store
+        .keyword_search("green", &Filter::user("kim"), t(62), false, 10)
+        .await
+        .unwrap();
+    assert!(
+        hits.is_empty(),
+        "deleted memories are not keyword hits: {hits:?}"
+    );
+
     // Meta.
     assert_eq!(store.meta("k").await.ok().flatten(), None);
     store.set_meta("k", "v1").await.ok();

@@ -12,6 +12,7 @@ use crate::memory::Memory;
 use crate::ops::{awaitable, scope_setters, Scope};
 use crate::record::{now, MemoryRecord};
 use crate::store::VectorKey;
+use chrono::{DateTime, Utc};
 
 /// One search hit: the memory and its score.
 ///
@@ -28,6 +29,25 @@ pub struct ScoredMemory {
     pub score: f32,
 }
 
+/// How a search ranks memories.
+///
+/// Every mode reports a score in [0, 1], so `threshold` means the same in each:
+/// - `Vector`: the cosine similarity of query and memory embeddings.
+/// - `Keyword`: BM25 over the memory text (SQLite FTS5), squashed as `b / (b + 5)`.
+/// - `Hybrid`: the mean of the two, over the candidates of both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum SearchMode {
+    /// Semantic similarity only.
+    Vector,
+    /// Words in common only.
+    Keyword,
+    /// Both, fused: the default, because it measures best (see the README's LoCoMo table).
+    #[default]
+    Hybrid,
+}
+
 /// The result of `search`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -39,7 +59,8 @@ pub struct SearchResult {
 /// A search request; await it to run it. Built by [`Memory::search`].
 ///
 /// ## Defaults
-/// `top_k` 10 (1–1000), `threshold` 0 (0–1), no filters, expired memories hidden.
+/// `top_k` 10 (1–1000), `threshold` 0 (0–1), mode [`SearchMode::Hybrid`], no filters,
+/// expired memories hidden.
 #[derive(Debug)]
 #[must_use = "a request does nothing until awaited"]
 pub struct SearchRequest<'a> {
@@ -48,6 +69,7 @@ pub struct SearchRequest<'a> {
     scope: Scope,
     top_k: usize,
     threshold: f32,
+    mode: SearchMode,
 }
 
 #[derive(Debug)]
@@ -63,9 +85,11 @@ impl Memory {
     }
 
     /// Searches memories nearest a vector of your own (the embedder's dimension; it is
-    /// normalised). Everything else works as in [`search`](Self::search).
+    /// normalised). Its mode is [`SearchMode::Vector`]: keyword and hybrid ranking need a
+    /// text. Everything else works as in [`search`](Self::search).
     pub fn search_vector(&self, vector: Vec<f32>) -> SearchRequest<'_> {
         self.search_query(Query::Vector(vector))
+            .mode(SearchMode::Vector)
     }
 
     fn search_query(&self, query: Query) -> SearchRequest<'_> {
@@ -75,6 +99,7 @@ impl Memory {
             scope: Scope::default(),
             top_k: limits::DEFAULT_TOP_K,
             threshold: 0.0,
+            mode: SearchMode::default(),
         }
     }
 }
@@ -94,6 +119,12 @@ impl<'a> SearchRequest<'a> {
         self
     }
 
+    /// How to rank (see [`SearchMode`]).
+    pub fn mode(mut self, mode: SearchMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
     async fn send(self) -> Result<SearchResult> {
         if let Query::Text(text) = &self.query {
             limits::text("query", text)?;
@@ -101,18 +132,38 @@ impl<'a> SearchRequest<'a> {
         limits::top_k("top_k", self.top_k)?;
         limits::threshold(self.threshold)?;
         let filter = self.scope.to_filter()?;
-        let query = match self.query {
-            Query::Text(text) => self
-                .memory
-                .embed_texts(&[text], EmbedMode::Query)
-                .await?
-                .pop()
-                .ok_or_else(|| Error::internal("no query vector"))?,
-            Query::Vector(v) => normalize(v, self.memory.inner.embedder.dimension())?,
+        let (k, expired, at) = (self.top_k, self.scope.include_expired, now());
+        let memory = self.memory;
+        let ranked = match (self.mode, self.query) {
+            (SearchMode::Vector, Query::Vector(v)) => {
+                let v = normalize(v, memory.inner.embedder.dimension())?;
+                memory.vector_ranked(&v, &filter, k, expired, at).await?
+            }
+            (_, Query::Vector(_)) => return Err(Error::invalid(
+                "keyword and hybrid search need a text query; search_vector ranks by vector only",
+            )),
+            (SearchMode::Keyword, Query::Text(text)) => {
+                memory
+                    .keyword_ranked(&text, &filter, k, expired, at)
+                    .await?
+            }
+            (mode, Query::Text(text)) => {
+                let v = memory
+                    .embed_texts(std::slice::from_ref(&text), EmbedMode::Query)
+                    .await?
+                    .pop()
+                    .ok_or_else(|| Error::internal("no query vector"))?;
+                if mode == SearchMode::Hybrid {
+                    memory
+                        .hybrid_ranked(&text, &v, &filter, k, expired, at)
+                        .await?
+                } else {
+                    memory.vector_ranked(&v, &filter, k, expired, at).await?
+                }
+            }
         };
-        let results = self
-            .memory
-            .rank(&query, &filter, self.top_k, self.scope.include_expired)
+        let results = memory
+            .hydrate(ranked, &filter, expired, at)
             .await?
             .into_iter()
             .filter(|hit| hit.score >= self.threshold)
@@ -137,18 +188,33 @@ impl Memory {
         include_expired: bool,
     ) -> Result<Vec<ScoredMemory>> {
         let at = now();
+        let ranked = self
+            .vector_ranked(query, filter, k, include_expired, at)
+            .await?;
+        self.hydrate(ranked, filter, include_expired, at).await
+    }
+
+    /// The `k` nearest live vectors among the memories matching `filter`, with their cosine.
+    async fn vector_ranked(
+        &self,
+        query: &[f32],
+        filter: &Filter,
+        k: usize,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<(VectorKey, f32)>> {
         let max_exact = self.inner.params.exact_search_max;
         let index = std::sync::Arc::clone(&self.inner.index);
-        let store = &self.inner.store;
-        let graph_now = if include_expired {
-            i64::MIN
-        } else {
-            at.timestamp_micros()
-        };
+        let graph_now = clock(include_expired, at);
         let keys = if filter.is_all() {
             None
         } else {
-            Some(store.matching_keys(filter, at, include_expired).await?)
+            Some(
+                self.inner
+                    .store
+                    .matching_keys(filter, at, include_expired)
+                    .await?,
+            )
         };
         let candidates = keys.as_ref().map_or(index.live_count()?, Vec::len);
         let query = query.to_vec();
@@ -158,26 +224,106 @@ impl Memory {
         };
         // Small exact rankings are cheap enough for the async worker; anything bigger runs
         // on the blocking pool.
-        let ranked: Vec<(VectorKey, f32)> = if candidates <= 4096 {
-            rank()?
+        if candidates <= 4096 {
+            rank()
         } else {
             tokio::task::spawn_blocking(rank)
                 .await
-                .map_err(|e| Error::internal(format!("search task failed: {e}")))??
-        };
+                .map_err(|e| Error::internal(format!("search task failed: {e}")))?
+        }
+    }
+
+    /// Keyword ranking: BM25, squashed into [0, 1].
+    async fn keyword_ranked(
+        &self,
+        text: &str,
+        filter: &Filter,
+        k: usize,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        let hits = self
+            .inner
+            .store
+            .keyword_search(text, filter, at, include_expired, k)
+            .await?;
+        Ok(hits
+            .into_iter()
+            .map(|(key, bm25)| (key, squash(bm25)))
+            .collect())
+    }
+
+    /// Hybrid ranking: the vector and keyword candidates together, each scored
+    /// `HYBRID_VECTOR_WEIGHT · cosine + (1 − HYBRID_VECTOR_WEIGHT) · squash(BM25)`.
+    async fn hybrid_ranked(
+        &self,
+        text: &str,
+        query: &[f32],
+        filter: &Filter,
+        k: usize,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        // Over-fetch from each side, as the best hybrid hit may rank low on one of them.
+        let fetch = (4 * k).clamp(60, limits::MAX_TOP_K);
+        let vector = self
+            .vector_ranked(query, filter, fetch, include_expired, at)
+            .await?;
+        let keyword = self
+            .inner
+            .store
+            .keyword_search(text, filter, at, include_expired, fetch)
+            .await?;
+        let mut bm25: HashMap<VectorKey, f32> = keyword.into_iter().collect();
+        let mut cosine: HashMap<VectorKey, f32> = vector.into_iter().collect();
+        // Keyword-only candidates still get their exact cosine.
+        let missing: Vec<VectorKey> = bm25
+            .keys()
+            .filter(|k| !cosine.contains_key(k))
+            .copied()
+            .collect();
+        cosine.extend(
+            self.inner
+                .index
+                .cosines(query, &missing, clock(include_expired, at))?,
+        );
+        let mut fused: Vec<(VectorKey, f32)> = cosine
+            .into_iter()
+            .map(|(key, cos)| {
+                let keyword = bm25.remove(&key).map_or(0.0, squash);
+                (
+                    key,
+                    HYBRID_VECTOR_WEIGHT * cos.max(0.0) + (1.0 - HYBRID_VECTOR_WEIGHT) * keyword,
+                )
+            })
+            .collect();
+        fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        fused.truncate(k);
+        Ok(fused)
+    }
+
+    /// Reads ranked keys back from the store, best first. A memory deleted, changed out of
+    /// the filter, or expired since its key was ranked is dropped.
+    async fn hydrate(
+        &self,
+        ranked: Vec<(VectorKey, f32)>,
+        filter: &Filter,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<ScoredMemory>> {
         let keys: Vec<VectorKey> = ranked.iter().map(|(key, _)| *key).collect();
-        let mut records: HashMap<VectorKey, MemoryRecord> =
-            store.get_by_keys(&keys).await?.into_iter().collect();
+        let mut records: HashMap<VectorKey, MemoryRecord> = self
+            .inner
+            .store
+            .get_by_keys(&keys)
+            .await?
+            .into_iter()
+            .collect();
         Ok(ranked
             .into_iter()
             .filter_map(|(key, score)| {
                 let record = records.remove(&key)?;
-                // The memory may have changed since its key was matched: check again.
-                if !filter.matches(&record) {
-                    return None;
-                }
-                // The graph path checks expiry against its own clock; check again here.
-                if !include_expired && record.is_expired_at(at) {
+                if !filter.matches(&record) || (!include_expired && record.is_expired_at(at)) {
                     return None;
                 }
                 Some(ScoredMemory {
@@ -187,4 +333,24 @@ impl Memory {
             })
             .collect())
     }
+}
+
+/// The expiry clock of the index: `i64::MIN` when expired memories are wanted too.
+fn clock(include_expired: bool, at: DateTime<Utc>) -> i64 {
+    if include_expired {
+        i64::MIN
+    } else {
+        at.timestamp_micros()
+    }
+}
+
+/// The BM25 score at which a keyword match counts as half a perfect match.
+const BM25_HALF: f32 = 5.0;
+/// The weight of the cosine in a hybrid score (the keyword score has the rest).
+const HYBRID_VECTOR_WEIGHT: f32 = 0.5;
+
+/// Maps a BM25 score (unbounded, positive) into [0, 1): `b / (b + BM25_HALF)`.
+fn squash(bm25: f32) -> f32 {
+    let b = bm25.max(0.0);
+    b / (b + BM25_HALF)
 }

@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    history_record, immutable_error, Change, ListPage, ListQuery, LiveKey, Store, VectorKey, Write,
-    WriteBatch, WriteOutcome, DEFAULT_CREDITS,
+    history_record, immutable_error, keywords, Change, ListPage, ListQuery, LiveKey, Store,
+    VectorKey, Write, WriteBatch, WriteOutcome, DEFAULT_CREDITS,
 };
 use crate::error::{Error, Result};
 use crate::filter::{micros, Filter};
@@ -298,6 +298,56 @@ impl Store for MemStore {
             .collect();
         keys.sort_unstable();
         Ok(keys)
+    }
+
+    async fn keyword_search(
+        &self,
+        query: &str,
+        filter: &Filter,
+        now: DateTime<Utc>,
+        include_expired: bool,
+        limit: usize,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        // Okapi BM25 (k1 = 1.2, b = 0.75, the IDF of SQLite's FTS5) over the visible,
+        // matching memories.
+        let state = self.lock()?;
+        let words: std::collections::HashSet<String> = keywords(query).into_iter().collect();
+        let docs: Vec<(VectorKey, Vec<String>)> = state
+            .rows
+            .iter()
+            .filter(|r| r.visible(now, include_expired) && filter.matches(&r.record))
+            .map(|r| (r.key, keywords(&r.record.memory)))
+            .collect();
+        if words.is_empty() || docs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = docs.len() as f32;
+        let avg = docs.iter().map(|(_, d)| d.len()).sum::<usize>() as f32 / n;
+        let idf: HashMap<&String, f32> = words
+            .iter()
+            .map(|w| {
+                let with = docs.iter().filter(|(_, d)| d.contains(w)).count() as f32;
+                (w, ((n - with + 0.5) / (with + 0.5)).ln_1p())
+            })
+            .collect();
+        let mut scored: Vec<(VectorKey, f32)> = docs
+            .iter()
+            .filter_map(|(key, doc)| {
+                let len = doc.len() as f32;
+                let score: f32 = words
+                    .iter()
+                    .map(|w| {
+                        let tf = doc.iter().filter(|t| *t == w).count() as f32;
+                        idf.get(w).copied().unwrap_or(0.0) * tf * 2.2
+                            / (tf + 1.2 * (0.25 + 0.75 * len / avg.max(1.0)))
+                    })
+                    .sum();
+                (score > 0.0).then_some((*key, score))
+            })
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.truncate(limit);
+        Ok(scored)
     }
 
     async fn vectors_after(

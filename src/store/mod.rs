@@ -227,6 +227,18 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         include_expired: bool,
     ) -> Result<Vec<VectorKey>>;
 
+    /// Keyword search: the live memories matching `filter` at `now` that contain any word of
+    /// `query` (see [`keywords`]), ranked by BM25, best first, at most `limit`, with their
+    /// BM25 score (positive; higher is better).
+    async fn keyword_search(
+        &self,
+        query: &str,
+        filter: &Filter,
+        now: DateTime<Utc>,
+        include_expired: bool,
+        limit: usize,
+    ) -> Result<Vec<(VectorKey, f32)>>;
+
     /// Live vectors with keys above `after`, ascending, at most `limit`: how the index
     /// catches up and rebuilds.
     async fn vectors_after(
@@ -255,6 +267,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// The highest vector key ever allocated (0 when none).
     async fn max_key(&self) -> Result<VectorKey>;
+}
+
+/// The words of a text as keyword search sees them: lowercase runs of letters and digits
+/// (accents kept), at most 64 of them.
+pub fn keywords(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take(64)
+        .map(str::to_lowercase)
+        .collect()
 }
 
 /// Metadata key holding the store's random identity (so an index saved for one store is

@@ -13,6 +13,7 @@ use rusqlite::{
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use super::keywords;
 use super::{
     history_record, immutable_error, Change, ListPage, ListQuery, LiveKey, Store, VectorKey, Write,
     WriteBatch, WriteOutcome, DEFAULT_CREDITS,
@@ -79,6 +80,26 @@ CREATE INDEX memories_user_keys  ON memories (user_id, vector_key, expiration_da
 CREATE INDEX memories_agent_keys ON memories (agent_id, vector_key, expiration_date) WHERE deleted_at IS NULL;
 CREATE INDEX memories_app_keys   ON memories (app_id, vector_key, expiration_date)   WHERE deleted_at IS NULL;
 CREATE INDEX memories_run_keys   ON memories (run_id, vector_key, expiration_date)   WHERE deleted_at IS NULL;
+"#,
+    // Keyword index (BM25) over the text of live memories. Triggers keep it in the
+    // transaction that changes the rows, so it never disagrees with them.
+    r#"
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    memory, content = 'memories', content_rowid = 'seq', tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (rowid, memory) VALUES (new.seq, new.memory);
+END;
+CREATE TRIGGER memories_fts_update AFTER UPDATE OF memory, deleted_at ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, memory)
+        SELECT 'delete', old.seq, old.memory WHERE old.deleted_at IS NULL;
+    INSERT INTO memories_fts (rowid, memory)
+        SELECT new.seq, new.memory WHERE new.deleted_at IS NULL;
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, memory) VALUES ('delete', old.seq, old.memory);
+END;
+INSERT INTO memories_fts (rowid, memory) SELECT seq, memory FROM memories WHERE deleted_at IS NULL;
 "#,
 ];
 
@@ -920,6 +941,46 @@ impl Store for SqliteStore {
                 })
                 .map_err(sql_err)?;
             keys.collect::<rusqlite::Result<_>>().map_err(sql_err)
+        })
+        .await
+    }
+
+    async fn keyword_search(
+        &self,
+        query: &str,
+        filter: &Filter,
+        now: DateTime<Utc>,
+        include_expired: bool,
+        limit: usize,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        let words = keywords(query);
+        if words.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        // Every word quoted: the caller's text is data, never FTS5 query syntax.
+        let fts_query = words
+            .iter()
+            .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let filter = filter.clone();
+        self.read(move |conn| {
+            let mut params = vec![SqlValue::Text(fts_query)];
+            let clause = visible(&filter, now, include_expired, &mut params);
+            params.push(SqlValue::Integer(limit.min(i64::MAX as usize) as i64));
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT m.vector_key, -bm25(memories_fts) FROM memories_fts \
+                     JOIN memories m ON m.seq = memories_fts.rowid \
+                     WHERE memories_fts MATCH ? AND {clause} ORDER BY bm25(memories_fts) LIMIT ?"
+                ))
+                .map_err(sql_err)?;
+            let rows = stmt
+                .query_map(params_from_iter(params), |r| {
+                    Ok((r.get::<_, i64>(0)? as VectorKey, r.get::<_, f64>(1)? as f32))
+                })
+                .map_err(sql_err)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
         })
         .await
     }

@@ -1,0 +1,283 @@
+//! Keyword and hybrid search on a real SQLite file: same filters, threshold and lifecycle
+//! guarantees as vector search, and a keyword index that always agrees with the rows.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{Duration, Utc};
+use memlane::{HashEmbedder, Memory, SearchMode};
+use serde_json::json;
+use uuid::Uuid;
+
+async fn open(path: &Path) -> Memory {
+    Memory::builder()
+        .path(path)
+        .embedder(Arc::new(HashEmbedder::new(384)))
+        .build()
+        .await
+        .unwrap()
+}
+
+async fn add(memory: &Memory, user: &str, text: &str) -> Uuid {
+    memory
+        .add(text)
+        .user(user)
+        .infer(false)
+        .await
+        .unwrap()
+        .results[0]
+        .id
+}
+
+async fn ids(memory: &Memory, query: &str, mode: SearchMode) -> Vec<Uuid> {
+    let hits = memory.search(query).mode(mode).top_k(20).await.unwrap();
+    assert!(hits.results.iter().all(|h| (0.0..=1.0).contains(&h.score)));
+    assert!(hits.results.windows(2).all(|w| w[0].score >= w[1].score));
+    hits.results.iter().map(|h| h.record.id).collect()
+}
+
+#[tokio::test]
+async fn keyword_index_follows_add_update_delete_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kw.db");
+    let (zed, other) = {
+        let memory = open(&path).await;
+        let zed = add(&memory, "alice", "My cousin Zebedee lives in Reykjavik").await;
+        let other = add(&memory, "alice", "I like long walks").await;
+        for mode in [SearchMode::Keyword, SearchMode::Hybrid] {
+            assert_eq!(
+                ids(&memory, "Reykjavik", mode).await.first(),
+                Some(&zed),
+                "{mode:?}"
+            );
+        }
+        // The word leaves with an update and arrives with another.
+        memory
+            .update(zed)
+            .text("My cousin Zebedee moved to Oslo")
+            .await
+            .unwrap();
+        assert!(!ids(&memory, "Reykjavik", SearchMode::Keyword)
+            .await
+            .contains(&zed));
+        assert_eq!(ids(&memory, "Oslo", SearchMode::Keyword).await, vec![zed]);
+        memory
+            .update(other)
+            .text("I like long walks around Oslo")
+            .await
+            .unwrap();
+        let mut both = ids(&memory, "Oslo", SearchMode::Keyword).await;
+        both.sort();
+        let mut want = vec![zed, other];
+        want.sort();
+        assert_eq!(both, want);
+        (zed, other)
+    };
+    let memory = open(&path).await;
+    assert_eq!(
+        ids(&memory, "Zebedee", SearchMode::Keyword).await,
+        vec![zed]
+    );
+    memory.delete(zed).await.unwrap();
+    for mode in [SearchMode::Keyword, SearchMode::Hybrid, SearchMode::Vector] {
+        assert!(
+            !ids(&memory, "Zebedee Oslo", mode).await.contains(&zed),
+            "{mode:?} returned a deleted memory"
+        );
+    }
+    memory.delete_all().user("alice").await.unwrap();
+    for mode in [SearchMode::Keyword, SearchMode::Hybrid] {
+        assert!(
+            ids(&memory, "walks Oslo", mode).await.is_empty(),
+            "{mode:?}: {other} came back"
+        );
+    }
+}
+
+#[tokio::test]
+async fn filters_threshold_and_expiry_apply_to_every_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(&dir.path().join("f.db")).await;
+    let a = memory
+        .add("The wifi password is hunter2")
+        .user("alice")
+        .metadata(json!({"room": "office"}))
+        .categories(["secrets"])
+        .infer(false)
+        .await
+        .unwrap()
+        .results[0]
+        .id;
+    let b = add(&memory, "bob", "The wifi password is swordfish").await;
+    let soon = memory
+        .add("The guest wifi password is temporary")
+        .user("alice")
+        .expiry(Utc::now() + Duration::milliseconds(300))
+        .infer(false)
+        .await
+        .unwrap()
+        .results[0]
+        .id;
+    for mode in [SearchMode::Keyword, SearchMode::Hybrid, SearchMode::Vector] {
+        let only_alice = memory
+            .search("wifi password")
+            .user("alice")
+            .mode(mode)
+            .await
+            .unwrap();
+        assert!(
+            only_alice
+                .results
+                .iter()
+                .all(|h| h.record.owners.user_id.as_deref() == Some("alice")),
+            "{mode:?}"
+        );
+        assert!(
+            only_alice.results.iter().any(|h| h.record.id == a),
+            "{mode:?}"
+        );
+        let by_meta = memory
+            .search("wifi password")
+            .metadata(json!({"room": "office"}))
+            .mode(mode)
+            .await
+            .unwrap();
+        assert_eq!(
+            by_meta
+                .results
+                .iter()
+                .map(|h| h.record.id)
+                .collect::<Vec<_>>(),
+            vec![a],
+            "{mode:?}"
+        );
+        let by_cat = memory
+            .search("wifi")
+            .categories(["secrets"])
+            .mode(mode)
+            .await
+            .unwrap();
+        assert_eq!(by_cat.results.len(), 1, "{mode:?}");
+        let by_json = memory
+            .search("wifi")
+            .filters(json!({"NOT": {"user_id": "alice"}}))
+            .mode(mode)
+            .await
+            .unwrap();
+        assert_eq!(
+            by_json
+                .results
+                .iter()
+                .map(|h| h.record.id)
+                .collect::<Vec<_>>(),
+            vec![b],
+            "{mode:?}"
+        );
+        let all = memory.search("wifi password").mode(mode).await.unwrap();
+        let cut = all.results[1].score;
+        let strict = memory
+            .search("wifi password")
+            .mode(mode)
+            .threshold(cut)
+            .await
+            .unwrap();
+        assert!(
+            strict.results.iter().all(|h| h.score >= cut) && strict.results.len() >= 2,
+            "{mode:?}"
+        );
+        assert!(
+            strict.results.len() < all.results.len() || all.results.iter().all(|h| h.score >= cut)
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    for mode in [SearchMode::Keyword, SearchMode::Hybrid, SearchMode::Vector] {
+        let hits = memory
+            .search("guest wifi temporary")
+            .mode(mode)
+            .await
+            .unwrap();
+        assert!(
+            hits.results.iter().all(|h| h.record.id != soon),
+            "{mode:?} returned an expired memory"
+        );
+        let hits = memory
+            .search("guest wifi temporary")
+            .mode(mode)
+            .include_expired(true)
+            .await
+            .unwrap();
+        assert!(hits.results.iter().any(|h| h.record.id == soon), "{mode:?}");
+    }
+}
+
+#[tokio::test]
+async fn query_text_is_data_not_fts_syntax() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(&dir.path().join("q.db")).await;
+    let id = add(
+        &memory,
+        "u",
+        "Meeting at NEAR the \"old\" mill (north) at 5pm",
+    )
+    .await;
+    // (query, shares a word with the memory)
+    for (q, shares) in [
+        ("NEAR(old mill)", true),
+        ("\"old\" AND mill*", true),
+        ("north) OR (", true),
+        ("col:mill ^old", true),
+        ("' ; DROP TABLE memories; --", false),
+        ("***", false),
+        ("-", false),
+    ] {
+        let hits = memory
+            .search(q)
+            .mode(SearchMode::Keyword)
+            .await
+            .unwrap_or_else(|e| panic!("{q:?}: {e}"));
+        let found = hits.results.first().map(|h| h.record.id) == Some(id);
+        assert_eq!(found, shares, "{q:?}");
+        memory
+            .search(q)
+            .mode(SearchMode::Hybrid)
+            .await
+            .unwrap_or_else(|e| panic!("{q:?}: {e}"));
+    }
+    assert!(
+        memory.get(id).await.unwrap().memory.starts_with("Meeting"),
+        "the table is still there"
+    );
+    assert_eq!(
+        memory
+            .search_vector(vec![1.0; 384])
+            .mode(SearchMode::Keyword)
+            .await
+            .unwrap_err()
+            .status(),
+        400
+    );
+}
+
+#[tokio::test]
+async fn a_store_from_before_the_keyword_index_is_backfilled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let id = {
+        let memory = open(&path).await;
+        add(&memory, "u", "The spare key hides under the blue flowerpot").await
+    };
+    // Put the file back to schema version 2, as written before the keyword index existed.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP TRIGGER memories_fts_insert; DROP TRIGGER memories_fts_update; \
+             DROP TRIGGER memories_fts_delete; DROP TABLE memories_fts; PRAGMA user_version = 2;",
+        )
+        .unwrap();
+    }
+    let memory = open(&path).await;
+    assert_eq!(
+        ids(&memory, "flowerpot", SearchMode::Keyword).await,
+        vec![id]
+    );
+}
