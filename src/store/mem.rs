@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    history_record, immutable_error, keywords, Change, ListPage, ListQuery, LiveKey, Store,
-    VectorKey, Write, WriteBatch, WriteOutcome, DEFAULT_CREDITS,
+    history_record, immutable_error, keywords, query_keywords, Change, ListPage, ListQuery,
+    LiveKey, Store, VectorKey, Write, WriteBatch, WriteOutcome, DEFAULT_CREDITS,
 };
 use crate::error::{Error, Result};
 use crate::filter::{micros, Filter};
@@ -311,7 +311,7 @@ impl Store for MemStore {
         // Okapi BM25 (k1 = 1.2, b = 0.75, the IDF of SQLite's FTS5) over the visible,
         // matching memories.
         let state = self.lock()?;
-        let words: std::collections::HashSet<String> = keywords(query).into_iter().collect();
+        let words: std::collections::HashSet<String> = query_keywords(query).into_iter().collect();
         let docs: Vec<(VectorKey, Vec<String>)> = state
             .rows
             .iter()

@@ -279,6 +279,30 @@ pub fn keywords(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The words of a query worth matching: [`keywords`] without English function words
+/// ("what", "did", "for", …). In a small store such words are rare enough for BM25 to weigh
+/// them heavily, and a question would match memories by its grammar instead of its subject.
+/// Only queries are filtered; stored texts keep every word.
+pub fn query_keywords(text: &str) -> Vec<String> {
+    keywords(text)
+        .into_iter()
+        .filter(|w| STOPWORDS.binary_search(&w.as_str()).is_err())
+        .collect()
+}
+
+/// English function words, sorted (the query filter relies on binary search).
+const STOPWORDS: &[&str] = &[
+    "a", "about", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be",
+    "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing",
+    "during", "each", "for", "from", "had", "has", "have", "having", "he", "her", "here", "hers",
+    "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "more", "most",
+    "my", "no", "not", "now", "of", "on", "once", "only", "or", "other", "our", "out", "over",
+    "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them",
+    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
+    "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
+    "why", "will", "with", "would", "you", "your",
+];
+
 /// Metadata key holding the store's random identity (so an index saved for one store is
 /// never loaded for another).
 pub const META_STORE_ID: &str = "store_id";
@@ -337,4 +361,20 @@ pub(crate) fn owner_filter(owners: &Owners) -> Filter {
         parts.push(Filter::run(r.clone()));
     }
     Filter::And(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stopwords_are_sorted_and_only_leave_queries() {
+        assert!(STOPWORDS.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(
+            query_keywords("What should I cook for her tonight?"),
+            vec!["cook", "tonight"]
+        );
+        assert_eq!(keywords("What for"), vec!["what", "for"]);
+        assert!(query_keywords("what is it").is_empty());
+    }
 }

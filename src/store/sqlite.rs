@@ -13,7 +13,7 @@ use rusqlite::{
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::keywords;
+use super::query_keywords;
 use super::{
     history_record, immutable_error, Change, ListPage, ListQuery, LiveKey, Store, VectorKey, Write,
     WriteBatch, WriteOutcome, DEFAULT_CREDITS,
@@ -953,7 +953,7 @@ impl Store for SqliteStore {
         include_expired: bool,
         limit: usize,
     ) -> Result<Vec<(VectorKey, f32)>> {
-        let words = keywords(query);
+        let words = query_keywords(query);
         if words.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
