@@ -320,10 +320,10 @@ fn new_graph(params: &IndexParams, capacity: usize) -> Graph<'static> {
     )
 }
 
-fn insert_into(g: &Graph<'_>, items: &[(VectorKey, Vec<f32>)]) {
+fn insert_into<'v>(g: &Graph<'_>, items: impl IntoIterator<Item = (VectorKey, &'v [f32])>) {
     let quantized: Vec<(Vec<i8>, usize)> = items
-        .iter()
-        .map(|(k, v)| (quantize(v), *k as usize))
+        .into_iter()
+        .map(|(k, v)| (quantize(v), k as usize))
         .collect();
     if quantized.len() >= 64 {
         let data: Vec<(&[i8], usize)> = quantized.iter().map(|(v, k)| (v.as_slice(), *k)).collect();
@@ -333,6 +333,11 @@ fn insert_into(g: &Graph<'_>, items: &[(VectorKey, Vec<f32>)]) {
             g.insert_slice((v.as_slice(), *k));
         }
     }
+}
+
+/// Borrows `(key, vector)` pairs as the graph helpers take them.
+fn pairs(items: &[(VectorKey, Vec<f32>)]) -> impl Iterator<Item = (VectorKey, &[f32])> {
+    items.iter().map(|(k, v)| (*k, v.as_slice()))
 }
 
 /// Runs CPU-heavy index work on tokio's blocking pool.
@@ -431,7 +436,7 @@ impl VectorIndex {
             let Some(&(last, _)) = chunk.last() else {
                 break;
             };
-            self.check_dimensions(&chunk)?;
+            self.check_dimensions(pairs(&chunk))?;
             let new: Vec<(VectorKey, Vec<f32>)> = chunk
                 .iter()
                 .filter(|(k, _)| *k > graph_max)
@@ -442,7 +447,7 @@ impl VectorIndex {
             } else {
                 let this = Arc::clone(self);
                 blocking(move || {
-                    read_lock(&this.graph)?.with(|g| insert_into(g, &new));
+                    read_lock(&this.graph)?.with(|g| insert_into(g, pairs(&new)));
                     Ok(new)
                 })
                 .await?
@@ -489,8 +494,11 @@ impl VectorIndex {
         Ok(())
     }
 
-    fn check_dimensions(&self, items: &[(VectorKey, Vec<f32>)]) -> Result<()> {
-        match items.iter().find(|(_, v)| v.len() != self.dimension) {
+    fn check_dimensions<'v>(
+        &self,
+        items: impl IntoIterator<Item = (VectorKey, &'v [f32])>,
+    ) -> Result<()> {
+        match items.into_iter().find(|(_, v)| v.len() != self.dimension) {
             Some((_, v)) => Err(Error::DimensionMismatch {
                 expected: self.dimension,
                 actual: v.len(),
@@ -504,10 +512,9 @@ impl VectorIndex {
         if items.is_empty() {
             return Ok(());
         }
-        let points: Vec<(VectorKey, Vec<f32>)> =
-            items.iter().map(|(k, v, _)| (*k, v.clone())).collect();
-        self.check_dimensions(&points)?;
-        read_lock(&self.graph)?.with(|g| insert_into(g, &points));
+        let points = || items.iter().map(|(k, v, _)| (*k, v.as_slice()));
+        self.check_dimensions(points())?;
+        read_lock(&self.graph)?.with(|g| insert_into(g, points()));
         let mut s = write_lock(&self.state)?;
         s.points += items.len();
         s.unsaved += items.len();
@@ -526,6 +533,11 @@ impl VectorIndex {
             s.clear(*k);
         }
         Ok(())
+    }
+
+    /// The parameters the index was opened with.
+    pub(crate) fn params(&self) -> &IndexParams {
+        &self.params
     }
 
     /// Live vectors known to the index (expired ones included).
@@ -663,9 +675,9 @@ impl VectorIndex {
             let Some(&(last, _)) = chunk.last() else {
                 break;
             };
-            self.check_dimensions(&chunk)?;
+            self.check_dimensions(pairs(&chunk))?;
             let (graph, chunk) = blocking(move || {
-                insert_into(&fresh, &chunk);
+                insert_into(&fresh, pairs(&chunk));
                 Ok((fresh, chunk))
             })
             .await?;

@@ -44,7 +44,6 @@ pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) embedder: Arc<dyn Embedder>,
     pub(crate) index: Arc<VectorIndex>,
-    pub(crate) params: IndexParams,
     /// Serialises commit + index insert, so that the index sees keys in commit order.
     pub(crate) gate: Arc<tokio::sync::Mutex<()>>,
 }
@@ -54,7 +53,7 @@ impl std::fmt::Debug for Memory {
         f.debug_struct("Memory")
             .field("store", &self.inner.store)
             .field("embedder", &self.inner.embedder)
-            .field("params", &self.inner.params)
+            .field("params", self.inner.index.params())
             .finish_non_exhaustive()
     }
 }
@@ -224,7 +223,6 @@ impl MemoryBuilder {
                 store,
                 embedder,
                 index,
-                params: self.params,
                 gate: Arc::new(tokio::sync::Mutex::new(())),
             }),
         })

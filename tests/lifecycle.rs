@@ -321,33 +321,14 @@ async fn search_ranks_filters_and_validates() {
             "re-normalising a unit vector moves only the last bits"
         );
     }
-    assert_eq!(
-        status(
-            memory
-                .search_vector(vec![1.0; 3])
-                .mode(SearchMode::Vector)
-                .await
-        ),
-        422
-    );
-    assert_eq!(
-        status(
-            memory
-                .search_vector(vec![f32::NAN; DIM])
-                .mode(SearchMode::Vector)
-                .await
-        ),
-        422
-    );
-    assert_eq!(
-        status(
-            memory
-                .search_vector(vec![0.0; DIM])
-                .mode(SearchMode::Vector)
-                .await
-        ),
-        422
-    );
+    for (bad, why) in [
+        (vec![1.0; 3], "wrong length"),
+        (vec![f32::NAN; DIM], "NaN"),
+        (vec![0.0; DIM], "zero vector"),
+    ] {
+        let result = memory.search_vector(bad).mode(SearchMode::Vector).await;
+        assert_eq!(status(result), 422, "{why}");
+    }
     assert_eq!(
         status(
             memory

@@ -205,7 +205,7 @@ impl Memory {
         include_expired: bool,
         at: DateTime<Utc>,
     ) -> Result<Vec<(VectorKey, f32)>> {
-        let max_exact = self.inner.params.exact_search_max;
+        let max_exact = self.inner.index.params().exact_search_max;
         let index = std::sync::Arc::clone(&self.inner.index);
         let graph_now = clock(include_expired, at);
         let keys = if filter.is_all() {
