@@ -5,8 +5,9 @@
 //! ```
 //!
 //! Stores every dialog turn of each conversation as a memory (`infer = false`; the turn is
-//! `speaker: text`, plus the photo caption where the turn shares one; speaker, session and
-//! session date in metadata; each conversation is its own user), asks every question with
+//! `speaker: text`, plus the photo caption where the turn shares one; one `add` per session,
+//! so each turn is indexed with the turn before it as its context; the speaker is
+//! `metadata.role`, beside the session and its date; each conversation is its own user), asks every question with
 //! resolvable evidence, and reports the official evidence recall at k = 5, 10, 25, 50 (the
 //! share of a question's evidence turns found in the top k, averaged over questions),
 //! recall-all@10 (every evidence turn in the top 10), MRR (of the first evidence turn within
@@ -168,37 +169,34 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .get(&format!("session_{session}_date_time"))
                 .and_then(Value::as_str)
                 .unwrap_or("");
-            let mut by_speaker: BTreeMap<&str, Vec<(&str, String)>> = BTreeMap::new();
+            // One `add` per session: each turn is read with the turn before it, and keeps
+            // its speaker as `metadata.role`.
+            let mut messages = Vec::with_capacity(turns.len());
+            let mut ids = Vec::with_capacity(turns.len());
             for turn in turns {
                 let speaker = turn["speaker"].as_str().unwrap_or("?");
-                let dia_id = turn["dia_id"].as_str().unwrap_or("?");
                 let mut text = format!("{speaker}: {}", turn["text"].as_str().unwrap_or(""));
                 if let Some(caption) = turn.get("blip_caption").and_then(Value::as_str) {
                     text.push_str(&format!(" [shares a photo of {caption}]"));
                 }
-                by_speaker.entry(speaker).or_default().push((dia_id, text));
+                messages.push(Message::new(speaker, text));
+                ids.push(turn["dia_id"].as_str().unwrap_or("?").to_owned());
             }
-            for (speaker, turns) in by_speaker {
-                let messages: Vec<Message> = turns
-                    .iter()
-                    .map(|(_, t)| Message::new(speaker, t.clone()))
-                    .collect();
-                let out = memory
-                    .add(messages)
-                    .user(conv_id.clone())
-                    .metadata(json!({"speaker": speaker, "session": session, "session_date": date}))
-                    .infer(false)
-                    .await?;
-                for (result, (dia_id, _)) in out.results.iter().zip(&turns) {
-                    turn_of.insert(result.id, (*dia_id).to_owned());
-                    turns_of
-                        .entry(conv_id.clone())
-                        .or_default()
-                        .insert((*dia_id).to_owned());
-                }
-                done += turns.len();
-                progress("ingest", done, total_turns);
+            let out = memory
+                .add(messages)
+                .user(conv_id.clone())
+                .metadata(json!({"session": session, "session_date": date}))
+                .infer(false)
+                .await?;
+            for (result, dia_id) in out.results.iter().zip(&ids) {
+                turn_of.insert(result.id, dia_id.clone());
+                turns_of
+                    .entry(conv_id.clone())
+                    .or_default()
+                    .insert(dia_id.clone());
             }
+            done += ids.len();
+            progress("ingest", done, total_turns);
             session += 1;
         }
     }

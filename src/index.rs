@@ -989,6 +989,7 @@ mod persistence_tests {
                         created_at: crate::record::now(),
                         updated_at: crate::record::now(),
                         hash: String::new(),
+                        context: None,
                     };
                     r.owners.user_id = Some("u".into());
                     Write::Insert(NewMemory::new(r, unit(i, dim), vec![]))

@@ -55,6 +55,7 @@ pub mod limits;
 mod memory;
 mod ops;
 mod record;
+mod rerank;
 pub mod store;
 
 #[cfg(feature = "local-embed")]
@@ -74,3 +75,4 @@ pub use record::{
     Core, HistoryEvent, HistoryRecord, MemoryRecord, Message, Owners, Page, Pagination,
     DEFAULT_IMPORTANCE,
 };
+pub use rerank::{EmbeddingReranker, Reranker, RERANK_WINDOW};

@@ -8,6 +8,7 @@ use uuid::Uuid;
 use crate::embed::{normalize, EmbedMode, Embedder};
 use crate::error::{Error, Result};
 use crate::index::{IndexParams, VectorIndex};
+use crate::rerank::Reranker;
 use crate::store::{
     SqliteStore, Store, WriteBatch, WriteOutcome, META_DIMENSION, META_MODEL, META_STORE_ID,
 };
@@ -44,6 +45,7 @@ pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) embedder: Arc<dyn Embedder>,
     pub(crate) index: Arc<VectorIndex>,
+    pub(crate) reranker: Option<Arc<dyn Reranker>>,
     /// Serialises commit + index insert, so that the index sees keys in commit order.
     pub(crate) gate: Arc<tokio::sync::Mutex<()>>,
 }
@@ -124,7 +126,8 @@ impl From<String> for MemoryId {
 /// - embedder: the local all-MiniLM-L6-v2 model (feature `local-embed`), loaded once per process;
 /// - index parameters: [`IndexParams::default`];
 /// - index directory: `<path>.index` next to the database file; none (rebuilt on open) for
-///   in-memory and custom stores unless [`index_dir`](Self::index_dir) is set.
+///   in-memory and custom stores unless [`index_dir`](Self::index_dir) is set;
+/// - reranker: none.
 #[derive(Debug, Default)]
 #[must_use]
 pub struct MemoryBuilder {
@@ -133,6 +136,7 @@ pub struct MemoryBuilder {
     embedder: Option<Arc<dyn Embedder>>,
     params: IndexParams,
     index_dir: Option<PathBuf>,
+    reranker: Option<Arc<dyn Reranker>>,
 }
 
 impl MemoryBuilder {
@@ -151,6 +155,12 @@ impl MemoryBuilder {
     /// Embeds texts with this embedder.
     pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
         self.embedder = Some(embedder);
+        self
+    }
+
+    /// Re-scores the best candidates of every text search (see [`Reranker`]). None by default.
+    pub fn reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
+        self.reranker = Some(reranker);
         self
     }
 
@@ -223,6 +233,7 @@ impl MemoryBuilder {
                 store,
                 embedder,
                 index,
+                reranker: self.reranker,
                 gate: Arc::new(tokio::sync::Mutex::new(())),
             }),
         })

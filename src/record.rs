@@ -106,6 +106,13 @@ pub struct MemoryRecord {
     pub updated_at: DateTime<Utc>,
     /// SHA-256 of the text (hex), for exact-duplicate detection.
     pub hash: String,
+    /// The message a memory stored verbatim (`infer = false`) replied to: the one before
+    /// it in the same `add` call, when another role said it. Search reads it with the text
+    /// (at lower weight for keywords), so that an answer such as "Yes, last May" is found by
+    /// its question. `None` for the first message, for a message following one of its own
+    /// role, and for extracted facts, which stand on their own. `update` keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
 }
 
 impl MemoryRecord {
@@ -114,6 +121,11 @@ impl MemoryRecord {
         self.metadata
             .get("core")
             .and_then(|v| serde_json::from_value(v.clone()).ok())
+    }
+
+    /// The text its embedding is computed from: the context, then the memory.
+    pub fn indexed_text(&self) -> String {
+        indexed_text(&self.memory, self.context.as_deref())
     }
 
     /// Whether the memory has expired at `now`.
@@ -218,6 +230,15 @@ pub(crate) fn content_hash(text: &str) -> String {
         out.push_str(&format!("{byte:02x}"));
     }
     out
+}
+
+/// The text a memory's embedding is computed from: its context (if any) on the line before
+/// its text.
+pub(crate) fn indexed_text(memory: &str, context: Option<&str>) -> String {
+    match context {
+        Some(context) if !context.is_empty() => format!("{context}\n{memory}"),
+        _ => memory.to_owned(),
+    }
 }
 
 #[cfg(test)]

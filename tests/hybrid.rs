@@ -5,7 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use chrono::{Duration, Utc};
-use memlane::{HashEmbedder, Memory, SearchMode};
+use memlane::store::MemStore;
+use memlane::{HashEmbedder, Memory, Message, SearchMode};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -271,13 +272,129 @@ async fn a_store_from_before_the_keyword_index_is_backfilled() {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
             "DROP TRIGGER memories_fts_insert; DROP TRIGGER memories_fts_update; \
-             DROP TRIGGER memories_fts_delete; DROP TABLE memories_fts; PRAGMA user_version = 2;",
+             DROP TRIGGER memories_fts_delete; DROP TABLE memories_fts; \
+             ALTER TABLE memories DROP COLUMN context; PRAGMA user_version = 2;",
         )
         .unwrap();
     }
     let memory = open(&path).await;
+    // Migrations 3 (keyword index) and 4 (context, stemming) both ran.
     assert_eq!(
-        ids(&memory, "flowerpot", SearchMode::Keyword).await,
+        ids(&memory, "flowerpots", SearchMode::Keyword).await,
         vec![id]
+    );
+    assert_eq!(memory.get(id).await.unwrap().context, None);
+}
+
+/// A conversation stored verbatim: each message is indexed with the one before it.
+async fn lisbon(memory: &Memory) -> (Uuid, Uuid) {
+    let out = memory
+        .add(vec![
+            Message::new("Mel", "Did you ever make it to Lisbon?"),
+            Message::new("Caro", "Yes, last May, for a whole week."),
+        ])
+        .user("u")
+        .metadata(json!({"session": 3}))
+        .infer(false)
+        .await
+        .unwrap();
+    (out.results[0].id, out.results[1].id)
+}
+
+#[tokio::test]
+async fn an_answer_is_found_by_its_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let memory = open(&path).await;
+    add(&memory, "u", "Lisbon has steep hills and yellow trams").await;
+    let (question, answer) = lisbon(&memory).await;
+    add(&memory, "u", "Caro liked the week of rest").await;
+
+    let q = memory.get(question).await.unwrap();
+    let a = memory.get(answer).await.unwrap();
+    assert_eq!(q.context, None);
+    assert_eq!(
+        a.context.as_deref(),
+        Some("Did you ever make it to Lisbon?")
+    );
+    // The role is kept in metadata, beside the caller's; the caller's own `role` wins.
+    assert_eq!(a.metadata["role"], "Caro");
+    assert_eq!(a.metadata["session"], 3);
+    let own = memory
+        .add(vec![Message::user("I prefer tea")])
+        .user("u")
+        .metadata(json!({"role": "customer"}))
+        .infer(false)
+        .await
+        .unwrap();
+    assert_eq!(own.results[0].metadata["role"], "customer");
+    // Messages in a row from one role are a list of facts, each read on its own.
+    let list = memory
+        .add(vec![
+            Message::user("I like jazz"),
+            Message::user("I own a cat"),
+        ])
+        .user("u")
+        .infer(false)
+        .await
+        .unwrap();
+    for added in &list.results {
+        assert_eq!(memory.get(added.id).await.unwrap().context, None);
+    }
+
+    // "lisbon" is in the answer's context only: found, below the memories that say it.
+    let hits = ids(&memory, "lisbon", SearchMode::Keyword).await;
+    assert_eq!(hits.len(), 2 + 1, "{hits:?}");
+    assert_eq!(hits[2], answer);
+    // Words match by their stem.
+    assert_eq!(ids(&memory, "resting", SearchMode::Keyword).await.len(), 1);
+
+    // An update changes the text and keeps the context, through reopening.
+    memory
+        .update(answer)
+        .text("Yes, in June, for ten days.")
+        .await
+        .unwrap();
+    drop(memory);
+    let memory = open(&path).await;
+    let a = memory.get(answer).await.unwrap();
+    assert_eq!(
+        a.context.as_deref(),
+        Some("Did you ever make it to Lisbon?")
+    );
+    assert!(ids(&memory, "lisbon", SearchMode::Keyword)
+        .await
+        .contains(&answer));
+    assert!(!ids(&memory, "may", SearchMode::Keyword)
+        .await
+        .contains(&answer));
+    assert!(ids(&memory, "june", SearchMode::Keyword)
+        .await
+        .contains(&answer));
+
+    // Deleted: found by neither its text nor its context.
+    memory.delete(answer).await.unwrap();
+    for mode in [SearchMode::Keyword, SearchMode::Hybrid, SearchMode::Vector] {
+        assert!(!ids(&memory, "lisbon june", mode).await.contains(&answer));
+    }
+}
+
+#[tokio::test]
+async fn the_reference_store_matches_context_and_stems_too() {
+    let memory = Memory::builder()
+        .store(Arc::new(MemStore::new()))
+        .embedder(Arc::new(HashEmbedder::new(384)))
+        .build()
+        .await
+        .unwrap();
+    add(&memory, "u", "Lisbon has steep hills and yellow trams").await;
+    let (question, answer) = lisbon(&memory).await;
+    assert_eq!(
+        ids(&memory, "lisbon", SearchMode::Keyword).await.last(),
+        Some(&answer)
+    );
+    assert_eq!(
+        ids(&memory, "making", SearchMode::Keyword).await,
+        vec![question, answer]
     );
 }

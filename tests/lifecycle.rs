@@ -485,6 +485,7 @@ async fn expired_memories_are_hidden_unless_asked_for() {
         created_at: now - Duration::days(2),
         updated_at: now - Duration::days(2),
         hash: String::new(),
+        context: None,
     };
     store
         .apply(WriteBatch::new(

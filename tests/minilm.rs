@@ -169,3 +169,33 @@ async fn default_hybrid_search_is_not_fooled_by_function_words() {
         "I'm vegetarian, and I can't stand coriander."
     );
 }
+
+#[tokio::test]
+async fn a_short_answer_is_found_by_the_question_it_answered() {
+    let memory = Memory::in_memory().await.unwrap();
+    for fact in [
+        "Lisbon has steep hills and yellow trams.",
+        "I'm training for the Porto half marathon in October.",
+    ] {
+        memory.add(fact).user("caro").infer(false).await.unwrap();
+    }
+    let conversation = memory
+        .add(vec![
+            memlane::Message::new("Mel", "Did you ever make it to Lisbon?"),
+            memlane::Message::new("Caro", "Yes, last May, for a whole week!"),
+            memlane::Message::new("Mel", "Lucky you. The weather here was awful."),
+        ])
+        .user("caro")
+        .infer(false)
+        .await
+        .unwrap();
+    let answer = conversation.results[1].id;
+    let hits = memory
+        .search("When did Caro travel to Lisbon?")
+        .user("caro")
+        .top_k(3)
+        .await
+        .unwrap();
+    let found: Vec<_> = hits.results.iter().map(|h| h.record.id).collect();
+    assert!(found.contains(&answer), "{hits:?}");
+}

@@ -33,6 +33,7 @@ fn record(text: &str, user: &str, at: DateTime<Utc>) -> MemoryRecord {
         created_at: at,
         updated_at: at,
         hash: format!("hash-of-{text}"),
+        context: None,
     }
 }
 

@@ -10,7 +10,8 @@ use crate::limits;
 use crate::memory::{prices, Memory};
 use crate::ops::{awaitable, owner_setters};
 use crate::record::{
-    content_hash, now, Core, HistoryEvent, MemoryRecord, Message, Owners, DEFAULT_IMPORTANCE,
+    content_hash, indexed_text, now, Core, HistoryEvent, MemoryRecord, Message, Owners,
+    DEFAULT_IMPORTANCE,
 };
 use crate::store::{NewMemory, Write, WriteBatch};
 
@@ -92,7 +93,8 @@ impl Memory {
     /// Stores memories from chat messages (or from a text, taken as one user message).
     ///
     /// With `.infer(false)` each message is stored verbatim as one memory, its role kept in
-    /// the history. With inference (the default) a language model extracts facts first;
+    /// the history and as `metadata.role` (unless the caller's metadata has a `role`), and
+    /// the message it replied to as its [`context`](MemoryRecord::context). With inference (the default) a language model extracts facts first;
     /// that needs a model configured on the builder, and is a 503 without one.
     ///
     /// At least one owner id (`user`, `agent`, `app` or `run`) is required.
@@ -195,14 +197,30 @@ impl<'a> AddRequest<'a> {
             });
         }
 
-        let texts: Vec<String> = self.messages.iter().map(|m| m.content.clone()).collect();
+        // A message that replies to someone else's is read with it, its context: an answer
+        // is found by its question. Messages in a row from one role (a list of facts) are
+        // read on their own.
+        let contexts: Vec<Option<String>> = std::iter::once(None)
+            .chain(self.messages.windows(2).map(|pair| match pair {
+                [before, message] if before.role != message.role => Some(before.content.clone()),
+                _ => None,
+            }))
+            .collect();
+        let texts: Vec<String> = self
+            .messages
+            .iter()
+            .zip(&contexts)
+            .map(|(m, context)| indexed_text(&m.content, context.as_deref()))
+            .collect();
         let vectors = self.memory.embed_documents(&texts).await?;
         let mut writes = Vec::with_capacity(texts.len());
         let mut keyed = Vec::with_capacity(texts.len());
-        for (message, vector) in self.messages.into_iter().zip(vectors) {
+        for ((message, vector), context) in self.messages.into_iter().zip(vectors).zip(contexts) {
             let id = Uuid::now_v7();
             let mut meta = metadata.clone();
             meta.insert("core".into(), verbatim_core(&message.content, &categories));
+            meta.entry("role")
+                .or_insert_with(|| Value::String(message.role.clone()));
             let record = MemoryRecord {
                 id,
                 hash: content_hash(&message.content),
@@ -214,6 +232,7 @@ impl<'a> AddRequest<'a> {
                 expiration_date: self.expiry,
                 created_at: at,
                 updated_at: at,
+                context,
             };
             keyed.push((id, vector.clone()));
             writes.push(Write::Insert(NewMemory::new(record, vector, vec![message])));

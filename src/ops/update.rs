@@ -8,7 +8,7 @@ use crate::limits;
 use crate::memory::{prices, Memory, MemoryId};
 use crate::ops::add::verbatim_core;
 use crate::ops::awaitable;
-use crate::record::{now, MemoryRecord};
+use crate::record::{indexed_text, now, MemoryRecord};
 use crate::store::{immutable_error, MemoryUpdate, Write, WriteBatch};
 
 /// The result of `update`.
@@ -100,13 +100,15 @@ impl<'a> UpdateRequest<'a> {
             .map(limits::categories)
             .transpose()?;
         // Fail fast before paying for an embedding; the write below checks again.
-        if self.memory.get(id).await?.immutable {
+        // The context never changes, so the new text is embedded with the one read here.
+        let current = self.memory.get(id).await?;
+        if current.immutable {
             return Err(immutable_error(id));
         }
         let vector = match &self.text {
             Some(text) => Some(
                 self.memory
-                    .embed_documents(std::slice::from_ref(text))
+                    .embed_documents(&[indexed_text(text, current.context.as_deref())])
                     .await?
                     .pop()
                     .ok_or_else(|| Error::internal("no vector"))?,

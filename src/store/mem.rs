@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    history_record, immutable_error, keywords, query_keywords, Change, ListPage, ListQuery,
-    LiveKey, Store, VectorKey, Write, WriteBatch, WriteOutcome, DEFAULT_CREDITS,
+    history_record, immutable_error, query_keywords, stems, Change, ListPage, ListQuery, LiveKey,
+    Store, VectorKey, Write, WriteBatch, WriteOutcome, CONTEXT_WEIGHT, DEFAULT_CREDITS,
 };
 use crate::error::{Error, Result};
 use crate::filter::{micros, Filter};
@@ -308,36 +308,52 @@ impl Store for MemStore {
         include_expired: bool,
         limit: usize,
     ) -> Result<Vec<(VectorKey, f32)>> {
-        // Okapi BM25 (k1 = 1.2, b = 0.75, the IDF of SQLite's FTS5) over the visible,
-        // matching memories.
+        // Okapi BM25 as SQLite's FTS5 computes it (k1 = 1.2, b = 0.75, its IDF; a context
+        // word counts CONTEXT_WEIGHT of a text word; the length is that of both) over the
+        // visible, matching memories, on stemmed words.
         let state = self.lock()?;
-        let words: std::collections::HashSet<String> = query_keywords(query).into_iter().collect();
-        let docs: Vec<(VectorKey, Vec<String>)> = state
+        let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
+        let words: std::collections::HashSet<String> = query_keywords(query)
+            .iter()
+            .map(|w| stemmer.stem(w).into_owned())
+            .collect();
+        let docs: Vec<(VectorKey, Vec<String>, Vec<String>)> = state
             .rows
             .iter()
             .filter(|r| r.visible(now, include_expired) && filter.matches(&r.record))
-            .map(|r| (r.key, keywords(&r.record.memory)))
+            .map(|r| {
+                let context = r.record.context.as_deref().map(stems).unwrap_or_default();
+                (r.key, stems(&r.record.memory), context)
+            })
             .collect();
         if words.is_empty() || docs.is_empty() {
             return Ok(Vec::new());
         }
         let n = docs.len() as f32;
-        let avg = docs.iter().map(|(_, d)| d.len()).sum::<usize>() as f32 / n;
+        let avg = docs
+            .iter()
+            .map(|(_, t, c)| t.len() + c.len())
+            .sum::<usize>() as f32
+            / n;
         let idf: HashMap<&String, f32> = words
             .iter()
             .map(|w| {
-                let with = docs.iter().filter(|(_, d)| d.contains(w)).count() as f32;
+                let with = docs
+                    .iter()
+                    .filter(|(_, t, c)| t.contains(w) || c.contains(w))
+                    .count() as f32;
                 (w, ((n - with + 0.5) / (with + 0.5)).ln_1p())
             })
             .collect();
+        let count = |doc: &[String], w: &String| doc.iter().filter(|t| *t == w).count() as f32;
         let mut scored: Vec<(VectorKey, f32)> = docs
             .iter()
-            .filter_map(|(key, doc)| {
-                let len = doc.len() as f32;
+            .filter_map(|(key, text, context)| {
+                let len = (text.len() + context.len()) as f32;
                 let score: f32 = words
                     .iter()
                     .map(|w| {
-                        let tf = doc.iter().filter(|t| *t == w).count() as f32;
+                        let tf = count(text, w) + CONTEXT_WEIGHT * count(context, w);
                         idf.get(w).copied().unwrap_or(0.0) * tf * 2.2
                             / (tf + 1.2 * (0.25 + 0.75 * len / avg.max(1.0)))
                     })

@@ -13,11 +13,11 @@ use rusqlite::{
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::query_keywords;
 use super::{
     history_record, immutable_error, Change, ListPage, ListQuery, LiveKey, Store, VectorKey, Write,
     WriteBatch, WriteOutcome, DEFAULT_CREDITS,
 };
+use super::{query_keywords, CONTEXT_WEIGHT};
 use crate::error::{Error, Result};
 use crate::filter::{
     icontains, metadata_matches, micros, Condition, Filter, Op, OwnerField, TimeField,
@@ -101,10 +101,41 @@ CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.deleted_at 
 END;
 INSERT INTO memories_fts (rowid, memory) SELECT seq, memory FROM memories WHERE deleted_at IS NULL;
 "#,
+    // A memory's conversational context, indexed beside its text; words are stemmed
+    // (Porter), so "painting" finds "paint". The keyword index is rebuilt for both.
+    r#"
+ALTER TABLE memories ADD COLUMN context TEXT;
+DROP TRIGGER memories_fts_insert;
+DROP TRIGGER memories_fts_update;
+DROP TRIGGER memories_fts_delete;
+DROP TABLE memories_fts;
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    memory, context, content = 'memories', content_rowid = 'seq',
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (rowid, memory, context) VALUES (new.seq, new.memory, new.context);
+END;
+CREATE TRIGGER memories_fts_update AFTER UPDATE OF memory, context, deleted_at ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, memory, context)
+        SELECT 'delete', old.seq, old.memory, old.context WHERE old.deleted_at IS NULL;
+    INSERT INTO memories_fts (rowid, memory, context)
+        SELECT new.seq, new.memory, new.context WHERE new.deleted_at IS NULL;
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, memory, context)
+        VALUES ('delete', old.seq, old.memory, old.context);
+END;
+INSERT INTO memories_fts (rowid, memory, context)
+    SELECT seq, memory, context FROM memories WHERE deleted_at IS NULL;
+"#,
 ];
 
 const COLUMNS: &str = "m.id, m.memory, m.user_id, m.agent_id, m.app_id, m.run_id, m.metadata, \
-     m.categories, m.immutable, m.expiration_date, m.created_at, m.updated_at, m.hash";
+     m.categories, m.immutable, m.expiration_date, m.created_at, m.updated_at, m.hash, m.context";
+
+/// The index of the first column after [`COLUMNS`].
+const EXTRA: usize = 14;
 
 const LIVE: &str = "m.deleted_at IS NULL";
 
@@ -580,6 +611,7 @@ fn record_from_row(row: &Row<'_>) -> rusqlite::Result<MemoryRecord> {
         created_at: time(row.get(10)?)?,
         updated_at: time(row.get(11)?)?,
         hash: row.get(12)?,
+        context: row.get(13)?,
     })
 }
 
@@ -638,7 +670,7 @@ fn live_row(tx: &Transaction<'_>, id: Uuid) -> Result<(MemoryRecord, VectorKey)>
     tx.query_row(
         &format!("SELECT {COLUMNS}, m.vector_key FROM memories m WHERE m.id = ?1 AND {LIVE}"),
         params![id.to_string()],
-        |r| Ok((record_from_row(r)?, r.get::<_, i64>(13)? as VectorKey)),
+        |r| Ok((record_from_row(r)?, r.get::<_, i64>(EXTRA)? as VectorKey)),
     )
     .optional()
     .map_err(sql_err)?
@@ -677,8 +709,8 @@ fn apply_write(tx: &Transaction<'_>, write: Write, changes: &mut Vec<Change>) ->
             let key = next_key(tx)?;
             let inserted = tx.execute(
                 "INSERT INTO memories (id, memory, user_id, agent_id, app_id, run_id, metadata, categories, \
-                 immutable, expiration_date, created_at, updated_at, hash, vector_key, vector) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                 immutable, expiration_date, created_at, updated_at, hash, vector_key, vector, context) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
                 params![
                     r.id.to_string(),
                     r.memory,
@@ -695,6 +727,7 @@ fn apply_write(tx: &Transaction<'_>, write: Write, changes: &mut Vec<Change>) ->
                     r.hash,
                     key as i64,
                     vector_bytes(&new.vector),
+                    r.context,
                 ],
             );
             match inserted {
@@ -786,7 +819,7 @@ fn apply_write(tx: &Transaction<'_>, write: Write, changes: &mut Vec<Change>) ->
                 let mut stmt = tx.prepare(&sql).map_err(sql_err)?;
                 let mapped = stmt
                     .query_map(params_from_iter(params), |r| {
-                        Ok((record_from_row(r)?, r.get::<_, i64>(13)? as VectorKey))
+                        Ok((record_from_row(r)?, r.get::<_, i64>(EXTRA)? as VectorKey))
                     })
                     .map_err(sql_err)?;
                 mapped.collect::<rusqlite::Result<_>>().map_err(sql_err)?
@@ -862,7 +895,7 @@ impl Store for SqliteStore {
                 let mut stmt = conn.prepare_cached(&sql).map_err(sql_err)?;
                 let rows = stmt
                     .query_map(params_from_iter(chunk.iter().map(|k| *k as i64)), |r| {
-                        Ok((r.get::<_, i64>(13)? as VectorKey, record_from_row(r)?))
+                        Ok((r.get::<_, i64>(EXTRA)? as VectorKey, record_from_row(r)?))
                     })
                     .map_err(sql_err)?;
                 for row in rows {
@@ -899,7 +932,7 @@ impl Store for SqliteStore {
             let mut stmt = conn.prepare(&sql).map_err(sql_err)?;
             let rows = stmt
                 .query_map(params_from_iter(params), |r| {
-                    Ok((record_from_row(r)?, r.get::<_, i64>(13)?))
+                    Ok((record_from_row(r)?, r.get::<_, i64>(EXTRA)?))
                 })
                 .map_err(sql_err)?;
             let mut page: Vec<(MemoryRecord, i64)> =
@@ -970,9 +1003,10 @@ impl Store for SqliteStore {
             params.push(SqlValue::Integer(limit.min(i64::MAX as usize) as i64));
             let mut stmt = conn
                 .prepare_cached(&format!(
-                    "SELECT m.vector_key, -bm25(memories_fts) FROM memories_fts \
+                    "SELECT m.vector_key, -bm25(memories_fts, 1.0, {CONTEXT_WEIGHT:?}) FROM memories_fts \
                      JOIN memories m ON m.seq = memories_fts.rowid \
-                     WHERE memories_fts MATCH ? AND {clause} ORDER BY bm25(memories_fts) LIMIT ?"
+                     WHERE memories_fts MATCH ? AND {clause} \
+                     ORDER BY bm25(memories_fts, 1.0, {CONTEXT_WEIGHT:?}) LIMIT ?"
                 ))
                 .map_err(sql_err)?;
             let rows = stmt
