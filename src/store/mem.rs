@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    history_record, immutable_error, query_keywords, stems, Change, ListPage, ListQuery, LiveKey,
-    Store, VectorKey, Write, WriteBatch, WriteOutcome, CONTEXT_WEIGHT, DEFAULT_CREDITS,
+    history_record, immutable_error, query_keywords, stem_all, stems, Change, ListPage, ListQuery,
+    LiveKey, Store, VectorKey, Write, WriteBatch, WriteOutcome, CONTEXT_WEIGHT, DEFAULT_CREDITS,
 };
 use crate::error::{Error, Result};
 use crate::filter::{micros, Filter};
@@ -312,11 +312,8 @@ impl Store for MemStore {
         // word counts CONTEXT_WEIGHT of a text word; the length is that of both) over the
         // visible, matching memories, on stemmed words.
         let state = self.lock()?;
-        let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
-        let words: std::collections::HashSet<String> = query_keywords(query)
-            .iter()
-            .map(|w| stemmer.stem(w).into_owned())
-            .collect();
+        let words: std::collections::HashSet<String> =
+            stem_all(query_keywords(query)).into_iter().collect();
         let docs: Vec<(VectorKey, Vec<String>, Vec<String>)> = state
             .rows
             .iter()
