@@ -594,6 +594,17 @@ impl VectorIndex {
             .collect())
     }
 
+    /// The vectors of live keys (expired included), in the order given; other keys are
+    /// skipped.
+    pub(crate) fn vectors(&self, keys: &[VectorKey]) -> Result<Vec<(VectorKey, Vec<f32>)>> {
+        let s = read_lock(&self.state)?;
+        Ok(keys
+            .iter()
+            .filter(|key| s.is_live(**key, i64::MIN))
+            .filter_map(|key| s.arena.get(*key).map(|v| (*key, v.to_vec())))
+            .collect())
+    }
+
     /// Approximate nearest live neighbours of a unit query: `(key, cosine)` best first.
     /// `allowed` (sorted) restricts the result to those keys.
     pub(crate) fn search(

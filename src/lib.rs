@@ -47,27 +47,42 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+mod config;
 mod embed;
 mod error;
 pub mod filter;
 mod index;
+mod infer;
 pub mod limits;
+mod llm;
 mod memory;
 mod ops;
 mod record;
 mod rerank;
 pub mod store;
 
+pub use config::{
+    ConfigResult, Label, ProductVariant, ProjectConfig, DEFAULT_LABELS, MAX_LABELS,
+    MAX_LABEL_BYTES, MAX_LABEL_DESCRIPTION_BYTES, MAX_POLICY_BYTES,
+};
 #[cfg(feature = "local-embed")]
 pub use embed::MiniLm;
 pub use embed::{EmbedMode, Embedder, HashEmbedder};
 pub use error::{Error, ErrorBody, Result};
 pub use filter::Filter;
 pub use index::IndexParams;
+pub use llm::{
+    ChatRequest, ChatResponse, Llm, OpenAiConfig, OpenAiEmbedder, OpenAiLlm, ScriptedLlm, Usage,
+};
 pub use memory::{prices, Memory, MemoryBuilder, MemoryId};
 pub use ops::add::{AddRequest, AddResult, AddedMemory, Messages};
+pub use ops::consolidate::{
+    ConsolidateProgress, ConsolidateRequest, ConsolidateResult, MergedCluster,
+    DEFAULT_CONSOLIDATE_THRESHOLD,
+};
 pub use ops::delete::{DeleteAllRequest, DeleteResult};
 pub use ops::engine::{Embedding, RetrieveResult};
+pub use ops::extract::{CoreUsage, ExtractRequest, ExtractResult, ExtractUsage, ExtractedCore};
 pub use ops::list::ListRequest;
 pub use ops::search::{ScoredMemory, SearchMode, SearchRequest, SearchResult};
 pub use ops::update::{UpdateRequest, UpdateResult};

@@ -142,6 +142,28 @@ pub(crate) fn categories(categories: &[String]) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// Checks the messages of a call: 1–1000 of them, each with a valid role and text.
+pub(crate) fn messages(messages: &[crate::record::Message]) -> Result<()> {
+    if messages.is_empty() {
+        return Err(Error::invalid(
+            "messages is empty; give at least one message",
+        ));
+    }
+    if messages.len() > MAX_MESSAGES {
+        return Err(Error::TooLarge {
+            detail: format!(
+                "{} messages in one call; the limit is {MAX_MESSAGES}: send them in smaller batches",
+                messages.len(),
+            ),
+        });
+    }
+    for (i, m) in messages.iter().enumerate() {
+        role(i, &m.role)?;
+        text(&format!("message {i}"), &m.content)?;
+    }
+    Ok(())
+}
+
 /// Checks a message role: 1–256 bytes, printable.
 pub(crate) fn role(index: usize, role: &str) -> Result<()> {
     if role.trim().is_empty() || role.len() > MAX_ROLE_BYTES || role.chars().any(char::is_control) {

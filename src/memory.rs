@@ -8,6 +8,7 @@ use uuid::Uuid;
 use crate::embed::{normalize, EmbedMode, Embedder};
 use crate::error::{Error, Result};
 use crate::index::{IndexParams, VectorIndex};
+use crate::llm::Llm;
 use crate::rerank::Reranker;
 use crate::store::{
     SqliteStore, Store, WriteBatch, WriteOutcome, META_DIMENSION, META_MODEL, META_STORE_ID,
@@ -46,6 +47,7 @@ pub(crate) struct Inner {
     pub(crate) embedder: Arc<dyn Embedder>,
     pub(crate) index: Arc<VectorIndex>,
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
+    pub(crate) llm: Option<Arc<dyn Llm>>,
     /// Serialises commit + index insert, so that the index sees keys in commit order.
     pub(crate) gate: Arc<tokio::sync::Mutex<()>>,
 }
@@ -127,7 +129,8 @@ impl From<String> for MemoryId {
 /// - index parameters: [`IndexParams::default`];
 /// - index directory: `<path>.index` next to the database file; none (rebuilt on open) for
 ///   in-memory and custom stores unless [`index_dir`](Self::index_dir) is set;
-/// - reranker: none.
+/// - reranker: none;
+/// - language model: none (`add` with inference and `extract` are a 503 until one is set).
 #[derive(Debug, Default)]
 #[must_use]
 pub struct MemoryBuilder {
@@ -137,9 +140,16 @@ pub struct MemoryBuilder {
     params: IndexParams,
     index_dir: Option<PathBuf>,
     reranker: Option<Arc<dyn Reranker>>,
+    llm: Option<Arc<dyn Llm>>,
 }
 
 impl MemoryBuilder {
+    /// Extracts, reconciles and merges memories with this language model.
+    pub fn llm(mut self, llm: Arc<dyn Llm>) -> Self {
+        self.llm = Some(llm);
+        self
+    }
+
     /// Stores memories in the SQLite file at `path` (created if missing).
     pub fn path(mut self, path: impl AsRef<Path>) -> Self {
         self.path = Some(path.as_ref().to_path_buf());
@@ -234,6 +244,7 @@ impl MemoryBuilder {
                 embedder,
                 index,
                 reranker: self.reranker,
+                llm: self.llm,
                 gate: Arc::new(tokio::sync::Mutex::new(())),
             }),
         })
@@ -316,6 +327,11 @@ impl Memory {
     /// A builder for everything else.
     pub fn builder() -> MemoryBuilder {
         MemoryBuilder::default()
+    }
+
+    /// The language model in use, if any.
+    pub fn llm(&self) -> Option<&Arc<dyn Llm>> {
+        self.inner.llm.as_ref()
     }
 
     /// The embedder in use.

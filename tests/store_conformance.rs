@@ -122,6 +122,7 @@ async fn conformance(store: &dyn Store) {
         vec![Write::Delete {
             id: a.id,
             at: t(20),
+            input: vec![Message::user("forget that")],
         }],
     )
     .await
@@ -132,6 +133,7 @@ async fn conformance(store: &dyn Store) {
             vec![Write::Delete {
                 id: a.id,
                 at: t(21),
+                input: Vec::new(),
             }],
             0,
         ))
@@ -148,6 +150,7 @@ async fn conformance(store: &dyn Store) {
         ]
     );
     assert_eq!(history[0].old_memory, None);
+    assert_eq!(history[2].input, vec![Message::user("forget that")]);
     assert_eq!(history[0].input, vec![Message::user("alice likes tea")]);
     assert_eq!(history[1].old_memory.as_deref(), Some("alice likes tea"));
     assert_eq!(
@@ -274,6 +277,7 @@ async fn conformance(store: &dyn Store) {
         vec![Write::Delete {
             id: k1.id,
             at: t(61),
+            input: Vec::new(),
         }],
     )
     .await

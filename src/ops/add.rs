@@ -7,7 +7,9 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::limits;
+use crate::llm::Usage;
 use crate::memory::{prices, Memory};
+use crate::ops::add_inferred::{add_inferred, Input};
 use crate::ops::{awaitable, owner_setters};
 use crate::record::{
     content_hash, indexed_text, now, Core, HistoryEvent, MemoryRecord, Message, Owners,
@@ -57,10 +59,32 @@ pub struct AddedMemory {
     pub id: Uuid,
     /// Its text.
     pub memory: String,
-    /// What happened to it (`ADD`).
+    /// What happened to it: `ADD` for a new memory; with inference also `UPDATE` (an
+    /// existing memory now says more; same id) and `DELETE` (an existing memory was
+    /// contradicted by a new fact, which is added too).
     pub event: HistoryEvent,
     /// Its metadata, `core` included.
     pub metadata: Map<String, Value>,
+    /// The text before this call, for `UPDATE` and `DELETE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_memory: Option<String>,
+}
+
+impl AddedMemory {
+    pub(crate) fn new(
+        id: Uuid,
+        memory: String,
+        event: HistoryEvent,
+        metadata: Map<String, Value>,
+    ) -> Self {
+        AddedMemory {
+            id,
+            memory,
+            event,
+            metadata,
+            previous_memory: None,
+        }
+    }
 }
 
 /// The result of `add`.
@@ -73,6 +97,9 @@ pub struct AddResult {
     pub credits_used: u64,
     /// Credits left.
     pub credits_remaining: u64,
+    /// Tokens the language model used (zero without inference).
+    #[serde(default)]
+    pub usage: Usage,
 }
 
 /// A request to store memories; await it to run it. Built by [`Memory::add`].
@@ -87,15 +114,22 @@ pub struct AddRequest<'a> {
     expiry: Option<DateTime<Utc>>,
     immutable: bool,
     infer: bool,
+    timestamp: Option<DateTime<Utc>>,
 }
 
 impl Memory {
     /// Stores memories from chat messages (or from a text, taken as one user message).
     ///
+    /// With inference (the default) a language model extracts the facts worth keeping,
+    /// following the project's [configuration](crate::ProjectConfig), and reconciles each
+    /// with the owner's similar memories: `ADD`, `UPDATE`, `DELETE` (a contradicted memory;
+    /// the new fact is added too) or nothing (already known). Immutable memories are never
+    /// changed. Every change of one call commits together, or none does. It needs a model
+    /// ([`MemoryBuilder::llm`](crate::MemoryBuilder::llm)), and is a 503 without one.
+    ///
     /// With `.infer(false)` each message is stored verbatim as one memory, its role kept in
     /// the history and as `metadata.role` (unless the caller's metadata has a `role`), and
-    /// the message it replied to as its [`context`](MemoryRecord::context). With inference (the default) a language model extracts facts first;
-    /// that needs a model configured on the builder, and is a 503 without one.
+    /// the message it replied to as its [`context`](MemoryRecord::context).
     ///
     /// At least one owner id (`user`, `agent`, `app` or `run`) is required.
     pub fn add(&self, messages: impl Into<Messages>) -> AddRequest<'_> {
@@ -108,6 +142,7 @@ impl Memory {
             expiry: None,
             immutable: false,
             infer: true,
+            timestamp: None,
         }
     }
 }
@@ -143,6 +178,14 @@ impl<'a> AddRequest<'a> {
         self
     }
 
+    /// When the conversation took place (default: now). Relative dates in it ("next
+    /// Friday") are resolved against this time; the memories' `created_at` is still the time
+    /// they were stored.
+    pub fn timestamp(mut self, at: DateTime<Utc>) -> Self {
+        self.timestamp = Some(at);
+        self
+    }
+
     /// Whether a language model extracts facts (default `true`), or each message is stored
     /// verbatim (`false`).
     pub fn infer(mut self, infer: bool) -> Self {
@@ -170,31 +213,19 @@ impl<'a> AddRequest<'a> {
         limits::owners(&self.owners)?;
         let categories = limits::categories(&self.categories)?;
         limits::expiry(self.expiry, at)?;
-        if self.messages.is_empty() {
-            return Err(Error::invalid(
-                "messages is empty; give at least one message",
-            ));
-        }
-        if self.messages.len() > limits::MAX_MESSAGES {
-            return Err(Error::TooLarge {
-                detail: format!(
-                    "{} messages in one add; the limit is {}: send them in smaller batches",
-                    self.messages.len(),
-                    limits::MAX_MESSAGES
-                ),
-            });
-        }
-        for (i, m) in self.messages.iter().enumerate() {
-            limits::role(i, &m.role)?;
-            limits::text(&format!("message {i}"), &m.content)?;
-        }
+        limits::messages(&self.messages)?;
         if self.infer {
-            return Err(Error::Unavailable {
-                detail: "add with inference needs a language model, and none is configured; \
-                         configure one on Memory::builder(), or call .infer(false) to store the \
-                         messages verbatim"
-                    .into(),
-            });
+            let input = Input {
+                messages: self.messages,
+                owners: self.owners,
+                metadata,
+                categories,
+                expiry: self.expiry,
+                immutable: self.immutable,
+                at,
+                spoken_at: self.timestamp.unwrap_or(at),
+            };
+            return add_inferred(self.memory, input).await;
         }
 
         // A message that replies to someone else's is read with it, its context: an answer
@@ -242,20 +273,16 @@ impl<'a> AddRequest<'a> {
             .memory
             .commit(WriteBatch::new(writes, credits_used), keyed)
             .await?;
-        Ok(AddResult {
-            results: outcome
+        Ok(AddResult::new(
+            outcome
                 .changes
                 .into_iter()
-                .map(|c| AddedMemory {
-                    id: c.record.id,
-                    memory: c.record.memory,
-                    event: c.event,
-                    metadata: c.record.metadata,
-                })
+                .map(|c| AddedMemory::new(c.record.id, c.record.memory, c.event, c.record.metadata))
                 .collect(),
             credits_used,
-            credits_remaining: outcome.credits_remaining,
-        })
+            outcome.credits_remaining,
+            Usage::default(),
+        ))
     }
 }
 

@@ -35,7 +35,12 @@ impl Memory {
     /// records the deletion. A 404 if it is unknown or already deleted.
     pub async fn delete(&self, id: impl Into<MemoryId>) -> Result<DeleteResult> {
         let id = id.into().parse()?;
-        self.delete_where(Write::Delete { id, at: now() }).await
+        self.delete_where(Write::Delete {
+            id,
+            at: now(),
+            input: Vec::new(),
+        })
+        .await
     }
 
     /// Soft-deletes every memory of an owner (all given ids must match), for erasure

@@ -2,8 +2,11 @@
 //! its tests.
 
 pub mod add;
+mod add_inferred;
+pub mod consolidate;
 pub mod delete;
 pub mod engine;
+pub mod extract;
 pub mod get;
 pub mod list;
 pub mod search;

@@ -295,7 +295,7 @@ impl Memory {
 
     /// Hybrid ranking: the vector and keyword candidates together, each scored
     /// `HYBRID_VECTOR_WEIGHT · cosine + (1 − HYBRID_VECTOR_WEIGHT) · squash(BM25)`.
-    async fn hybrid_ranked(
+    pub(crate) async fn hybrid_ranked(
         &self,
         text: &str,
         query: &[f32],
@@ -344,7 +344,7 @@ impl Memory {
 
     /// Reads ranked keys back from the store, best first. A memory deleted, changed out of
     /// the filter, or expired since its key was ranked is dropped.
-    async fn hydrate(
+    pub(crate) async fn hydrate(
         &self,
         ranked: Vec<(VectorKey, f32)>,
         filter: &Filter,

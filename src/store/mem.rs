@@ -13,7 +13,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::filter::{micros, Filter};
-use crate::record::{content_hash, HistoryEvent, HistoryRecord, MemoryRecord};
+use crate::record::{content_hash, HistoryEvent, HistoryRecord, MemoryRecord, Message};
 
 /// A store that keeps everything in process memory and forgets it when dropped.
 ///
@@ -164,9 +164,9 @@ impl State {
                     added_key: added,
                 });
             }
-            Write::Delete { id, at } => {
+            Write::Delete { id, at, input } => {
                 let i = self.live_index(id)?;
-                self.delete_row(i, at, changes)?;
+                self.delete_row(i, at, &input, changes)?;
             }
             Write::DeleteWhere { filter, at } => {
                 let hits: Vec<usize> = self
@@ -177,14 +177,20 @@ impl State {
                     .map(|(i, _)| i)
                     .collect();
                 for i in hits {
-                    self.delete_row(i, at, changes)?;
+                    self.delete_row(i, at, &[], changes)?;
                 }
             }
         }
         Ok(())
     }
 
-    fn delete_row(&mut self, i: usize, at: DateTime<Utc>, changes: &mut Vec<Change>) -> Result<()> {
+    fn delete_row(
+        &mut self,
+        i: usize,
+        at: DateTime<Utc>,
+        input: &[Message],
+        changes: &mut Vec<Change>,
+    ) -> Result<()> {
         let row = self
             .rows
             .get_mut(i)
@@ -195,7 +201,7 @@ impl State {
             HistoryEvent::Delete,
             Some(&record.memory),
             &record,
-            &[],
+            input,
             at,
         ));
         changes.push(Change {

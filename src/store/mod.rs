@@ -100,6 +100,8 @@ pub enum Write {
         id: Uuid,
         /// When.
         at: DateTime<Utc>,
+        /// The input that caused it, for history (empty for a direct delete).
+        input: Vec<Message>,
     },
     /// Soft-delete every live memory (expired included) matching a filter.
     DeleteWhere {

@@ -682,6 +682,7 @@ fn delete_row(
     record: MemoryRecord,
     key: VectorKey,
     at: DateTime<Utc>,
+    input: &[Message],
     changes: &mut Vec<Change>,
 ) -> Result<()> {
     tx.execute(
@@ -691,7 +692,13 @@ fn delete_row(
     .map_err(sql_err)?;
     insert_history(
         tx,
-        &history_record(HistoryEvent::Delete, Some(&record.memory), &record, &[], at),
+        &history_record(
+            HistoryEvent::Delete,
+            Some(&record.memory),
+            &record,
+            input,
+            at,
+        ),
     )?;
     changes.push(Change {
         event: HistoryEvent::Delete,
@@ -805,9 +812,9 @@ fn apply_write(tx: &Transaction<'_>, write: Write, changes: &mut Vec<Change>) ->
                 added_key: added,
             });
         }
-        Write::Delete { id, at } => {
+        Write::Delete { id, at, input } => {
             let (record, key) = live_row(tx, id)?;
-            delete_row(tx, record, key, at, changes)?;
+            delete_row(tx, record, key, at, &input, changes)?;
         }
         Write::DeleteWhere { filter, at } => {
             let mut params = Vec::new();
@@ -825,7 +832,7 @@ fn apply_write(tx: &Transaction<'_>, write: Write, changes: &mut Vec<Change>) ->
                 mapped.collect::<rusqlite::Result<_>>().map_err(sql_err)?
             };
             for (record, key) in rows {
-                delete_row(tx, record, key, at, changes)?;
+                delete_row(tx, record, key, at, &[], changes)?;
             }
         }
     }

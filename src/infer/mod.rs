@@ -1,0 +1,473 @@
+//! What memlane asks a language model, and how it reads the answers: fact extraction,
+//! reconciliation with existing memories, a structured digest, and merging.
+//!
+//! Every answer is JSON read into the structs below and checked by a `validate` function;
+//! a broken rule is sent back to the model once (see [`chat_json`]).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Label;
+use crate::error::Result;
+use crate::limits;
+use crate::llm::{chat_json, Llm, Parsed};
+use crate::record::Message;
+
+pub(crate) mod dates;
+
+/// Most facts one extraction may return.
+pub(crate) const MAX_FACTS: usize = 50;
+/// Token budget of an extraction reply.
+const EXTRACT_TOKENS: u32 = 1024;
+/// Token budget of a reconciliation reply.
+const RECONCILE_TOKENS: u32 = 768;
+
+/// One fact as the model states it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Fact {
+    pub(crate) text: String,
+    #[serde(default)]
+    pub(crate) categories: Vec<String>,
+    #[serde(default)]
+    pub(crate) entities: Vec<String>,
+    #[serde(default = "default_importance")]
+    pub(crate) importance: i64,
+}
+
+fn default_importance() -> i64 {
+    crate::record::DEFAULT_IMPORTANCE
+}
+
+#[derive(Debug, Deserialize)]
+struct Facts {
+    facts: Vec<Fact>,
+}
+
+/// The conversation as the model reads it: one `role: content` line per message.
+fn transcript(messages: &[Message]) -> String {
+    let mut out = String::new();
+    for m in messages {
+        out.push_str(&m.role);
+        out.push_str(": ");
+        out.push_str(&m.content);
+        out.push('\n');
+    }
+    out
+}
+
+/// The date line every prompt carries, so relative dates can be resolved.
+fn today(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d (%A), %H:%M UTC").to_string()
+}
+
+fn label_lines(labels: &[Label]) -> String {
+    labels
+        .iter()
+        .map(|l| format!("- {}: {}", l.name, l.description))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Extracts the facts worth remembering from a conversation.
+pub(crate) async fn extract_facts(
+    llm: &dyn Llm,
+    messages: &[Message],
+    at: DateTime<Utc>,
+    policy: &str,
+    labels: &[Label],
+) -> Result<Parsed<Vec<Fact>>> {
+    let policy = if policy.trim().is_empty() {
+        String::new()
+    } else {
+        format!("\nThe project's extraction policy (it overrides the rules above):\n{policy}\n")
+    };
+    let system = format!(
+        "You extract facts worth remembering from a conversation, for an assistant's long-term \
+memory of the people in it.\n\
+The conversation took place on {date}.\n\
+Rules:\n\
+- One fact per item: short, self-contained, and naming who it is about (their name if known, \
+otherwise \"User\").\n\
+- Keep personal facts, preferences, plans, relationships, corrections and decisions. Skip \
+greetings, small talk, questions, and the assistant's own suggestions unless the user adopts them.\n\
+- Write every date as an absolute date: turn \"tomorrow\", \"next week\", \"last Friday\" into \
+the date they mean, counted from the conversation's date.\n\
+- Write each fact in the language it was said in. Do not translate.\n\
+- When the user corrects an earlier statement, keep only the corrected fact.\n\
+- categories: one or more of the labels below that fit the fact.\n\
+- entities: the people, places, organisations and things the fact names.\n\
+- importance: 1 (trivia) to 10 (essential to know about them).\n\
+{policy}\n\
+Labels:\n{labels}\n\n\
+Reply with only this JSON: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\"], \
+\"entities\": [\"...\"], \"importance\": 5}}]}}. If nothing is worth keeping, reply {{\"facts\": []}}.",
+        date = today(at),
+        labels = label_lines(labels),
+    );
+    let prompt = format!("Conversation:\n{}", transcript(messages));
+    let parsed = chat_json::<Facts, _>(
+        llm,
+        vec![Message::new("system", system), Message::user(prompt)],
+        EXTRACT_TOKENS,
+        |f| check_facts(&f.facts),
+    )
+    .await?;
+    Ok(Parsed {
+        value: clean_facts(parsed.value.facts, labels),
+        usage: parsed.usage,
+        model: parsed.model,
+    })
+}
+
+fn check_facts(facts: &[Fact]) -> std::result::Result<(), String> {
+    if facts.len() > MAX_FACTS {
+        return Err(format!(
+            "{} facts; give at most {MAX_FACTS}, the most important first",
+            facts.len()
+        ));
+    }
+    for (i, f) in facts.iter().enumerate() {
+        if f.text.trim().is_empty() {
+            return Err(format!("fact {i} has an empty text"));
+        }
+        if f.text.len() > limits::MAX_TEXT_BYTES {
+            return Err(format!("fact {i} is too long; keep facts short"));
+        }
+    }
+    Ok(())
+}
+
+/// Tidies checked facts: trims, drops repeats, keeps only known labels (a label the model
+/// made up is dropped, not an error: the fact is still worth keeping), clamps importance.
+fn clean_facts(facts: Vec<Fact>, labels: &[Label]) -> Vec<Fact> {
+    let mut seen = std::collections::HashSet::new();
+    facts
+        .into_iter()
+        .filter_map(|mut f| {
+            f.text = f.text.trim().to_owned();
+            if !seen.insert(f.text.to_lowercase()) {
+                return None;
+            }
+            f.categories = dedup(
+                f.categories
+                    .into_iter()
+                    .filter(|c| labels.iter().any(|l| l.name == *c)),
+            );
+            f.entities = dedup(
+                f.entities
+                    .into_iter()
+                    .map(|e| e.trim().to_owned())
+                    .filter(|e| !e.is_empty() && e.len() <= 256),
+            )
+            .into_iter()
+            .take(32)
+            .collect();
+            f.importance = f.importance.clamp(1, 10);
+            Some(f)
+        })
+        .collect()
+}
+
+fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
+
+/// What to do with one new fact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub(crate) enum Event {
+    Add,
+    Update,
+    Delete,
+    None,
+}
+
+/// One decision of the reconciliation, as the model states it. `fact` and `memory` are the
+/// small integers of the prompt, never real ids, so the model cannot invent an id.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Decision {
+    pub(crate) fact: usize,
+    pub(crate) event: Event,
+    #[serde(default)]
+    pub(crate) memory: Option<usize>,
+    #[serde(default)]
+    pub(crate) text: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Decisions {
+    decisions: Vec<Decision>,
+}
+
+/// An existing memory as the reconciliation sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Existing {
+    pub(crate) text: String,
+    pub(crate) immutable: bool,
+}
+
+/// Decides, for each new fact, whether it adds to, updates, contradicts or repeats the
+/// existing memories.
+pub(crate) async fn reconcile(
+    llm: &dyn Llm,
+    facts: &[String],
+    existing: &[Existing],
+    at: DateTime<Utc>,
+) -> Result<Parsed<Vec<Decision>>> {
+    let system = format!(
+        "You keep a memory store current. Today is {date}.\n\
+Compare each new fact with the existing memories and decide one event per fact:\n\
+- ADD: the fact is new information.\n\
+- UPDATE: the fact is about the same subject as existing memory `memory` and adds to it or \
+makes it more recent; give `text`, one sentence that merges both, in the fact's language.\n\
+- DELETE: the fact contradicts existing memory `memory`, which is no longer true (the new \
+fact will be stored as well).\n\
+- NONE: existing memory `memory` already says this.\n\
+Memories marked \"fixed\": true are never UPDATEd or DELETEd; ADD the fact instead.\n\
+Reply with only this JSON: {{\"decisions\": [{{\"fact\": 0, \"event\": \"ADD\"}}, \
+{{\"fact\": 1, \"event\": \"UPDATE\", \"memory\": 0, \"text\": \"...\"}}, \
+{{\"fact\": 2, \"event\": \"DELETE\", \"memory\": 1}}, {{\"fact\": 3, \"event\": \"NONE\", \
+\"memory\": 2}}]}}, one decision per new fact.",
+        date = today(at)
+    );
+    let memories: Vec<serde_json::Value> = existing
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            if e.immutable {
+                serde_json::json!({"memory": i, "text": e.text, "fixed": true})
+            } else {
+                serde_json::json!({"memory": i, "text": e.text})
+            }
+        })
+        .collect();
+    let new: Vec<serde_json::Value> = facts
+        .iter()
+        .enumerate()
+        .map(|(i, f)| serde_json::json!({"fact": i, "text": f}))
+        .collect();
+    let prompt = format!(
+        "Existing memories:\n{}\n\nNew facts:\n{}",
+        serde_json::Value::Array(memories),
+        serde_json::Value::Array(new)
+    );
+    chat_json::<Decisions, _>(
+        llm,
+        vec![Message::new("system", system), Message::user(prompt)],
+        RECONCILE_TOKENS,
+        |d| check_decisions(&d.decisions, facts.len(), existing.len()),
+    )
+    .await
+    .map(|p| Parsed {
+        value: p.value.decisions,
+        usage: p.usage,
+        model: p.model,
+    })
+}
+
+fn check_decisions(
+    decisions: &[Decision],
+    facts: usize,
+    memories: usize,
+) -> std::result::Result<(), String> {
+    for d in decisions {
+        if d.fact >= facts {
+            return Err(format!(
+                "fact {} does not exist; the new facts are numbered 0 to {}",
+                d.fact,
+                facts.saturating_sub(1)
+            ));
+        }
+        match (d.event, d.memory) {
+            (Event::Update | Event::Delete, None) => {
+                return Err(format!(
+                    "the {:?} of fact {} names no memory",
+                    d.event, d.fact
+                ))
+            }
+            (_, Some(m)) if m >= memories => {
+                return Err(format!(
+                    "memory {m} does not exist; the existing memories are numbered 0 to {}",
+                    memories.saturating_sub(1)
+                ))
+            }
+            _ => {}
+        }
+        if d.event == Event::Update && d.text.as_deref().is_none_or(|t| t.trim().is_empty()) {
+            return Err(format!("the UPDATE of fact {} has no text", d.fact));
+        }
+    }
+    Ok(())
+}
+
+/// The digest of a conversation that `extract` returns.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Digest {
+    pub(crate) summary: String,
+    #[serde(default)]
+    pub(crate) entities: Vec<String>,
+    #[serde(default)]
+    pub(crate) tags: Vec<String>,
+    #[serde(default)]
+    pub(crate) key_facts: Vec<String>,
+    #[serde(default = "default_importance")]
+    pub(crate) importance: i64,
+}
+
+/// Digests a conversation into one structured record.
+pub(crate) async fn digest(
+    llm: &dyn Llm,
+    messages: &[Message],
+    at: DateTime<Utc>,
+    policy: &str,
+    labels: &[Label],
+) -> Result<Parsed<Digest>> {
+    let policy = if policy.trim().is_empty() {
+        String::new()
+    } else {
+        format!("\nThe project's extraction policy:\n{policy}\n")
+    };
+    let system = format!(
+        "You turn a conversation into one structured memory record. The conversation took \
+place on {date}.\n\
+- summary: one or two sentences saying what is worth remembering, in the conversation's language.\n\
+- entities: the people, places, organisations and things named.\n\
+- tags: the labels below that fit.\n\
+- key_facts: each fact worth remembering, short and self-contained, dates written as \
+absolute dates.\n\
+- importance: 1 (trivia) to 10 (essential).\n\
+{policy}\n\
+Labels:\n{labels}\n\n\
+Reply with only this JSON: {{\"summary\": \"...\", \"entities\": [\"...\"], \"tags\": \
+[\"...\"], \"key_facts\": [\"...\"], \"importance\": 5}}",
+        date = today(at),
+        labels = label_lines(labels),
+    );
+    let prompt = format!("Conversation:\n{}", transcript(messages));
+    let mut parsed = chat_json::<Digest, _>(
+        llm,
+        vec![Message::new("system", system), Message::user(prompt)],
+        EXTRACT_TOKENS,
+        |d| {
+            if d.summary.trim().is_empty() {
+                Err("the summary is empty".into())
+            } else if d.summary.len() > limits::MAX_TEXT_BYTES {
+                Err("the summary is too long".into())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await?;
+    let d = &mut parsed.value;
+    d.summary = d.summary.trim().to_owned();
+    d.tags.retain(|t| labels.iter().any(|l| l.name == *t));
+    d.key_facts.retain(|f| !f.trim().is_empty());
+    d.importance = d.importance.clamp(1, 10);
+    Ok(parsed)
+}
+
+/// Merges near-duplicate memories into one text.
+pub(crate) async fn merge(llm: &dyn Llm, texts: &[String]) -> Result<Parsed<String>> {
+    #[derive(Deserialize)]
+    struct Merged {
+        text: String,
+    }
+    let system = "You merge memories that say nearly the same thing into one memory that keeps \
+every detail of them all, in their language, as one short sentence. Reply with only this JSON: \
+{\"text\": \"...\"}";
+    let list = serde_json::to_string(texts).unwrap_or_default();
+    let parsed = chat_json::<Merged, _>(
+        llm,
+        vec![
+            Message::new("system", system),
+            Message::user(format!("Memories:\n{list}")),
+        ],
+        256,
+        |m| {
+            if m.text.trim().is_empty() {
+                Err("the merged text is empty".into())
+            } else if m.text.len() > limits::MAX_TEXT_BYTES {
+                Err("the merged text is too long".into())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await?;
+    Ok(Parsed {
+        value: parsed.value.text.trim().to_owned(),
+        usage: parsed.usage,
+        model: parsed.model,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::ScriptedLlm;
+
+    fn at() -> DateTime<Utc> {
+        chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 11, 22, 10, 30, 0).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_extraction_prompt_carries_date_policy_and_labels() {
+        let llm = ScriptedLlm::new([
+            r#"{"facts": [{"text": " Likes tea ", "categories": ["food", "made_up"], "importance": 42},
+                          {"text": "likes tea"}]}"#,
+        ]);
+        let labels = vec![Label::new("food", "what they eat and drink")];
+        let facts = extract_facts(
+            &llm,
+            &[Message::user("I like tea")],
+            at(),
+            "Never store health data",
+            &labels,
+        )
+        .await
+        .unwrap();
+        assert_eq!(facts.value.len(), 1);
+        let f = &facts.value[0];
+        assert_eq!(f.text, "Likes tea");
+        assert_eq!(f.categories, vec!["food"]);
+        assert_eq!(f.importance, 10);
+        let request = &llm.requests()[0];
+        let system = &request.messages[0].content;
+        assert!(system.contains("2026-11-22 (Sunday)"), "{system}");
+        assert!(system.contains("Never store health data"));
+        assert!(system.contains("- food: what they eat and drink"));
+        assert!(request.messages[1].content.contains("user: I like tea"));
+    }
+
+    #[test]
+    fn decisions_must_name_real_facts_and_memories() {
+        let d = |fact, event, memory, text: Option<&str>| Decision {
+            fact,
+            event,
+            memory,
+            text: text.map(str::to_owned),
+        };
+        assert!(check_decisions(&[d(0, Event::Add, None, None)], 1, 0).is_ok());
+        assert!(check_decisions(&[d(1, Event::Add, None, None)], 1, 0)
+            .unwrap_err()
+            .contains("fact 1 does not exist"));
+        assert!(check_decisions(&[d(0, Event::Delete, None, None)], 1, 1)
+            .unwrap_err()
+            .contains("names no memory"));
+        assert!(check_decisions(&[d(0, Event::None, Some(3), None)], 1, 1)
+            .unwrap_err()
+            .contains("memory 3 does not exist"));
+        assert!(
+            check_decisions(&[d(0, Event::Update, Some(0), Some(" "))], 1, 1)
+                .unwrap_err()
+                .contains("no text")
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! Reading a model's JSON out of whatever it wrapped it in.
+
+use serde::de::DeserializeOwned;
+
+/// How many opening braces are tried as the start of an object: bounds the work on a long,
+/// brace-heavy reply.
+const MAX_STARTS: usize = 64;
+/// Longest reply excerpt quoted in an error.
+const QUOTE: usize = 200;
+
+/// Reads `T` from a model reply: the whole reply, else the inside of a Markdown code fence,
+/// else the first balanced `{…}` in the prose that reads as `T`.
+///
+/// The error says what was wrong with the best candidate (a missing field, a wrong type), or
+/// that there was no JSON object at all, quoting the start of the reply.
+pub(crate) fn recover_json<T: DeserializeOwned>(reply: &str) -> Result<T, String> {
+    let mut first_error: Option<String> = None;
+    let mut attempt = |candidate: &str| -> Option<T> {
+        match serde_json::from_str::<T>(candidate.trim()) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                // A syntax error says little when a later candidate is the real object; a
+                // well-formed object of the wrong shape says exactly what to fix.
+                if first_error.is_none() && !e.is_syntax() && !e.is_eof() {
+                    first_error = Some(e.to_string());
+                }
+                None
+            }
+        }
+    };
+    if let Some(v) = attempt(reply) {
+        return Ok(v);
+    }
+    for block in fenced_blocks(reply) {
+        if let Some(v) = attempt(block) {
+            return Ok(v);
+        }
+    }
+    for object in balanced_objects(reply) {
+        if let Some(v) = attempt(object) {
+            return Ok(v);
+        }
+    }
+    let quoted: String = reply.chars().take(QUOTE).collect();
+    let ellipsis = if reply.chars().count() > QUOTE {
+        "…"
+    } else {
+        ""
+    };
+    Err(match first_error {
+        Some(e) => format!("the JSON does not have the expected shape ({e}): {quoted:?}{ellipsis}"),
+        None => format!("the reply holds no complete JSON object: {quoted:?}{ellipsis}"),
+    })
+}
+
+/// The bodies of Markdown code fences (```` ```json … ``` ````), the language tag dropped.
+fn fenced_blocks(text: &str) -> Vec<&str> {
+    let mut blocks = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find("```") {
+        let after = &rest[open + 3..];
+        // The opening fence's line may carry a language tag.
+        let body_start = after.find('\n').map_or(after.len(), |n| n + 1);
+        let body = &after[body_start..];
+        match body.find("```") {
+            Some(close) => {
+                blocks.push(&body[..close]);
+                rest = &body[close + 3..];
+            }
+            None => {
+                blocks.push(body);
+                break;
+            }
+        }
+    }
+    blocks
+}
+
+/// Balanced `{…}` spans, in order of their opening brace, strings and escapes respected.
+fn balanced_objects(text: &str) -> impl Iterator<Item = &str> {
+    text.char_indices()
+        .filter(|&(_, c)| c == '{')
+        .take(MAX_STARTS)
+        .filter_map(move |(start, _)| {
+            let mut depth = 0usize;
+            let mut in_string = false;
+            let mut escaped = false;
+            for (offset, c) in text[start..].char_indices() {
+                if in_string {
+                    match c {
+                        _ if escaped => escaped = false,
+                        '\\' => escaped = true,
+                        '"' => in_string = false,
+                        _ => {}
+                    }
+                    continue;
+                }
+                match c {
+                    '"' => in_string = true,
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(&text[start..start + offset + 1]);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            None
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Facts {
+        facts: Vec<String>,
+    }
+
+    fn facts(reply: &str) -> Result<Vec<String>, String> {
+        recover_json::<Facts>(reply).map(|f| f.facts)
+    }
+
+    #[test]
+    fn plain_fenced_and_prose_wrapped_json_are_read() {
+        let want = Ok(vec!["likes tea".to_string()]);
+        assert_eq!(facts(r#"{"facts": ["likes tea"]}"#), want);
+        assert_eq!(facts("```json\n{\"facts\": [\"likes tea\"]}\n```"), want);
+        assert_eq!(facts("```\n{\"facts\": [\"likes tea\"]}```"), want);
+        assert_eq!(
+            facts("Sure! Here you go: {\"facts\": [\"likes tea\"]} Hope that helps {:}"),
+            want
+        );
+        // A brace inside a string does not end the object.
+        assert_eq!(
+            facts(r#"Result: {"facts": ["uses {braces} and \"quotes\""]}."#),
+            Ok(vec![r#"uses {braces} and "quotes""#.to_string()])
+        );
+        // An unterminated fence still yields its body.
+        assert_eq!(facts("```json\n{\"facts\": []}"), Ok(vec![]));
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        let e = facts(r#"{"fact": ["x"]}"#).unwrap_err();
+        assert!(e.contains("missing field `facts`"), "{e}");
+        let e = facts(r#"{"facts": "x"}"#).unwrap_err();
+        assert!(e.contains("invalid type"), "{e}");
+        let e = facts("I could not find any facts.").unwrap_err();
+        assert!(e.contains("no complete JSON object"), "{e}");
+        let e = facts(r#"{"facts": ["cut off"#).unwrap_err();
+        assert!(e.contains("no complete JSON object"), "{e}");
+        let long = "x".repeat(1000);
+        assert!(facts(&long).unwrap_err().len() < 400);
+    }
+
+    #[test]
+    fn unbalanced_and_brace_heavy_text_is_bounded() {
+        let text = "{".repeat(10_000);
+        assert!(facts(&text).is_err());
+        let text = "}{".repeat(10_000) + "\u{e9}";
+        assert!(facts(&text).is_err());
+    }
+}

@@ -1,0 +1,396 @@
+//! `consolidate`: merge clusters of near-duplicate memories, one owner at a time.
+//!
+//! Within each owner (the same user, agent, app and run ids), memories are taken oldest
+//! first; each one not yet in a cluster gathers its unclustered neighbours at or above the
+//! similarity threshold (cosine of the stored vectors). Leaders gather members, members
+//! never recruit others, so clusters do not chain A≈B≈C into A+C.
+//!
+//! A cluster keeps its most recently updated memory (the newest information). With a
+//! language model its text becomes the model's merge of all the members' texts; without
+//! one it stays as it is. The other members are soft-deleted. Each cluster commits on its
+//! own, with history on every member naming the merge; a cluster whose memories changed
+//! since they were read is skipped and counted, never half-applied. Immutable memories are
+//! left out of consolidation altogether.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::infer;
+use crate::llm::Usage;
+use crate::memory::{prices, Memory};
+use crate::ops::{awaitable, scope_setters, Scope};
+use crate::record::{indexed_text, now, MemoryRecord, Message, Owners};
+use crate::store::{MemoryUpdate, VectorKey, Write, WriteBatch};
+
+/// Neighbours examined per leader.
+const NEIGHBOURS: usize = 32;
+/// Records read from the store per call.
+const READ_CHUNK: usize = 1000;
+
+/// The default similarity threshold: MiniLM scores rephrasings of one fact around 0.9 and
+/// above ("That is a happy person" / "That is a very happy person": 0.94), and related but
+/// different facts below.
+pub const DEFAULT_CONSOLIDATE_THRESHOLD: f32 = 0.9;
+
+/// One cluster merged (or, in a dry run, that would be).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct MergedCluster {
+    /// The memory that stays.
+    pub kept: Uuid,
+    /// The memories soft-deleted into it.
+    pub merged: Vec<Uuid>,
+    /// The kept memory's text after the merge (in a dry run: its current text).
+    pub memory: String,
+    /// Every member's text before the merge, oldest first.
+    pub previous: Vec<String>,
+}
+
+/// Where a long consolidation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ConsolidateProgress {
+    /// Owners finished.
+    pub owners_done: usize,
+    /// Owners in all.
+    pub owners_total: usize,
+    /// Memories examined so far.
+    pub examined: usize,
+    /// Clusters found so far.
+    pub clusters: usize,
+}
+
+/// The result of `consolidate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ConsolidateResult {
+    /// The clusters, in the order they were found.
+    pub clusters: Vec<MergedCluster>,
+    /// Memories examined.
+    pub examined: usize,
+    /// Whether this was a dry run (nothing changed).
+    pub dry_run: bool,
+    /// Clusters skipped because a member changed while the run was merging it.
+    pub skipped: usize,
+    /// Tokens the language model used for merging.
+    pub usage: Usage,
+    /// Credits this call used: one update per kept memory whose text changed.
+    pub credits_used: u64,
+    /// Credits left.
+    pub credits_remaining: u64,
+}
+
+type ProgressFn = dyn Fn(ConsolidateProgress) + Send + Sync;
+
+/// A consolidation; await it to run it. Built by [`Memory::consolidate`].
+///
+/// ## Defaults
+/// Every owner, threshold [`DEFAULT_CONSOLIDATE_THRESHOLD`] (0.5–1), not a dry run, no
+/// progress callback, expired memories left alone.
+#[must_use = "a request does nothing until awaited"]
+pub struct ConsolidateRequest<'a> {
+    memory: &'a Memory,
+    scope: Scope,
+    threshold: f32,
+    dry_run: bool,
+    progress: Option<Arc<ProgressFn>>,
+}
+
+impl std::fmt::Debug for ConsolidateRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsolidateRequest")
+            .field("scope", &self.scope)
+            .field("threshold", &self.threshold)
+            .field("dry_run", &self.dry_run)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Memory {
+    /// Finds clusters of near-duplicate memories per owner and merges each into one (see
+    /// the module notes in the README: the newest member stays, merged by the language model
+    /// when one is configured; the rest are soft-deleted with history).
+    pub fn consolidate(&self) -> ConsolidateRequest<'_> {
+        ConsolidateRequest {
+            memory: self,
+            scope: Scope::default(),
+            threshold: DEFAULT_CONSOLIDATE_THRESHOLD,
+            dry_run: false,
+            progress: None,
+        }
+    }
+}
+
+impl<'a> ConsolidateRequest<'a> {
+    scope_setters!();
+
+    /// The cosine similarity at which two memories count as duplicates (0.5–1).
+    pub fn threshold(mut self, threshold: f32) -> Self {
+        self.threshold = threshold;
+        self
+    }
+
+    /// Only report the clusters; change nothing and call no model.
+    pub fn dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Called after each owner with the run's progress.
+    pub fn on_progress(mut self, f: impl Fn(ConsolidateProgress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+
+    async fn send(self) -> Result<ConsolidateResult> {
+        if !(0.5..=1.0).contains(&self.threshold) {
+            return Err(Error::invalid(format!(
+                "threshold must be 0.5–1 (a cosine similarity; {DEFAULT_CONSOLIDATE_THRESHOLD} \
+                 by default), got {}",
+                self.threshold
+            )));
+        }
+        let memory = self.memory;
+        let filter = self.scope.to_filter()?;
+        let at = now();
+        let include_expired = self.scope.include_expired;
+        let keys = memory
+            .inner
+            .store
+            .matching_keys(&filter, at, include_expired)
+            .await?;
+        let mut groups: HashMap<Owners, Vec<(VectorKey, MemoryRecord)>> = HashMap::new();
+        for chunk in keys.chunks(READ_CHUNK) {
+            for (key, record) in memory.inner.store.get_by_keys(chunk).await? {
+                if !record.immutable {
+                    groups
+                        .entry(record.owners.clone())
+                        .or_default()
+                        .push((key, record));
+                }
+            }
+        }
+        let mut groups: Vec<Vec<(VectorKey, MemoryRecord)>> = groups.into_values().collect();
+        for g in &mut groups {
+            g.sort_by_key(|(key, record)| (record.created_at, *key));
+        }
+        groups.sort_by_key(|g| g.first().map(|(k, _)| *k));
+
+        let mut result = ConsolidateResult {
+            clusters: Vec::new(),
+            examined: 0,
+            dry_run: self.dry_run,
+            skipped: 0,
+            usage: Usage::default(),
+            credits_used: 0,
+            credits_remaining: 0,
+        };
+        let total = groups.len();
+        let clock = if include_expired {
+            i64::MIN
+        } else {
+            at.timestamp_micros()
+        };
+        for (done, group) in groups.into_iter().enumerate() {
+            result.examined += group.len();
+            for cluster in clusters(memory, &group, self.threshold, clock)? {
+                if self.dry_run {
+                    let kept = newest(&cluster);
+                    result.clusters.push(MergedCluster {
+                        kept: kept.id,
+                        merged: others(&cluster, kept.id),
+                        memory: kept.memory.clone(),
+                        previous: cluster.iter().map(|r| r.memory.clone()).collect(),
+                    });
+                    continue;
+                }
+                match merge_cluster(memory, cluster, &mut result.usage).await {
+                    Ok((merged, credits)) => {
+                        result.credits_used += credits;
+                        result.clusters.push(merged);
+                    }
+                    Err(Error::Conflict { detail }) => {
+                        tracing::debug!(%detail, "cluster skipped");
+                        result.skipped += 1;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if let Some(progress) = &self.progress {
+                progress(ConsolidateProgress {
+                    owners_done: done + 1,
+                    owners_total: total,
+                    examined: result.examined,
+                    clusters: result.clusters.len(),
+                });
+            }
+        }
+        result.credits_remaining = memory.inner.store.credits().await?;
+        Ok(result)
+    }
+}
+
+awaitable!(ConsolidateRequest, ConsolidateResult);
+
+/// The clusters of one owner's memories (oldest first within each cluster).
+fn clusters(
+    memory: &Memory,
+    group: &[(VectorKey, MemoryRecord)],
+    threshold: f32,
+    clock: i64,
+) -> Result<Vec<Vec<MemoryRecord>>> {
+    if group.len() < 2 {
+        return Ok(Vec::new());
+    }
+    let index = &memory.inner.index;
+    let keys: Vec<VectorKey> = group.iter().map(|(k, _)| *k).collect();
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    let vectors: HashMap<VectorKey, Vec<f32>> = index.vectors(&keys)?.into_iter().collect();
+    let position: HashMap<VectorKey, usize> =
+        keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
+    let exact = group.len() <= index.params().exact_search_max;
+    let mut taken = vec![false; group.len()];
+    let mut out = Vec::new();
+    for (i, (key, _)) in group.iter().enumerate() {
+        if taken[i] {
+            continue;
+        }
+        let Some(v) = vectors.get(key) else { continue };
+        let neighbours = if exact {
+            index.exact(v, Some(&keys), NEIGHBOURS, clock)?
+        } else {
+            index.search(v, NEIGHBOURS, clock, Some(&sorted))?
+        };
+        let mut members = vec![i];
+        for (k, cosine) in neighbours {
+            match position.get(&k) {
+                Some(&j) if j != i && !taken[j] && cosine >= threshold => members.push(j),
+                _ => {}
+            }
+        }
+        if members.len() > 1 {
+            members.sort_unstable();
+            for &j in &members {
+                taken[j] = true;
+            }
+            out.push(members.iter().map(|&j| group[j].1.clone()).collect());
+        }
+    }
+    Ok(out)
+}
+
+/// The member that stays: the most recently updated.
+fn newest(cluster: &[MemoryRecord]) -> &MemoryRecord {
+    cluster
+        .iter()
+        .max_by_key(|r| r.updated_at)
+        .unwrap_or(&cluster[0])
+}
+
+fn others(cluster: &[MemoryRecord], kept: Uuid) -> Vec<Uuid> {
+    cluster
+        .iter()
+        .map(|r| r.id)
+        .filter(|id| *id != kept)
+        .collect()
+}
+
+/// Merges one cluster in one transaction. A 409 if a member changed since it was read.
+async fn merge_cluster(
+    memory: &Memory,
+    cluster: Vec<MemoryRecord>,
+    usage: &mut Usage,
+) -> Result<(MergedCluster, u64)> {
+    let kept = newest(&cluster).clone();
+    let merged_ids = others(&cluster, kept.id);
+    let previous: Vec<String> = cluster.iter().map(|r| r.memory.clone()).collect();
+    let text = match &memory.inner.llm {
+        Some(llm) => {
+            let parsed = infer::merge(&**llm, &previous).await?;
+            *usage += parsed.usage;
+            parsed.value
+        }
+        None => kept.memory.clone(),
+    };
+    let at = now();
+    let note = |what: String| vec![Message::new("system", what)];
+    let mut writes = Vec::new();
+    let mut keyed = Vec::new();
+    let mut credits = 0;
+    let mut update = MemoryUpdate::new(kept.id, at);
+    let mut categories = kept.categories.clone();
+    for r in &cluster {
+        for c in &r.categories {
+            if !categories.contains(c) {
+                categories.push(c.clone());
+            }
+        }
+    }
+    if text != kept.memory {
+        let vector = memory
+            .embed_documents(&[indexed_text(&text, kept.context.as_deref())])
+            .await?
+            .pop()
+            .ok_or_else(|| Error::internal("no vector"))?;
+        keyed.push((kept.id, vector.clone()));
+        update.text = Some((text.clone(), vector));
+        let mut metadata = kept.metadata.clone();
+        if let Some(Value::Object(core)) = metadata.get_mut("core") {
+            core.insert("summary".into(), Value::String(text.clone()));
+            core.insert("key_facts".into(), serde_json::json!([text]));
+            core.insert("tags".into(), serde_json::json!(categories));
+        }
+        update.metadata = Some(metadata);
+        credits = prices::UPDATE;
+    }
+    if text != kept.memory || categories != kept.categories {
+        update.categories = Some(categories);
+        update.input = note(format!(
+            "consolidate: merged {} into this memory",
+            merged_ids
+                .iter()
+                .map(Uuid::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        writes.push(Write::Update(update));
+    }
+    for id in &merged_ids {
+        writes.push(Write::Delete {
+            id: *id,
+            at,
+            input: note(format!("consolidate: merged into {}", kept.id)),
+        });
+    }
+    let expected = cluster.clone();
+    memory
+        .commit_with(move |memory| async move {
+            for old in &expected {
+                let current = memory.inner.store.get(old.id).await?;
+                if current.as_ref().map(|r| (&r.memory, r.updated_at))
+                    != Some((&old.memory, old.updated_at))
+                {
+                    return Err(Error::Conflict {
+                        detail: format!("memory {} changed during consolidation", old.id),
+                    });
+                }
+            }
+            Ok((WriteBatch::new(writes, credits), keyed))
+        })
+        .await?;
+    Ok((
+        MergedCluster {
+            kept: kept.id,
+            merged: merged_ids,
+            memory: text,
+            previous,
+        },
+        credits,
+    ))
+}

@@ -1,0 +1,429 @@
+//! The OpenAI-protocol providers against a real HTTP server on loopback that speaks the
+//! protocol: the requests memlane sends are asserted, and the server injects 429s, 500s,
+//! timeouts, dropped connections and malformed bodies.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use memlane::{
+    ChatRequest, EmbedMode, Embedder, HashEmbedder, Llm, Memory, Message, OpenAiConfig,
+    OpenAiEmbedder, OpenAiLlm,
+};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the server does with one request.
+#[derive(Debug, Clone)]
+enum Reply {
+    /// Answers with this status and body.
+    Body(u16, String),
+    /// Waits this long before answering 200 (longer than the client's timeout).
+    Hang(Duration),
+    /// Closes the connection without answering.
+    Drop,
+}
+
+fn ok(body: Value) -> Reply {
+    Reply::Body(200, body.to_string())
+}
+
+fn error(status: u16, message: &str) -> Reply {
+    Reply::Body(
+        status,
+        json!({"error": {"message": message, "type": "test", "param": null, "code": null}})
+            .to_string(),
+    )
+}
+
+fn chat_body(content: &str) -> Value {
+    json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1_700_000_000u32,
+        "model": "test-model-2026",
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": "stop"
+        }],
+        "usage": {"prompt_tokens": 31, "completion_tokens": 7, "total_tokens": 38}
+    })
+}
+
+fn embedding_body(vectors: &[(u32, Vec<f32>)]) -> Value {
+    let data: Vec<Value> = vectors
+        .iter()
+        .map(|(i, v)| json!({"object": "embedding", "index": i, "embedding": v}))
+        .collect();
+    json!({
+        "object": "list",
+        "model": "embed-test",
+        "data": data,
+        "usage": {"prompt_tokens": 4, "total_tokens": 4}
+    })
+}
+
+/// One request as the server received it.
+#[derive(Debug, Clone)]
+struct Received {
+    method: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A scripted HTTP/1.1 server on 127.0.0.1.
+#[derive(Clone)]
+struct Server {
+    base: String,
+    script: Arc<Mutex<VecDeque<Reply>>>,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Server {
+    async fn start(script: Vec<Reply>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = Server {
+            base: format!("http://{}/v1", listener.local_addr().unwrap()),
+            script: Arc::new(Mutex::new(script.into())),
+            received: Arc::new(Mutex::new(Vec::new())),
+        };
+        let s = server.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let s = s.clone();
+                tokio::spawn(async move { s.serve(stream).await });
+            }
+        });
+        server
+    }
+
+    fn push(&self, reply: Reply) {
+        self.script.lock().unwrap().push_back(reply);
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    async fn serve(&self, mut stream: TcpStream) {
+        // Each connection carries one request (the answer says `Connection: close`).
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        let header_end = loop {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+            if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..header_end]).to_string();
+        let mut lines = head.split("\r\n");
+        let mut start = lines.next().unwrap_or("").split(' ');
+        let method = start.next().unwrap_or("").to_owned();
+        let path = start.next().unwrap_or("").to_owned();
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(": "))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        let length: usize = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        while buf.len() < header_end + length {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let body =
+            serde_json::from_slice(&buf[header_end..header_end + length]).unwrap_or(Value::Null);
+        self.received.lock().unwrap().push(Received {
+            method,
+            path,
+            headers,
+            body,
+        });
+        let reply = self
+            .script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| error(500, "the test script has no reply left"));
+        let (status, body) = match reply {
+            Reply::Body(status, body) => (status, body),
+            Reply::Hang(d) => {
+                tokio::time::sleep(d).await;
+                (200, chat_body("too late").to_string())
+            }
+            Reply::Drop => return,
+        };
+        let response = format!(
+            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(response.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    }
+}
+
+fn config(server: &Server) -> OpenAiConfig {
+    OpenAiConfig::new("test-model")
+        .base_url(&server.base)
+        .api_key("sk-test-123")
+        .backoff(Duration::from_millis(5))
+        .timeout(Duration::from_secs(5))
+}
+
+fn json_request() -> ChatRequest {
+    ChatRequest::new(vec![
+        Message::new("system", "Reply in JSON."),
+        Message::user("What do you know?"),
+        Message::assistant("{}"),
+        Message::user("More."),
+    ])
+    .json(true)
+    .max_tokens(99)
+}
+
+#[tokio::test]
+async fn a_chat_request_is_sent_as_the_protocol_says() {
+    let server = Server::start(vec![ok(chat_body(r#"{"facts": []}"#))]).await;
+    let llm = OpenAiLlm::new(config(&server)).unwrap();
+    let reply = llm.chat(json_request()).await.unwrap();
+    assert_eq!(reply.text, r#"{"facts": []}"#);
+    assert_eq!(
+        (reply.usage.prompt_tokens, reply.usage.completion_tokens),
+        (31, 7)
+    );
+    assert_eq!(reply.model, "test-model-2026");
+
+    let sent = &server.received()[0];
+    assert_eq!(sent.method, "POST");
+    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(sent.header("authorization"), Some("Bearer sk-test-123"));
+    assert_eq!(sent.body["model"], "test-model");
+    assert_eq!(sent.body["response_format"], json!({"type": "json_object"}));
+    assert_eq!(sent.body["temperature"], json!(0.0));
+    // Not OpenAI's own address: the field local servers read.
+    assert_eq!(sent.body["max_tokens"], json!(99));
+    assert!(sent.body.get("max_completion_tokens").is_none());
+    let roles: Vec<&str> = sent.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, vec!["system", "user", "assistant", "user"]);
+    assert_eq!(sent.body["messages"][1]["content"], "What do you know?");
+    assert!(sent.body.get("stream").is_none_or(|s| s == &json!(false)));
+    // Without JSON mode there is no response_format.
+    server.push(ok(chat_body("hi")));
+    llm.chat(ChatRequest::new(vec![Message::user("hi")]))
+        .await
+        .unwrap();
+    assert!(server.received()[1].body.get("response_format").is_none());
+}
+
+#[tokio::test]
+async fn transient_failures_are_retried_with_backoff() {
+    let server = Server::start(vec![
+        error(429, "slow down"),
+        error(500, "oops"),
+        Reply::Drop,
+        error(503, "overloaded"),
+        ok(chat_body("fine")),
+    ])
+    .await;
+    let llm = OpenAiLlm::new(config(&server).max_retries(4)).unwrap();
+    let reply = llm.chat(json_request()).await.unwrap();
+    assert_eq!(reply.text, "fine");
+    let received = server.received();
+    assert_eq!(received.len(), 5);
+    // Every attempt sends the same request.
+    assert!(received.iter().all(|r| r.body == received[0].body));
+}
+
+#[tokio::test]
+async fn retries_stop_at_the_limit_with_a_transient_error() {
+    let server = Server::start(vec![error(500, "down"); 3]).await;
+    let llm = OpenAiLlm::new(config(&server).max_retries(2)).unwrap();
+    let err = llm.chat(json_request()).await.unwrap_err();
+    assert_eq!(err.status(), 502);
+    assert!(err.is_transient());
+    assert!(err.detail().contains("500"), "{err}");
+    assert!(err.detail().contains("gave up after 3 attempts"), "{err}");
+    assert_eq!(server.received().len(), 3);
+}
+
+#[tokio::test]
+async fn permanent_failures_are_not_retried() {
+    let cases = [
+        (error(401, "bad key"), "check the API key"),
+        (
+            Reply::Body(
+                429,
+                json!({"error": {"message": "quota", "type": "insufficient_quota", "param": null, "code": null}}).to_string(),
+            ),
+            "out of quota",
+        ),
+        (error(404, "no such model"), "check the model name"),
+        (error(400, "bad request"), "rejected (400"),
+        (Reply::Body(200, "this is not json".into()), "not an OpenAI response"),
+        (ok(json!({"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": []})), "no choices"),
+    ];
+    for (reply, needle) in cases {
+        let server = Server::start(vec![reply, ok(chat_body("never read"))]).await;
+        let llm = OpenAiLlm::new(config(&server)).unwrap();
+        let err = llm.chat(json_request()).await.unwrap_err();
+        assert_eq!(err.status(), 502);
+        assert!(!err.is_transient(), "{err}");
+        assert!(err.detail().contains(needle), "{needle}: {err}");
+        assert_eq!(server.received().len(), 1, "{needle}: retried");
+    }
+}
+
+#[tokio::test]
+async fn a_slow_server_times_out_and_is_retried() {
+    let server = Server::start(vec![
+        Reply::Hang(Duration::from_secs(3)),
+        ok(chat_body("quick")),
+    ])
+    .await;
+    let llm = OpenAiLlm::new(config(&server).timeout(Duration::from_millis(300))).unwrap();
+    assert_eq!(llm.chat(json_request()).await.unwrap().text, "quick");
+
+    let server = Server::start(vec![Reply::Hang(Duration::from_secs(3)); 2]).await;
+    let llm = OpenAiLlm::new(
+        config(&server)
+            .timeout(Duration::from_millis(200))
+            .max_retries(1),
+    )
+    .unwrap();
+    let err = llm.chat(json_request()).await.unwrap_err();
+    assert!(err.is_transient());
+    assert!(err.detail().contains("timed out"), "{err}");
+    assert_eq!(server.received().len(), 2);
+}
+
+#[tokio::test]
+async fn bad_configurations_are_400s() {
+    for config in [
+        OpenAiConfig::new("m").base_url("localhost:11434/v1"),
+        OpenAiConfig::new(" "),
+        OpenAiConfig::new("m").timeout(Duration::ZERO),
+        OpenAiConfig::new("m").api_key("sk-with\nnewline"),
+    ] {
+        let err = OpenAiLlm::new(config).unwrap_err();
+        assert_eq!(err.status(), 400, "{err}");
+    }
+    assert_eq!(
+        OpenAiEmbedder::new(OpenAiConfig::new("m"), 0)
+            .unwrap_err()
+            .status(),
+        400
+    );
+    // The key never reaches Debug output.
+    let shown = format!("{:?}", OpenAiConfig::new("m").api_key("sk-secret"));
+    assert!(!shown.contains("sk-secret"), "{shown}");
+}
+
+#[tokio::test]
+async fn embeddings_are_requested_in_batches_and_checked() {
+    let server = Server::start(vec![
+        error(429, "slow down"),
+        // Out of order: the provider puts them back in order.
+        ok(embedding_body(&[
+            (1, vec![0.0, 1.0, 0.0]),
+            (0, vec![1.0, 0.0, 0.0]),
+        ])),
+    ])
+    .await;
+    let embedder = OpenAiEmbedder::new(config(&server), 3).unwrap();
+    assert_eq!(embedder.model_id(), "openai:test-model");
+    let texts = vec!["first".to_string(), "second".to_string()];
+    let vectors = embedder.embed(&texts, EmbedMode::Document).await.unwrap();
+    assert_eq!(vectors, vec![vec![1.0, 0.0, 0.0], vec![0.0, 1.0, 0.0]]);
+    let sent = &server.received()[1];
+    assert_eq!(sent.path, "/v1/embeddings");
+    assert_eq!(sent.body["model"], "test-model");
+    assert_eq!(sent.body["input"], json!(["first", "second"]));
+
+    server.push(ok(embedding_body(&[(0, vec![1.0, 0.0])])));
+    let err = embedder.embed_one("x", EmbedMode::Query).await.unwrap_err();
+    assert_eq!(err.status(), 422);
+    server.push(ok(embedding_body(&[(0, vec![1.0, 0.0, 0.0])])));
+    let err = embedder.embed(&texts, EmbedMode::Query).await.unwrap_err();
+    assert_eq!(err.status(), 502);
+    assert!(err.detail().contains("1 vectors for 2 texts"), "{err}");
+}
+
+#[tokio::test]
+async fn add_and_extract_run_through_the_protocol() {
+    let server = Server::start(vec![ok(chat_body(
+        "Here are the facts:\n```json\n{\"facts\": [{\"text\": \"Sam keeps bees\", \"categories\": [\"hobbies\"], \"entities\": [\"Sam\"], \"importance\": 6}]}\n```",
+    ))])
+    .await;
+    let llm = OpenAiLlm::new(config(&server)).unwrap();
+    let memory = Memory::builder()
+        .embedder(Arc::new(HashEmbedder::new(64)))
+        .llm(Arc::new(llm))
+        .build()
+        .await
+        .unwrap();
+    let out = memory.add("I keep bees!").user("sam").await.unwrap();
+    assert_eq!(out.results[0].memory, "Sam keeps bees");
+    assert_eq!(out.usage.prompt_tokens, 31);
+    let prompt = &server.received()[0].body["messages"];
+    assert!(prompt[1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("user: I keep bees!"));
+
+    server.push(ok(chat_body(
+        r#"{"summary": "Sam keeps bees", "entities": ["Sam"], "tags": ["hobbies"], "key_facts": ["Sam keeps bees"], "importance": 4}"#,
+    )));
+    let extracted = memory.extract("I keep bees!").await.unwrap();
+    assert_eq!(extracted.usage.core.model, "test-model-2026");
+    assert_eq!(extracted.usage.core.completion_tokens, 7);
+}
+
+#[tokio::test]
+async fn an_openai_embedder_backs_a_memory() {
+    // A server that embeds by hashing, so that the same text gets the same vector.
+    let server = Server::start(Vec::new()).await;
+    let hash = HashEmbedder::new(8);
+    let texts = ["Sam keeps bees", "bees"];
+    for text in texts {
+        let v = hash.embed_one(text, EmbedMode::Document).await.unwrap();
+        server.push(ok(embedding_body(&[(0, v)])));
+    }
+    let memory = Memory::builder()
+        .embedder(Arc::new(OpenAiEmbedder::new(config(&server), 8).unwrap()))
+        .build()
+        .await
+        .unwrap();
+    memory
+        .add("Sam keeps bees")
+        .user("sam")
+        .infer(false)
+        .await
+        .unwrap();
+    let hits = memory.search("bees").user("sam").await.unwrap();
+    assert_eq!(hits.results[0].record.memory, "Sam keeps bees");
+    assert_eq!(server.received().len(), 2);
+}
