@@ -1,9 +1,28 @@
-//! The quickstart: a memory store in a SQLite file, local embeddings, no network.
+//! The quickstart: a memory store in a SQLite file, local embeddings and a local language
+//! model, no network.
 //!
-//! Run with `cargo run --release --example quickstart` after `scripts/fetch-models.sh`.
+//! Run with `scripts/quickstart.sh` (it fetches and verifies the model files first). With
+//! `OPENAI_API_KEY` or `OPENAI_BASE_URL` set, facts are extracted by that server instead
+//! (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
 
-use memlane::{Memory, Message};
+use std::sync::Arc;
+
+use memlane::{Llm, LocalLlm, Memory, Message, OpenAiConfig, OpenAiLlm};
 use serde_json::json;
+
+/// The language model: an OpenAI-compatible server when one is configured, else the local one.
+fn language_model() -> memlane::Result<Arc<dyn Llm>> {
+    let configured = ["OPENAI_API_KEY", "OPENAI_BASE_URL"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()));
+    if configured {
+        let model = std::env::var("MEMLANE_LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
+        println!("language model: {model} over the OpenAI protocol");
+        return Ok(Arc::new(OpenAiLlm::new(OpenAiConfig::from_env(model))?));
+    }
+    println!("language model: local Qwen2.5 1.5B (about half a minute per call on two cores)");
+    Ok(Arc::new(LocalLlm::load_default()?))
+}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> memlane::Result<()> {
@@ -99,6 +118,35 @@ async fn main() -> memlane::Result<()> {
             "where does she work now? {:.2}  {}",
             hit.score, hit.record.memory
         );
+    }
+
+    // With a language model, add extracts the facts itself and keeps them current.
+    println!();
+    let memory = Memory::builder()
+        .path(&path)
+        .llm(language_model()?)
+        .build()
+        .await?;
+    let conversation = vec![
+        Message::user("Hi, I'm Carlos. I live in Madrid and I work as a nurse."),
+        Message::assistant("Nice to meet you, Carlos!"),
+    ];
+    let added = memory.add(conversation).user("carlos").await?;
+    println!("extracted from carlos's first chat:");
+    for m in &added.results {
+        println!("   {}  {}", m.event.as_str(), m.memory);
+    }
+    let later = memory
+        .add("Big news: I moved to Valencia last month!")
+        .user("carlos")
+        .await?;
+    println!("after \"I moved to Valencia last month\":");
+    for m in &later.results {
+        println!("   {}  {}", m.event.as_str(), m.memory);
+    }
+    println!("carlos's memories now:");
+    for m in memory.list().user("carlos").await?.results {
+        println!("   {}", m.memory);
     }
 
     // Erasure request: delete everything about bob.

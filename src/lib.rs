@@ -27,8 +27,12 @@
 //!
 //! - A **memory** is a short fact owned by a user, agent, app and/or run, with metadata,
 //!   categories, an optional expiry, and a history of every change.
-//! - [`Memory`] is the whole service: `add`, `search`, `list`, `get`, `update`, `delete`,
-//!   `delete_all`, `history`, `retrieve` and `embed`. Requests are builders you `.await`.
+//! - [`Memory`] is the whole service: `add`, `extract`, `search`, `list`, `get`, `update`,
+//!   `delete`, `delete_all`, `history`, `config` / `put_config`, `retrieve`, `embed` and
+//!   `consolidate`. Requests are builders you `.await`.
+//! - With a language model ([`Llm`]: [`OpenAiLlm`] for any OpenAI-protocol server, or the
+//!   local model), `add` extracts facts and reconciles them with what the owner already
+//!   has: add, update, delete (a contradicted memory) or nothing, in one transaction.
 //! - The [`Store`](store::Store) (SQLite by default) is the source of truth. The vector index
 //!   is derived from it: persisted next to the database, reloaded on open, caught up or
 //!   rebuilt when it lags or is damaged.
@@ -40,6 +44,8 @@
 //!
 //! - `local-embed` (default): the local all-MiniLM-L6-v2 embedder ([`MiniLm`]) on candle.
 //!   Its files are fetched by `scripts/fetch-models.sh`.
+//! - `local-llm` (default): a local quantized Qwen2.5 instruct model ([`LocalLlm`]) on
+//!   candle, for fact extraction offline. Fetched by `scripts/fetch-models.sh qwen`.
 
 #![warn(missing_docs)]
 #![cfg_attr(
@@ -56,6 +62,7 @@ mod infer;
 pub mod limits;
 mod llm;
 mod memory;
+mod models;
 mod ops;
 mod record;
 mod rerank;
@@ -74,6 +81,8 @@ pub use index::IndexParams;
 pub use llm::{
     ChatRequest, ChatResponse, Llm, OpenAiConfig, OpenAiEmbedder, OpenAiLlm, ScriptedLlm, Usage,
 };
+#[cfg(feature = "local-llm")]
+pub use llm::{LocalLlm, MAX_PROMPT_TOKENS};
 pub use memory::{prices, Memory, MemoryBuilder, MemoryId};
 pub use ops::add::{AddRequest, AddResult, AddedMemory, Messages};
 pub use ops::consolidate::{

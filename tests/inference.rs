@@ -91,7 +91,7 @@ async fn facts_are_stored_with_core_categories_and_history() {
     // The prompt carried the project's policy, labels and the conversation.
     let system = &llm.requests()[0].messages[0].content;
     assert!(system.contains("Never store health data."), "{system}");
-    assert!(system.contains("- home: where they live"));
+    assert!(system.contains("home (where they live)"));
     assert!(llm.requests()[0].messages[1]
         .content
         .contains("user: Hi! I'm Alice"));

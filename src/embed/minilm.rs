@@ -78,16 +78,7 @@ impl MiniLm {
     /// looks: `$MEMLANE_MODELS_DIR/all-minilm-l6-v2`, else
     /// `${XDG_CACHE_HOME:-$HOME/.cache}/memlane/models/all-minilm-l6-v2`.
     pub fn default_dir() -> PathBuf {
-        let base = std::env::var_os("MEMLANE_MODELS_DIR")
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("XDG_CACHE_HOME").map(|x| PathBuf::from(x).join("memlane/models"))
-            })
-            .or_else(|| {
-                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/memlane/models"))
-            })
-            .unwrap_or_else(|| PathBuf::from(".memlane/models"));
-        base.join("all-minilm-l6-v2")
+        crate::models::cache_dir().join("all-minilm-l6-v2")
     }
 
     /// Loads the pinned model from [`default_dir`](Self::default_dir), verifying every

@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::config::Label;
+use crate::config::{Label, DEFAULT_LABELS};
 use crate::error::Result;
 use crate::limits;
 use crate::llm::{chat_json, Llm, Parsed};
@@ -18,7 +18,7 @@ pub(crate) mod dates;
 /// Most facts one extraction may return.
 pub(crate) const MAX_FACTS: usize = 50;
 /// Token budget of an extraction reply.
-const EXTRACT_TOKENS: u32 = 1024;
+const EXTRACT_TOKENS: u32 = 768;
 /// Token budget of a reconciliation reply.
 const RECONCILE_TOKENS: u32 = 768;
 
@@ -60,12 +60,26 @@ fn today(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d (%A), %H:%M UTC").to_string()
 }
 
+/// The labels as the prompt lists them. The default catalogue's names speak for themselves;
+/// a project's own labels carry their descriptions. Every prompt token costs time on a local
+/// model (about 0.1 s each on two cores), so this is kept short.
 fn label_lines(labels: &[Label]) -> String {
+    let default = labels.len() == DEFAULT_LABELS.len()
+        && labels
+            .iter()
+            .zip(DEFAULT_LABELS)
+            .all(|(l, (n, _))| l.name == *n);
     labels
         .iter()
-        .map(|l| format!("- {}: {}", l.name, l.description))
+        .map(|l| {
+            if default || l.description.is_empty() {
+                l.name.clone()
+            } else {
+                format!("{} ({})", l.name, l.description)
+            }
+        })
         .collect::<Vec<_>>()
-        .join("\n")
+        .join(", ")
 }
 
 /// Extracts the facts worth remembering from a conversation.
@@ -79,32 +93,23 @@ pub(crate) async fn extract_facts(
     let policy = if policy.trim().is_empty() {
         String::new()
     } else {
-        format!("\nThe project's extraction policy (it overrides the rules above):\n{policy}\n")
+        format!("Project policy (overrides the rules): {policy}\n")
     };
     let system = format!(
-        "You extract facts worth remembering from a conversation, for an assistant's long-term \
-memory of the people in it.\n\
-The conversation took place on {date}.\n\
-Rules:\n\
-- One fact per item: short, self-contained, and naming who it is about (their name if known, \
-otherwise \"User\").\n\
-- Keep personal facts, preferences, plans, relationships, corrections and decisions. Skip \
-greetings, small talk, questions, and the assistant's own suggestions unless the user adopts them.\n\
-- Write every date as an absolute date: turn \"tomorrow\", \"next week\", \"last Friday\" into \
-the date they mean, counted from the conversation's date.\n\
-- Write each fact in the language it was said in. Do not translate.\n\
-- When the user corrects an earlier statement, keep only the corrected fact.\n\
-- categories: one or more of the labels below that fit the fact.\n\
-- entities: the people, places, organisations and things the fact names.\n\
-- importance: 1 (trivia) to 10 (essential to know about them).\n\
-{policy}\n\
-Labels:\n{labels}\n\n\
-Reply with only this JSON: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\"], \
-\"entities\": [\"...\"], \"importance\": 5}}]}}. If nothing is worth keeping, reply {{\"facts\": []}}.",
+        "Extract facts worth remembering about the people in a conversation held on {date}.\n\
+Rules: one short, self-contained fact per item, naming the person (\"User\" if unnamed). Keep \
+personal details, preferences, plans, relationships and decisions; after a correction keep only \
+the corrected fact. Skip greetings, small talk, questions and the assistant's suggestions. Write \
+dates as absolute dates. Keep each fact in the language it was said in. importance is 1 (trivia) \
+to 10 (essential).\n\
+{policy}\
+Categories: {labels}\n\
+Reply with JSON only: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\"], \
+\"entities\": [\"...\"], \"importance\": 5}}]}}, or {{\"facts\": []}} if nothing is worth keeping.",
         date = today(at),
         labels = label_lines(labels),
     );
-    let prompt = format!("Conversation:\n{}", transcript(messages));
+    let prompt = transcript(messages);
     let parsed = chat_json::<Facts, _>(
         llm,
         vec![Message::new("system", system), Message::user(prompt)],
@@ -221,19 +226,13 @@ pub(crate) async fn reconcile(
     at: DateTime<Utc>,
 ) -> Result<Parsed<Vec<Decision>>> {
     let system = format!(
-        "You keep a memory store current. Today is {date}.\n\
-Compare each new fact with the existing memories and decide one event per fact:\n\
-- ADD: the fact is new information.\n\
-- UPDATE: the fact is about the same subject as existing memory `memory` and adds to it or \
-makes it more recent; give `text`, one sentence that merges both, in the fact's language.\n\
-- DELETE: the fact contradicts existing memory `memory`, which is no longer true (the new \
-fact will be stored as well).\n\
-- NONE: existing memory `memory` already says this.\n\
-Memories marked \"fixed\": true are never UPDATEd or DELETEd; ADD the fact instead.\n\
-Reply with only this JSON: {{\"decisions\": [{{\"fact\": 0, \"event\": \"ADD\"}}, \
-{{\"fact\": 1, \"event\": \"UPDATE\", \"memory\": 0, \"text\": \"...\"}}, \
-{{\"fact\": 2, \"event\": \"DELETE\", \"memory\": 1}}, {{\"fact\": 3, \"event\": \"NONE\", \
-\"memory\": 2}}]}}, one decision per new fact.",
+        "You keep a memory store current (today: {date}). For each new fact pick one event:\n\
+ADD: new information. UPDATE: same subject as memory `memory`, with more or newer detail; \
+`text` merges both, in the fact's language. DELETE: contradicts memory `memory`, which is no \
+longer true (the fact is stored as well). NONE: memory `memory` already says it.\n\
+Never UPDATE or DELETE a memory marked \"fixed\".\n\
+Reply with JSON only: {{\"decisions\": [{{\"fact\": 0, \"event\": \"UPDATE\", \
+\"memory\": 1, \"text\": \"...\"}}]}}, one decision per new fact.",
         date = today(at)
     );
     let memories: Vec<serde_json::Value> = existing
@@ -331,25 +330,21 @@ pub(crate) async fn digest(
     let policy = if policy.trim().is_empty() {
         String::new()
     } else {
-        format!("\nThe project's extraction policy:\n{policy}\n")
+        format!("Project policy: {policy}\n")
     };
     let system = format!(
-        "You turn a conversation into one structured memory record. The conversation took \
-place on {date}.\n\
-- summary: one or two sentences saying what is worth remembering, in the conversation's language.\n\
-- entities: the people, places, organisations and things named.\n\
-- tags: the labels below that fit.\n\
-- key_facts: each fact worth remembering, short and self-contained, dates written as \
-absolute dates.\n\
-- importance: 1 (trivia) to 10 (essential).\n\
-{policy}\n\
-Labels:\n{labels}\n\n\
-Reply with only this JSON: {{\"summary\": \"...\", \"entities\": [\"...\"], \"tags\": \
+        "Turn a conversation held on {date} into one memory record. summary: one or two \
+sentences on what is worth remembering; entities: people, places, organisations and things \
+named; tags: the categories that fit; key_facts: short self-contained facts, dates written as \
+absolute dates; importance: 1 (trivia) to 10 (essential). Keep the conversation's language.\n\
+{policy}\
+Categories: {labels}\n\
+Reply with JSON only: {{\"summary\": \"...\", \"entities\": [\"...\"], \"tags\": \
 [\"...\"], \"key_facts\": [\"...\"], \"importance\": 5}}",
         date = today(at),
         labels = label_lines(labels),
     );
-    let prompt = format!("Conversation:\n{}", transcript(messages));
+    let prompt = transcript(messages);
     let mut parsed = chat_json::<Digest, _>(
         llm,
         vec![Message::new("system", system), Message::user(prompt)],
@@ -442,7 +437,7 @@ mod tests {
         let system = &request.messages[0].content;
         assert!(system.contains("2026-11-22 (Sunday)"), "{system}");
         assert!(system.contains("Never store health data"));
-        assert!(system.contains("- food: what they eat and drink"));
+        assert!(system.contains("Categories: food (what they eat and drink)"));
         assert!(request.messages[1].content.contains("user: I like tea"));
     }
 

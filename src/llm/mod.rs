@@ -14,10 +14,14 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::record::Message;
 
+#[cfg(feature = "local-llm")]
+mod local;
 mod openai;
 mod parse;
 mod scripted;
 
+#[cfg(feature = "local-llm")]
+pub use local::{LocalLlm, MAX_PROMPT_TOKENS};
 pub use openai::{OpenAiConfig, OpenAiEmbedder, OpenAiLlm};
 pub(crate) use parse::recover_json;
 pub use scripted::ScriptedLlm;

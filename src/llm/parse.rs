@@ -15,29 +15,33 @@ const QUOTE: usize = 200;
 /// that there was no JSON object at all, quoting the start of the reply.
 pub(crate) fn recover_json<T: DeserializeOwned>(reply: &str) -> Result<T, String> {
     let mut first_error: Option<String> = None;
-    let mut attempt = |candidate: &str| -> Option<T> {
+    let mut syntax_error: Option<String> = None;
+    let mut attempt = |candidate: &str, whole: bool| -> Option<T> {
         match serde_json::from_str::<T>(candidate.trim()) {
             Ok(value) => Some(value),
             Err(e) => {
-                // A syntax error says little when a later candidate is the real object; a
-                // well-formed object of the wrong shape says exactly what to fix.
-                if first_error.is_none() && !e.is_syntax() && !e.is_eof() {
-                    first_error = Some(e.to_string());
+                // A well-formed object of the wrong shape says exactly what to fix. A syntax
+                // error in the whole reply says little (it may be prose around JSON); in a
+                // fenced block or a balanced object it is the model's JSON that is broken.
+                if !e.is_syntax() && !e.is_eof() {
+                    first_error.get_or_insert_with(|| e.to_string());
+                } else if !whole {
+                    syntax_error.get_or_insert_with(|| e.to_string());
                 }
                 None
             }
         }
     };
-    if let Some(v) = attempt(reply) {
+    if let Some(v) = attempt(reply, true) {
         return Ok(v);
     }
     for block in fenced_blocks(reply) {
-        if let Some(v) = attempt(block) {
+        if let Some(v) = attempt(block, false) {
             return Ok(v);
         }
     }
     for object in balanced_objects(reply) {
-        if let Some(v) = attempt(object) {
+        if let Some(v) = attempt(object, false) {
             return Ok(v);
         }
     }
@@ -47,9 +51,12 @@ pub(crate) fn recover_json<T: DeserializeOwned>(reply: &str) -> Result<T, String
     } else {
         ""
     };
-    Err(match first_error {
-        Some(e) => format!("the JSON does not have the expected shape ({e}): {quoted:?}{ellipsis}"),
-        None => format!("the reply holds no complete JSON object: {quoted:?}{ellipsis}"),
+    Err(match (first_error, syntax_error) {
+        (Some(e), _) => {
+            format!("the JSON does not have the expected shape ({e}): {quoted:?}{ellipsis}")
+        }
+        (None, Some(e)) => format!("the JSON is malformed ({e}): {quoted:?}{ellipsis}"),
+        (None, None) => format!("the reply holds no complete JSON object: {quoted:?}{ellipsis}"),
     })
 }
 
@@ -154,6 +161,9 @@ mod tests {
         assert!(e.contains("no complete JSON object"), "{e}");
         let e = facts(r#"{"facts": ["cut off"#).unwrap_err();
         assert!(e.contains("no complete JSON object"), "{e}");
+        // The object is there but is not JSON (a missing comma).
+        let e = facts(r#"{"facts": ["a" "b"]}"#).unwrap_err();
+        assert!(e.contains("malformed"), "{e}");
         let long = "x".repeat(1000);
         assert!(facts(&long).unwrap_err().len() < 400);
     }

@@ -1,0 +1,369 @@
+//! A quantized instruct model in process: Qwen2.5 (GGUF) on candle, on the CPU.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use candle_core::quantized::gguf_file;
+use candle_core::{Device, Tensor};
+use candle_transformers::generation::{LogitsProcessor, Sampling};
+use candle_transformers::models::quantized_qwen2::ModelWeights;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tokenizers::Tokenizer;
+
+use super::{ChatRequest, ChatResponse, Llm, Usage};
+use crate::error::{Error, Result};
+
+/// The pinned GGUF: Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, as `scripts/fetch-models.sh qwen`
+/// installs it.
+const PINNED_NAME: &str = "model.gguf";
+const PINNED_SHA256: &str = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046";
+const PINNED_DIR: &str = "qwen2.5-1.5b-instruct-q4km";
+
+/// Qwen2's pre-tokenizer split (from its tokenizer.json): contractions, letter runs with one
+/// leading non-letter, single digits, punctuation runs, newlines, spaces.
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Prompts longer than this many tokens are refused (422): the model's window is 32k, but
+/// on two CPU cores a prompt this long already takes about a minute.
+pub const MAX_PROMPT_TOKENS: usize = 4096;
+
+/// A quantized Qwen2 instruct model (GGUF) running in process on the CPU with candle.
+///
+/// The pinned model, Qwen2.5-Coder-1.5B-Instruct in Q4_K_M, needs about 3 GB of memory and,
+/// on two cores, reads a prompt at 50–60 tokens/s and writes 8–10 tokens/s: a short
+/// extraction takes a few seconds. Calls are served one at a time.
+///
+/// The tokenizer is built from the GGUF's own metadata (byte-level BPE with Qwen2's
+/// pre-tokenizer and NFC normalisation) and checked to round-trip text on load.
+///
+/// ```no_run
+/// # async fn run() -> memlane::Result<()> {
+/// use std::sync::Arc;
+/// use memlane::{LocalLlm, Memory};
+/// let llm = LocalLlm::load_default()?;
+/// let memory = Memory::builder().path("agent.db").llm(Arc::new(llm)).build().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LocalLlm {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    model: Mutex<ModelWeights>,
+    tokenizer: Tokenizer,
+    stop: Vec<u32>,
+    model_id: String,
+    device: Device,
+}
+
+impl std::fmt::Debug for LocalLlm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalLlm")
+            .field("model_id", &self.inner.model_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalLlm {
+    /// Where [`load_default`](Self::load_default) looks for the pinned model:
+    /// `<model cache>/qwen2.5-1.5b-instruct-q4km/model.gguf` (the cache is
+    /// `$MEMLANE_MODELS_DIR`, else `${XDG_CACHE_HOME:-$HOME/.cache}/memlane/models`).
+    pub fn default_path() -> PathBuf {
+        crate::models::cache_dir()
+            .join(PINNED_DIR)
+            .join(PINNED_NAME)
+    }
+
+    /// Loads the pinned model, verifying its SHA-256 first (a few seconds). A missing or
+    /// altered file is a 503 that says how to fetch it.
+    pub fn load_default() -> Result<LocalLlm> {
+        let path = Self::default_path();
+        let actual = sha256_file(&path).map_err(|e| Error::Unavailable {
+            detail: format!(
+                "the local language model is not installed ({}: {e}); run \
+                 `scripts/fetch-models.sh qwen` or set MEMLANE_MODELS_DIR to a directory that \
+                 holds {PINNED_DIR}/{PINNED_NAME}",
+                path.display()
+            ),
+        })?;
+        if actual != PINNED_SHA256 {
+            return Err(Error::Unavailable {
+                detail: format!(
+                    "{} has SHA-256 {actual}, expected {PINNED_SHA256}; the file is corrupt or \
+                     not the pinned release: delete it and run `scripts/fetch-models.sh qwen` again",
+                    path.display()
+                ),
+            });
+        }
+        Self::from_gguf(&path, "qwen2.5-coder-1.5b-instruct-q4_k_m")
+    }
+
+    /// Loads any Qwen2-architecture instruct GGUF of your own (not hash-checked: you vouch
+    /// for it). `model_id` is the name reported in usage.
+    pub fn from_gguf(path: impl AsRef<Path>, model_id: &str) -> Result<LocalLlm> {
+        let path = path.as_ref();
+        let unavailable = |what: String| Error::Unavailable {
+            detail: format!("cannot load {}: {what}", path.display()),
+        };
+        let mut file = std::fs::File::open(path).map_err(|e| unavailable(e.to_string()))?;
+        let content = gguf_file::Content::read(&mut file)
+            .map_err(|e| unavailable(format!("not a GGUF file ({e})")))?;
+        let arch = content
+            .metadata
+            .get("general.architecture")
+            .and_then(|v| v.to_string().ok())
+            .cloned()
+            .unwrap_or_default();
+        if arch != "qwen2" {
+            return Err(unavailable(format!(
+                "architecture {arch:?}; LocalLlm runs qwen2 models"
+            )));
+        }
+        let tokenizer = tokenizer_from_gguf(&content.metadata).map_err(unavailable)?;
+        let stop: Vec<u32> = ["<|im_end|>", "<|endoftext|>"]
+            .iter()
+            .filter_map(|t| tokenizer.token_to_id(t))
+            .collect();
+        if stop.is_empty() {
+            return Err(unavailable(
+                "its vocabulary has no <|im_end|>: not a ChatML instruct model".into(),
+            ));
+        }
+        let device = Device::Cpu;
+        let model = ModelWeights::from_gguf(content, &mut file, &device)
+            .map_err(|e| unavailable(format!("its weights do not load ({e})")))?;
+        Ok(LocalLlm {
+            inner: Arc::new(Inner {
+                model: Mutex::new(model),
+                tokenizer,
+                stop,
+                model_id: model_id.to_owned(),
+                device,
+            }),
+        })
+    }
+
+    /// The tokenizer built from the GGUF.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.inner.tokenizer
+    }
+
+    /// Runs a chat on the calling thread (it takes seconds: call it off the async runtime).
+    pub fn chat_blocking(&self, request: &ChatRequest) -> Result<ChatResponse> {
+        let inner = &self.inner;
+        let mut prompt = String::new();
+        for m in &request.messages {
+            let role = match m.role.as_str() {
+                "system" | "assistant" => m.role.as_str(),
+                _ => "user",
+            };
+            prompt.push_str(&format!("<|im_start|>{role}\n{}<|im_end|>\n", m.content));
+        }
+        prompt.push_str("<|im_start|>assistant\n");
+        // In JSON mode the reply is started for the model (`{"`, one token in Qwen's
+        // vocabulary, so the model continues with a key): small models then write the
+        // object instead of an introduction to it.
+        let prefill = if request.json { "{\"" } else { "" };
+        prompt.push_str(prefill);
+        let encoding = inner
+            .tokenizer
+            .encode(prompt.as_str(), false)
+            .map_err(|e| Error::internal(format!("tokenizer failed: {e}")))?;
+        let tokens = encoding.get_ids().to_vec();
+        if tokens.len() > MAX_PROMPT_TOKENS {
+            return Err(Error::Unprocessable {
+                detail: format!(
+                    "the prompt is {} tokens; the local model takes at most {MAX_PROMPT_TOKENS}: \
+                     send fewer or shorter messages",
+                    tokens.len()
+                ),
+            });
+        }
+        let sampling = if request.temperature <= 0.0 {
+            Sampling::ArgMax
+        } else {
+            Sampling::All {
+                temperature: f64::from(request.temperature),
+            }
+        };
+        let mut sampler = LogitsProcessor::from_sampling(299_792_458, sampling);
+        let model_err = |e: candle_core::Error| Error::Provider {
+            detail: format!("the local model failed: {e}"),
+            transient: false,
+        };
+        let mut model = inner
+            .model
+            .lock()
+            .map_err(|_| Error::internal("local model lock poisoned"))?;
+        let mut generated: Vec<u32> = Vec::new();
+        let input = Tensor::new(tokens.as_slice(), &inner.device)
+            .and_then(|t| t.unsqueeze(0))
+            .map_err(model_err)?;
+        let mut logits = model.forward(&input, 0).map_err(model_err)?;
+
+        for step in 0..request.max_tokens as usize {
+            let next = logits
+                .squeeze(0)
+                .and_then(|l| sampler.sample(&l))
+                .map_err(model_err)?;
+            if inner.stop.contains(&next) {
+                break;
+            }
+            generated.push(next);
+            let input = Tensor::new(&[next], &inner.device)
+                .and_then(|t| t.unsqueeze(0))
+                .map_err(model_err)?;
+            logits = model
+                .forward(&input, tokens.len() + step)
+                .map_err(model_err)?;
+        }
+        drop(model);
+
+        tracing::debug!(
+            prompt = tokens.len(),
+            generated = generated.len(),
+            "local model call"
+        );
+        let text = inner
+            .tokenizer
+            .decode(&generated, true)
+            .map_err(|e| Error::internal(format!("tokenizer failed to decode: {e}")))?;
+        Ok(ChatResponse::new(
+            format!("{prefill}{text}"),
+            Usage {
+                prompt_tokens: tokens.len() as u64,
+                completion_tokens: generated.len() as u64,
+            },
+            inner.model_id.clone(),
+        ))
+    }
+}
+
+#[async_trait]
+impl Llm for LocalLlm {
+    fn model_id(&self) -> &str {
+        &self.inner.model_id
+    }
+
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.chat_blocking(&request))
+            .await
+            .map_err(|e| Error::internal(format!("local model task failed: {e}")))?
+    }
+}
+
+fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 22];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    file.rewind()?;
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// Builds the tokenizer from `tokenizer.ggml.*` metadata: byte-level BPE over the GGUF's
+/// vocabulary and merges, Qwen2's pre-tokenizer split, NFC, control tokens as special
+/// tokens; then checks that text round-trips.
+fn tokenizer_from_gguf(
+    metadata: &HashMap<String, gguf_file::Value>,
+) -> std::result::Result<Tokenizer, String> {
+    let strings = |key: &str| -> std::result::Result<Vec<String>, String> {
+        let values = metadata
+            .get(key)
+            .ok_or_else(|| format!("its metadata has no {key}"))?
+            .to_vec()
+            .map_err(|e| format!("{key}: {e}"))?;
+        values
+            .iter()
+            .map(|v| v.to_string().cloned().map_err(|e| format!("{key}: {e}")))
+            .collect()
+    };
+    let model = metadata
+        .get("tokenizer.ggml.model")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .unwrap_or_default();
+    if model != "gpt2" {
+        return Err(format!(
+            "tokenizer model {model:?}; only byte-level BPE (gpt2) is supported"
+        ));
+    }
+    let tokens = strings("tokenizer.ggml.tokens")?;
+    let merges = strings("tokenizer.ggml.merges")?;
+    let types: Vec<i32> = match metadata.get("tokenizer.ggml.token_type") {
+        Some(v) => v
+            .to_vec()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|t| t.to_i32().unwrap_or(1))
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut vocab = serde_json::Map::new();
+    let mut added = Vec::new();
+    for (id, token) in tokens.iter().enumerate() {
+        vocab.insert(token.clone(), json!(id));
+        // 3: control (<|im_start|>, <|im_end|>, …), 4: user-defined.
+        if matches!(types.get(id), Some(3 | 4)) {
+            added.push(json!({
+                "id": id, "content": token, "single_word": false, "lstrip": false,
+                "rstrip": false, "normalized": false, "special": true
+            }));
+        }
+    }
+    let byte_level = json!({
+        "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false
+    });
+    let spec = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": QWEN2_SPLIT}, "behavior": "Isolated", "invert": false},
+            byte_level.clone()
+        ]},
+        "post_processor": null,
+        "decoder": byte_level,
+        "model": {
+            "type": "BPE", "dropout": null, "unk_token": null,
+            "continuing_subword_prefix": null, "end_of_word_suffix": null,
+            "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+            "vocab": Value::Object(vocab), "merges": merges
+        }
+    });
+    let tokenizer: Tokenizer = spec
+        .to_string()
+        .parse()
+        .map_err(|e| format!("its tokenizer metadata does not build a tokenizer ({e})"))?;
+    let sample = "Ana's café, 2026-11-22: \"¿Dónde?\" 東京\n  {\"facts\": []}";
+    let ids = tokenizer
+        .encode(sample, false)
+        .map_err(|e| format!("its tokenizer cannot encode ({e})"))?;
+    let back = tokenizer
+        .decode(ids.get_ids(), false)
+        .map_err(|e| format!("its tokenizer cannot decode ({e})"))?;
+    if back != sample {
+        return Err(format!(
+            "its tokenizer does not round-trip text ({sample:?} came back as {back:?})"
+        ));
+    }
+    Ok(tokenizer)
+}
