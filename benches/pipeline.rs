@@ -178,14 +178,13 @@ fn pipeline(c: &mut Criterion) {
     let calls = rt.block_on(async {
         let started = Instant::now();
         for _ in 0..TIMED {
-            let extraction = model
+            model
                 .chat(ChatRequest::new(vec![
                     Message::new("system", "Extract facts"),
                     Message::user("x"),
                 ]))
                 .await
                 .unwrap();
-            let _ = extraction;
             model
                 .chat(ChatRequest::new(vec![
                     Message::new("system", "You keep a memory store current"),

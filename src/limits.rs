@@ -87,6 +87,22 @@ pub(crate) fn owners(owners: &Owners) -> Result<()> {
 }
 
 /// Checks caller metadata: size, and the reserved key `core`.
+/// Caller metadata as given to `add` or `extract` (none: empty), checked: a JSON object
+/// within the limits of [`metadata`].
+pub(crate) fn metadata_object(metadata: Option<Value>) -> Result<Map<String, Value>> {
+    let map = match metadata {
+        None => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(other) => {
+            return Err(Error::invalid(format!(
+                "metadata must be a JSON object, got {other}"
+            )))
+        }
+    };
+    self::metadata(&map)?;
+    Ok(map)
+}
+
 pub(crate) fn metadata(metadata: &Map<String, Value>) -> Result<()> {
     if metadata.contains_key("core") {
         return Err(Error::invalid(

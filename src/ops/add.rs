@@ -195,16 +195,7 @@ impl<'a> AddRequest<'a> {
 
     async fn send(self) -> Result<AddResult> {
         let at = now();
-        let metadata = match self.metadata {
-            None => Map::new(),
-            Some(Value::Object(m)) => m,
-            Some(other) => {
-                return Err(Error::invalid(format!(
-                    "metadata must be a JSON object, got {other}"
-                )))
-            }
-        };
-        limits::metadata(&metadata)?;
+        let metadata = limits::metadata_object(self.metadata)?;
         if self.owners.is_empty() {
             return Err(Error::invalid(
                 "add needs at least one of user_id, agent_id, app_id or run_id, so that the memory has an owner",

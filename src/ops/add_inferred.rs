@@ -263,19 +263,13 @@ pub(crate) async fn add_inferred(memory: &Memory, input: Input) -> Result<AddRes
     let outcome = memory
         .commit_with(move |memory| async move {
             // Nothing this plan changes may have moved since it was read.
-            for old in &expected {
-                let now = memory.inner.store.get(old.id).await?;
-                if now.as_ref().map(|r| (&r.memory, r.updated_at))
-                    != Some((&old.memory, old.updated_at))
-                {
-                    return Err(Error::Conflict {
-                        detail: format!(
-                            "memory {} changed while this add was reconciling with it; nothing \
-                             was stored: retry the add",
-                            old.id
-                        ),
-                    });
-                }
+            if let Some(id) = memory.first_changed(&expected).await? {
+                return Err(Error::Conflict {
+                    detail: format!(
+                        "memory {id} changed while this add was reconciling with it; nothing \
+                         was stored: retry the add"
+                    ),
+                });
             }
             Ok((WriteBatch::new(writes, credits), keyed))
         })
@@ -362,6 +356,21 @@ fn union(a: &[String], b: &[String]) -> Vec<String> {
 }
 
 impl Memory {
+    /// The first of these memories that is no longer live with the same text and
+    /// `updated_at` as read. Called under the write gate, before a plan built on them
+    /// commits.
+    pub(crate) async fn first_changed(&self, read: &[MemoryRecord]) -> Result<Option<Uuid>> {
+        for old in read {
+            let now = self.inner.store.get(old.id).await?;
+            if now.as_ref().map(|r| (&r.memory, r.updated_at))
+                != Some((&old.memory, old.updated_at))
+            {
+                return Ok(Some(old.id));
+            }
+        }
+        Ok(None)
+    }
+
     /// The `k` live memories most similar to a text (hybrid score), among `filter`.
     async fn similar(
         &self,

@@ -371,15 +371,10 @@ async fn merge_cluster(
     let expected = cluster.clone();
     memory
         .commit_with(move |memory| async move {
-            for old in &expected {
-                let current = memory.inner.store.get(old.id).await?;
-                if current.as_ref().map(|r| (&r.memory, r.updated_at))
-                    != Some((&old.memory, old.updated_at))
-                {
-                    return Err(Error::Conflict {
-                        detail: format!("memory {} changed during consolidation", old.id),
-                    });
-                }
+            if let Some(id) = memory.first_changed(&expected).await? {
+                return Err(Error::Conflict {
+                    detail: format!("memory {id} changed during consolidation"),
+                });
             }
             Ok((WriteBatch::new(writes, credits), keyed))
         })

@@ -154,16 +154,7 @@ impl<'a> ExtractRequest<'a> {
                 name.chars().take(64).collect::<String>()
             )));
         }
-        let mut metadata = match self.metadata {
-            None => Map::new(),
-            Some(Value::Object(m)) => m,
-            Some(other) => {
-                return Err(Error::invalid(format!(
-                    "metadata must be a JSON object, got {other}"
-                )))
-            }
-        };
-        limits::metadata(&metadata)?;
+        let mut metadata = limits::metadata_object(self.metadata)?;
         if self.store && self.owners.is_empty() {
             return Err(Error::invalid(
                 "extract with store needs at least one of user_id, agent_id, app_id or run_id, \
