@@ -345,7 +345,8 @@ fn merged_core(old: &MemoryRecord, fact: &Fact, text: &str, categories: &[String
     serde_json::to_value(core).unwrap_or(Value::Null)
 }
 
-fn union(a: &[String], b: &[String]) -> Vec<String> {
+/// `a`, then the items of `b` it lacks, in order (labels and entity lists stay small).
+pub(crate) fn union(a: &[String], b: &[String]) -> Vec<String> {
     let mut out = a.to_vec();
     for item in b {
         if !out.contains(item) {

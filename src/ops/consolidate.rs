@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::infer;
 use crate::llm::Usage;
 use crate::memory::{prices, Memory};
+use crate::ops::add_inferred::union;
 use crate::ops::{awaitable, scope_setters, Scope};
 use crate::record::{indexed_text, now, MemoryRecord, Message, Owners};
 use crate::store::{MemoryUpdate, VectorKey, Write, WriteBatch};
@@ -324,14 +325,9 @@ async fn merge_cluster(
     let mut keyed = Vec::new();
     let mut credits = 0;
     let mut update = MemoryUpdate::new(kept.id, at);
-    let mut categories = kept.categories.clone();
-    for r in &cluster {
-        for c in &r.categories {
-            if !categories.contains(c) {
-                categories.push(c.clone());
-            }
-        }
-    }
+    let categories = cluster
+        .iter()
+        .fold(kept.categories.clone(), |all, r| union(&all, &r.categories));
     if text != kept.memory {
         let vector = memory
             .embed_documents(&[indexed_text(&text, kept.context.as_deref())])
