@@ -273,16 +273,24 @@ async fn a_store_from_before_the_keyword_index_is_backfilled() {
         conn.execute_batch(
             "DROP TRIGGER memories_fts_insert; DROP TRIGGER memories_fts_update; \
              DROP TRIGGER memories_fts_delete; DROP TABLE memories_fts; \
-             ALTER TABLE memories DROP COLUMN context; PRAGMA user_version = 2;",
+             ALTER TABLE memories DROP COLUMN owners; ALTER TABLE memories DROP COLUMN context; \
+             PRAGMA user_version = 2;",
         )
         .unwrap();
     }
     let memory = open(&path).await;
-    // Migrations 3 (keyword index) and 4 (context, stemming) both ran.
+    // Migrations 3 (keyword index), 4 (context, stemming) and 5 (owners) all ran.
     assert_eq!(
         ids(&memory, "flowerpots", SearchMode::Keyword).await,
         vec![id]
     );
+    let scoped = memory
+        .search("flowerpots")
+        .mode(SearchMode::Keyword)
+        .user("u")
+        .await
+        .unwrap();
+    assert_eq!(scoped.results.len(), 1);
     assert_eq!(memory.get(id).await.unwrap().context, None);
 }
 

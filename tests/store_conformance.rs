@@ -583,3 +583,183 @@ proptest! {
         });
     }
 }
+
+/// A keyword search that pins an owner is ranked outside SQLite, from the owner's rows and
+/// cached word counts; without a pinned owner FTS5's `bm25()` ranks. Both must agree.
+#[tokio::test]
+async fn sqlite_keyword_ranking_within_an_owner_equals_fts5_bm25() {
+    let (_dir, store) = sqlite_file().await;
+    let users = ["kim", "o'brien \"x\"", "Zoë 🙂", "kim2", "bulk"];
+    let words = [
+        "tea",
+        "green",
+        "mint",
+        "coffee",
+        "Lisbon",
+        "jazz",
+        "hiking",
+        "bread",
+        "sourdough",
+    ];
+    let mut writes = Vec::new();
+    for i in 0..120 {
+        let text = format!(
+            "{} and {} {} note {i}",
+            words[i % words.len()],
+            words[(i / 3) % words.len()],
+            words[(i * 7) % words.len()]
+        );
+        let mut r = record(&text, users[i % users.len()], t(i as i64));
+        if i % 5 == 0 {
+            r.context = Some(format!("talking about {}", words[(i / 2) % words.len()]));
+        }
+        if i % 2 == 0 {
+            r.owners.agent_id = Some("helper".into());
+        }
+        writes.push(insert(&r, vec![1.0, 0.0]));
+    }
+    // An owner with many memories and few matches: its rows are looked up one by one.
+    for i in 0..400 {
+        let text = if i % 50 == 0 {
+            format!("green tea and jazz {i}")
+        } else {
+            format!("filler {i}")
+        };
+        writes.push(insert(&record(&text, "bulk", t(i)), vec![1.0, 0.0]));
+    }
+    apply(&store, writes).await.unwrap();
+
+    let queries = [
+        "green tea",
+        "tea tea Lisbon?",
+        "what about sourdough bread and jazz",
+        "\"mint\" OR coffee*",
+        "nothing matches this",
+        "",
+    ]
+    .map(String::from);
+    let mut ranked = 0;
+    for user in users {
+        // Several searches at once rank as each alone.
+        for pinned in [Filter::user(user), Filter::Or(vec![Filter::user(user)])] {
+            let many = store
+                .keyword_search_many(&queries, &pinned, t(500), false, 100)
+                .await
+                .unwrap();
+            assert_eq!(many.len(), queries.len());
+            for (query, hits) in queries.iter().zip(many) {
+                let alone = store
+                    .keyword_search(
+                        query,
+                        &Filter::Or(vec![Filter::user(user)]),
+                        t(500),
+                        false,
+                        100,
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    hits.iter().map(|h| h.0).collect::<Vec<_>>(),
+                    alone.iter().map(|h| h.0).collect::<Vec<_>>(),
+                    "{user} / {query}"
+                );
+                for ((_, a), (_, b)) in hits.iter().zip(&alone) {
+                    assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{a} vs {b}");
+                }
+            }
+        }
+        for query in &queries {
+            for pinned in [
+                Filter::user(user),
+                Filter::user(user).and(Filter::agent("helper")),
+            ] {
+                // An OR of one filter admits the same rows but pins nothing.
+                let unpinned = Filter::Or(vec![pinned.clone()]);
+                let ours = store
+                    .keyword_search(query, &pinned, t(500), false, 100)
+                    .await
+                    .unwrap();
+                let sqlite = store
+                    .keyword_search(query, &unpinned, t(500), false, 100)
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    ours.iter().map(|h| h.0).collect::<Vec<_>>(),
+                    sqlite.iter().map(|h| h.0).collect::<Vec<_>>(),
+                    "{user} / {query}"
+                );
+                for ((_, a), (_, b)) in ours.iter().zip(&sqlite) {
+                    assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{a} vs {b}");
+                }
+                let owned = all(&store, pinned.clone(), t(500)).await.len();
+                assert!(ours.len() <= owned);
+                ranked += ours.len();
+            }
+        }
+    }
+    assert!(ranked > 100, "the queries match: {ranked}");
+    // Another user's words never leak into a pinned search.
+    assert!(store
+        .keyword_search("tea", &Filter::user("nobody"), t(500), false, 100)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// A word in at least half of the memories weighs nothing in BM25; the SQLite store drops it
+/// from a query that has other words once it is in 1,000 memories or more, and keeps it in
+/// a query made only of such words.
+#[tokio::test]
+async fn sqlite_keyword_search_drops_words_most_memories_contain() {
+    let (_dir, store) = sqlite_file().await;
+    let writes = (0..960)
+        .map(|i| insert(&record(&format!("tea {i}"), "lee", t(i)), vec![1.0, 0.0]))
+        .collect();
+    apply(&store, writes).await.unwrap();
+    let writes = (0..40)
+        .map(|i| {
+            let text = if i % 10 == 0 {
+                format!("tea with mint {i}")
+            } else {
+                format!("tea number {i}")
+            };
+            insert(&record(&text, "kim", t(i)), vec![1.0, 0.0])
+        })
+        .collect();
+    apply(&store, writes).await.unwrap();
+    for filter in [Filter::user("kim"), Filter::Or(vec![Filter::user("kim")])] {
+        let hits = store
+            .keyword_search("mint tea", &filter, t(100), false, 100)
+            .await
+            .unwrap();
+        assert_eq!(hits.len(), 4, "only the memories with mint: {hits:?}");
+        let hits = store
+            .keyword_search("tea", &filter, t(100), false, 100)
+            .await
+            .unwrap();
+        assert_eq!(hits.len(), 40, "a query of common words only keeps them");
+    }
+    // Below 1,000 memories with the word, it counts again (word counts are cached while the
+    // store changes by less than 5%, so enough memories go for a recount).
+    let deletes = all(&store, Filter::user("lee"), t(100)).await[..100]
+        .iter()
+        .map(|r| Write::Delete {
+            id: r.id,
+            at: t(100),
+            input: Vec::new(),
+        })
+        .collect();
+    apply(&store, deletes).await.unwrap();
+    for filter in [Filter::user("kim"), Filter::Or(vec![Filter::user("kim")])] {
+        let hits = store
+            .keyword_search("mint tea", &filter, t(101), false, 100)
+            .await
+            .unwrap();
+        assert_eq!(hits.len(), 40, "every memory with tea: {hits:?}");
+        let hits = store
+            .keyword_search("tea", &filter, t(100), false, 100)
+            .await
+            .unwrap();
+        assert_eq!(hits.len(), 40, "a query of common words only keeps them");
+    }
+}

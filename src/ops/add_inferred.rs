@@ -114,10 +114,10 @@ pub(crate) async fn add_inferred(memory: &Memory, input: Input) -> Result<AddRes
     let mut slot: HashMap<Uuid, usize> = HashMap::new();
     let mut plans: Vec<Option<Plan>> = vec![None; facts.len()];
     let mut asked: Vec<usize> = Vec::new();
-    for (i, (text, vector)) in texts.iter().zip(&vectors).enumerate() {
-        let hits = memory
-            .similar(text, vector, &filter, CANDIDATES_PER_FACT, at)
-            .await?;
+    let similar = memory
+        .similar(&texts, vectors.clone(), &filter, CANDIDATES_PER_FACT, at)
+        .await?;
+    for (i, (text, hits)) in texts.iter().zip(similar).enumerate() {
         let hash = content_hash(text);
         if hits.iter().any(|h| h.record.hash == hash) {
             plans[i] = Some(Plan::None);
@@ -372,19 +372,24 @@ impl Memory {
         Ok(None)
     }
 
-    /// The `k` live memories most similar to a text (hybrid score), among `filter`.
+    /// For each text with its vector, the `k` live memories most similar to it (hybrid
+    /// score), among `filter`.
     async fn similar(
         &self,
-        text: &str,
-        vector: &[f32],
+        texts: &[String],
+        vectors: Vec<Vec<f32>>,
         filter: &crate::filter::Filter,
         k: usize,
         at: DateTime<Utc>,
-    ) -> Result<Vec<crate::ops::search::ScoredMemory>> {
+    ) -> Result<Vec<Vec<crate::ops::search::ScoredMemory>>> {
         let ranked = self
-            .hybrid_ranked(text, vector, filter, k, false, at)
+            .hybrid_ranked_many(texts, vectors, filter, k, false, at)
             .await?;
-        self.hydrate(ranked, filter, false, at).await
+        let mut out = Vec::with_capacity(ranked.len());
+        for ranked in ranked {
+            out.push(self.hydrate(ranked, filter, false, at).await?);
+        }
+        Ok(out)
     }
 }
 

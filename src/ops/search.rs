@@ -243,6 +243,21 @@ impl Memory {
         include_expired: bool,
         at: DateTime<Utc>,
     ) -> Result<Vec<(VectorKey, f32)>> {
+        let mut ranked = self
+            .vector_ranked_many(vec![query.to_vec()], filter, k, include_expired, at)
+            .await?;
+        Ok(ranked.pop().unwrap_or_default())
+    }
+
+    /// [`Memory::vector_ranked`] for several queries, reading the filter's keys once.
+    async fn vector_ranked_many(
+        &self,
+        queries: Vec<Vec<f32>>,
+        filter: &Filter,
+        k: usize,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<Vec<(VectorKey, f32)>>> {
         let max_exact = self.inner.index.params().exact_search_max;
         let index = std::sync::Arc::clone(&self.inner.index);
         let graph_now = clock(include_expired, at);
@@ -257,14 +272,21 @@ impl Memory {
             )
         };
         let candidates = keys.as_ref().map_or(index.live_count()?, Vec::len);
-        let query = query.to_vec();
-        let rank = move || match keys {
-            _ if candidates <= max_exact => index.exact(&query, keys.as_deref(), k, graph_now),
-            keys => index.search(&query, k, graph_now, keys.as_deref()),
+        let work = candidates.saturating_mul(queries.len());
+        let rank = move || {
+            queries
+                .iter()
+                .map(|query| match &keys {
+                    _ if candidates <= max_exact => {
+                        index.exact(query, keys.as_deref(), k, graph_now)
+                    }
+                    keys => index.search(query, k, graph_now, keys.as_deref()),
+                })
+                .collect()
         };
         // Small exact rankings are cheap enough for the async worker; anything bigger runs
         // on the blocking pool.
-        if candidates <= 4096 {
+        if work <= 4096 {
             rank()
         } else {
             tokio::task::spawn_blocking(rank)
@@ -304,16 +326,59 @@ impl Memory {
         include_expired: bool,
         at: DateTime<Utc>,
     ) -> Result<Vec<(VectorKey, f32)>> {
+        let mut ranked = self
+            .hybrid_ranked_many(
+                &[text.to_string()],
+                vec![query.to_vec()],
+                filter,
+                k,
+                include_expired,
+                at,
+            )
+            .await?;
+        Ok(ranked.pop().unwrap_or_default())
+    }
+
+    /// [`Memory::hybrid_ranked`] for several texts with their vectors, sharing the reads of
+    /// the filter's memories between them.
+    pub(crate) async fn hybrid_ranked_many(
+        &self,
+        texts: &[String],
+        queries: Vec<Vec<f32>>,
+        filter: &Filter,
+        k: usize,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<Vec<(VectorKey, f32)>>> {
         // Over-fetch from each side, as the best hybrid hit may rank low on one of them.
         let fetch = (4 * k).clamp(60, limits::MAX_TOP_K);
-        let vector = self
-            .vector_ranked(query, filter, fetch, include_expired, at)
-            .await?;
-        let keyword = self
-            .inner
-            .store
-            .keyword_search(text, filter, at, include_expired, fetch)
-            .await?;
+        // The two sides read the store on their own connections, side by side.
+        let (vectors, keywords) = tokio::try_join!(
+            self.vector_ranked_many(queries.clone(), filter, fetch, include_expired, at),
+            self.inner
+                .store
+                .keyword_search_many(texts, filter, at, include_expired, fetch),
+        )?;
+        queries
+            .iter()
+            .zip(vectors)
+            .zip(keywords)
+            .map(|((query, vector), keyword)| {
+                self.fuse(query, vector, keyword, k, include_expired, at)
+            })
+            .collect()
+    }
+
+    /// One hybrid ranking from its vector and keyword candidates.
+    fn fuse(
+        &self,
+        query: &[f32],
+        vector: Vec<(VectorKey, f32)>,
+        keyword: Vec<(VectorKey, f32)>,
+        k: usize,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<(VectorKey, f32)>> {
         let mut bm25: HashMap<VectorKey, f32> = keyword.into_iter().collect();
         let mut cosine: HashMap<VectorKey, f32> = vector.into_iter().collect();
         // Keyword-only candidates still get their exact cosine.

@@ -22,6 +22,7 @@ use crate::error::Result;
 use crate::filter::Filter;
 use crate::record::{HistoryEvent, HistoryRecord, MemoryRecord, Message, Owners};
 
+mod fts;
 mod mem;
 mod sqlite;
 
@@ -240,6 +241,27 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         include_expired: bool,
         limit: usize,
     ) -> Result<Vec<(VectorKey, f32)>>;
+
+    /// Several keyword searches with one filter: for each query, what [`Store::keyword_search`]
+    /// returns for it. Stores may share work between the queries (the SQLite store reads the
+    /// matching rows once); this default runs them one by one.
+    async fn keyword_search_many(
+        &self,
+        queries: &[String],
+        filter: &Filter,
+        now: DateTime<Utc>,
+        include_expired: bool,
+        limit: usize,
+    ) -> Result<Vec<Vec<(VectorKey, f32)>>> {
+        let mut out = Vec::with_capacity(queries.len());
+        for query in queries {
+            out.push(
+                self.keyword_search(query, filter, now, include_expired, limit)
+                    .await?,
+            );
+        }
+        Ok(out)
+    }
 
     /// Live vectors with keys above `after`, ascending, at most `limit`: how the index
     /// catches up and rebuilds.
