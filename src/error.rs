@@ -48,6 +48,12 @@ pub enum Error {
         /// The id that was asked for.
         id: Uuid,
     },
+    /// 404: no project, API key or other named resource has this id.
+    #[error("{detail}")]
+    Unknown {
+        /// What was asked for and not found.
+        detail: String,
+    },
     /// 409: the operation conflicts with the state of the memory (for example, it is immutable).
     #[error("{detail}")]
     Conflict {
@@ -126,7 +132,7 @@ impl Error {
             Error::Unauthorized { .. } => 401,
             Error::InsufficientCredits { .. } => 402,
             Error::Forbidden { .. } => 403,
-            Error::NotFound { .. } => 404,
+            Error::NotFound { .. } | Error::Unknown { .. } => 404,
             Error::Conflict { .. } => 409,
             Error::TooLarge { .. } => 413,
             Error::Unprocessable { .. } | Error::DimensionMismatch { .. } => 422,

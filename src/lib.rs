@@ -64,6 +64,7 @@ mod llm;
 mod memory;
 mod models;
 mod ops;
+mod projects;
 mod record;
 mod rerank;
 pub mod store;
@@ -95,6 +96,9 @@ pub use ops::extract::{CoreUsage, ExtractRequest, ExtractResult, ExtractUsage, E
 pub use ops::list::ListRequest;
 pub use ops::search::{ScoredMemory, SearchMode, SearchRequest, SearchResult};
 pub use ops::update::{UpdateRequest, UpdateResult};
+pub use projects::{
+    ApiKey, NewApiKey, Project, Projects, ProjectsBuilder, KEY_PREFIX, MAX_NAME_BYTES,
+};
 pub use record::{
     Core, HistoryEvent, HistoryRecord, MemoryRecord, Message, Owners, Page, Pagination,
     DEFAULT_IMPORTANCE,

@@ -1,0 +1,601 @@
+//! Projects and API keys: one process serving many tenants.
+//!
+//! A [`Projects`] registry lives in a directory: `registry.db` holds the projects and their
+//! keys, and each project's memories, configuration, credits and history live in a database
+//! file of its own under `projects/`. A [`Memory`] obtained for a project, from
+//! [`Projects::authenticate`] or [`Projects::memory`], is an ordinary handle on that file:
+//! nothing it can be asked (an id, a filter, an export) reaches another project's data,
+//! because that data is in another file.
+//!
+//! A program that serves one tenant needs none of this: [`Memory::open`] on a file is that
+//! file's one, implicit project.
+//!
+//! Keys look like `mlk_<16 hex id>_<64 hex secret>`. The secret is 256 bits from the
+//! operating system's random source; only its SHA-256 is stored, compared in constant time.
+//! The whole key is returned once, by [`Projects::create_key`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::embed::Embedder;
+use crate::error::{Error, Result};
+use crate::index::IndexParams;
+use crate::llm::Llm;
+use crate::memory::Memory;
+use crate::rerank::Reranker;
+
+/// The fixed prefix of every API key.
+pub const KEY_PREFIX: &str = "mlk_";
+
+/// Hex digits of a key's public id.
+const KEY_ID_HEX: usize = 16;
+/// Hex digits of a key's secret.
+const KEY_SECRET_HEX: usize = 64;
+/// Bytes of a project or key name.
+pub const MAX_NAME_BYTES: usize = 200;
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS projects (
+    id         TEXT PRIMARY KEY,
+    name       TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    id         TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL REFERENCES projects (id),
+    name       TEXT NOT NULL,
+    hash       BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS api_keys_project ON api_keys (project_id);
+"#;
+
+/// A project: a tenant with its own memories, configuration, credits and keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Project {
+    /// `prj_` and 16 hex digits.
+    pub id: String,
+    /// The operator's name for it.
+    pub name: String,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// What is known about an API key; never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiKey {
+    /// The key's public id (also the part of the key after [`KEY_PREFIX`]).
+    pub id: String,
+    /// The project it opens.
+    pub project_id: String,
+    /// The operator's name for it.
+    pub name: String,
+    /// The key's start, to recognise it in a list: `mlk_<id>_…`.
+    pub display: String,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it was revoked; a revoked key opens nothing.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A key just created: the only time the whole key is available.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct NewApiKey {
+    /// The key to hand to the client, `mlk_…`. Not stored anywhere: keep it now.
+    pub key: String,
+    /// The key's record.
+    pub info: ApiKey,
+}
+
+impl std::fmt::Debug for NewApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewApiKey")
+            .field("key", &"<redacted>")
+            .field("info", &self.info)
+            .finish()
+    }
+}
+
+/// A registry of projects and their API keys in a directory. Cheap to clone.
+#[derive(Clone)]
+pub struct Projects {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    registry: Mutex<Connection>,
+    template: Template,
+    open: tokio::sync::Mutex<HashMap<String, Memory>>,
+}
+
+/// How each project's [`Memory`] is built.
+#[derive(Default, Clone)]
+struct Template {
+    embedder: Option<Arc<dyn Embedder>>,
+    llm: Option<Arc<dyn Llm>>,
+    reranker: Option<Arc<dyn Reranker>>,
+    params: IndexParams,
+}
+
+impl std::fmt::Debug for Projects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Projects")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Projects`] registry: where it lives, and the models every project uses.
+#[must_use]
+pub struct ProjectsBuilder {
+    dir: PathBuf,
+    template: Template,
+}
+
+impl std::fmt::Debug for ProjectsBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProjectsBuilder")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProjectsBuilder {
+    /// Every project embeds with this embedder (default: as [`Memory::builder`]).
+    pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.template.embedder = Some(embedder);
+        self
+    }
+
+    /// Every project extracts with this language model (default: none).
+    pub fn llm(mut self, llm: Arc<dyn Llm>) -> Self {
+        self.template.llm = Some(llm);
+        self
+    }
+
+    /// Every project re-scores text searches with this reranker (default: none).
+    pub fn reranker(mut self, reranker: Arc<dyn Reranker>) -> Self {
+        self.template.reranker = Some(reranker);
+        self
+    }
+
+    /// Every project's vector index uses these parameters.
+    pub fn index_params(mut self, params: IndexParams) -> Self {
+        self.template.params = params;
+        self
+    }
+
+    /// Opens the registry, creating the directory and its database if needed.
+    pub async fn build(self) -> Result<Projects> {
+        let dir = self.dir;
+        let registry = blocking({
+            let dir = dir.clone();
+            move || {
+                std::fs::create_dir_all(dir.join("projects"))
+                    .map_err(|e| Error::storage("cannot create the projects directory", e))?;
+                let conn = Connection::open(dir.join("registry.db")).map_err(sql_err)?;
+                conn.busy_timeout(std::time::Duration::from_secs(10))
+                    .map_err(sql_err)?;
+                conn.pragma_update(None, "journal_mode", "WAL")
+                    .map_err(sql_err)?;
+                conn.pragma_update(None, "synchronous", "FULL")
+                    .map_err(sql_err)?;
+                conn.execute_batch(SCHEMA).map_err(sql_err)?;
+                Ok(conn)
+            }
+        })
+        .await?;
+        Ok(Projects {
+            inner: Arc::new(Inner {
+                dir,
+                registry: Mutex::new(registry),
+                template: self.template,
+                open: tokio::sync::Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+impl Projects {
+    /// Opens (or creates) the registry in `dir` with the default models.
+    pub async fn open(dir: impl AsRef<Path>) -> Result<Projects> {
+        Projects::builder(dir).build().await
+    }
+
+    /// A builder for a registry in `dir`.
+    pub fn builder(dir: impl AsRef<Path>) -> ProjectsBuilder {
+        ProjectsBuilder {
+            dir: dir.as_ref().to_path_buf(),
+            template: Template::default(),
+        }
+    }
+
+    /// Creates a project. Its database is created when it is first used.
+    pub async fn create_project(&self, name: &str) -> Result<Project> {
+        let name = check_name("project", name)?;
+        let project = Project {
+            id: format!("prj_{}", hex(&random::<8>()?)),
+            name,
+            created_at: crate::record::now(),
+        };
+        let row = project.clone();
+        self.registry(move |conn| {
+            conn.execute(
+                "INSERT INTO projects (id, name, created_at) VALUES (?1, ?2, ?3)",
+                params![row.id, row.name, row.created_at.timestamp_micros()],
+            )
+            .map_err(sql_err)?;
+            Ok(())
+        })
+        .await?;
+        Ok(project)
+    }
+
+    /// Every project, oldest first.
+    pub async fn projects(&self) -> Result<Vec<Project>> {
+        self.registry(|conn| {
+            let mut stmt = conn
+                .prepare("SELECT id, name, created_at FROM projects ORDER BY created_at, id")
+                .map_err(sql_err)?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok(Project {
+                        id: r.get(0)?,
+                        name: r.get(1)?,
+                        created_at: time(r.get(2)?)?,
+                    })
+                })
+                .map_err(sql_err)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+        })
+        .await
+    }
+
+    /// One project; a 404 for an unknown id.
+    pub async fn project(&self, id: &str) -> Result<Project> {
+        let id = id.to_string();
+        self.registry(move |conn| {
+            conn.query_row(
+                "SELECT id, name, created_at FROM projects WHERE id = ?1",
+                [&id],
+                |r| {
+                    Ok(Project {
+                        id: r.get(0)?,
+                        name: r.get(1)?,
+                        created_at: time(r.get(2)?)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(sql_err)?
+            .ok_or_else(|| Error::Unknown {
+                detail: format!("no project {id:?}"),
+            })
+        })
+        .await
+    }
+
+    /// Creates an API key for a project. The returned [`NewApiKey::key`] is the only copy.
+    pub async fn create_key(&self, project_id: &str, name: &str) -> Result<NewApiKey> {
+        let name = check_name("key", name)?;
+        let project = self.project(project_id).await?;
+        let id = hex(&random::<{ KEY_ID_HEX / 2 }>()?);
+        let secret = hex(&random::<{ KEY_SECRET_HEX / 2 }>()?);
+        let info = ApiKey {
+            display: format!("{KEY_PREFIX}{id}_…"),
+            id,
+            project_id: project.id,
+            name,
+            created_at: crate::record::now(),
+            revoked_at: None,
+        };
+        let row = info.clone();
+        let hash = digest(&secret);
+        self.registry(move |conn| {
+            conn.execute(
+                "INSERT INTO api_keys (id, project_id, name, hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![row.id, row.project_id, row.name, hash.to_vec(), row.created_at.timestamp_micros()],
+            )
+            .map_err(sql_err)?;
+            Ok(())
+        })
+        .await?;
+        Ok(NewApiKey {
+            key: format!("{KEY_PREFIX}{}_{secret}", info.id),
+            info,
+        })
+    }
+
+    /// A project's keys, revoked ones included, oldest first.
+    pub async fn keys(&self, project_id: &str) -> Result<Vec<ApiKey>> {
+        self.project(project_id).await?;
+        let project_id = project_id.to_string();
+        self.registry(move |conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT id, project_id, name, created_at, revoked_at FROM api_keys \
+                     WHERE project_id = ?1 ORDER BY created_at, id",
+                )
+                .map_err(sql_err)?;
+            let rows = stmt.query_map([&project_id], key_row).map_err(sql_err)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+        })
+        .await
+    }
+
+    /// Revokes a key by its id: from now on it opens nothing. Revoking twice keeps the first
+    /// time. A 404 for an unknown id.
+    pub async fn revoke_key(&self, key_id: &str) -> Result<ApiKey> {
+        let key_id = key_id.to_string();
+        self.registry(move |conn| {
+            conn.execute(
+                "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                params![key_id, Utc::now().timestamp_micros()],
+            )
+            .map_err(sql_err)?;
+            conn.query_row(
+                "SELECT id, project_id, name, created_at, revoked_at FROM api_keys WHERE id = ?1",
+                [&key_id],
+                key_row,
+            )
+            .optional()
+            .map_err(sql_err)?
+            .ok_or_else(|| Error::Unknown {
+                detail: format!("no API key with id {key_id:?}"),
+            })
+        })
+        .await
+    }
+
+    /// The project an `Authorization` header value (`Token <key>`) opens, and its
+    /// [`Memory`]. A missing, malformed, unknown or revoked key is a 401 whose `detail` says
+    /// which, without telling whether an unknown key's id exists.
+    pub async fn authenticate(&self, authorization: &str) -> Result<Memory> {
+        let project = self.authorize(authorization).await?;
+        self.memory(&project).await
+    }
+
+    /// The id of the project an `Authorization` header value opens (see
+    /// [`authenticate`](Self::authenticate)).
+    pub async fn authorize(&self, authorization: &str) -> Result<String> {
+        let (id, secret) = parse_header(authorization)?;
+        let presented = digest(secret);
+        let id = id.to_string();
+        let found = self
+            .registry(move |conn| {
+                conn.query_row(
+                    "SELECT project_id, hash, revoked_at FROM api_keys WHERE id = ?1",
+                    [&id],
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, Vec<u8>>(1)?,
+                            r.get::<_, Option<i64>>(2)?,
+                        ))
+                    },
+                )
+                .optional()
+                .map_err(sql_err)
+            })
+            .await?;
+        // An unknown id is compared against a dummy hash, so both paths do the same work.
+        let (project, stored, revoked) = found.unwrap_or_default();
+        let stored: [u8; 32] = stored.try_into().unwrap_or([0xff; 32]);
+        let matches: bool = presented.ct_eq(&stored).into();
+        if !matches || project.is_empty() {
+            return Err(unauthorized(
+                "unknown API key: check that the whole key was copied, or create a new one",
+            ));
+        }
+        if let Some(at) = revoked {
+            let at = time(at).map_or_else(|_| "earlier".to_string(), |t| t.to_rfc3339());
+            return Err(unauthorized(&format!(
+                "this API key was revoked ({at}); use another key of the project"
+            )));
+        }
+        Ok(project)
+    }
+
+    /// The [`Memory`] of a project, opened on first use and shared afterwards. A 404 for an
+    /// unknown project.
+    pub async fn memory(&self, project_id: &str) -> Result<Memory> {
+        let mut open = self.inner.open.lock().await;
+        if let Some(memory) = open.get(project_id) {
+            return Ok(memory.clone());
+        }
+        let project = self.project(project_id).await?;
+        let template = &self.inner.template;
+        let mut builder = Memory::builder()
+            .path(self.project_path(&project.id))
+            .index_params(template.params);
+        if let Some(e) = &template.embedder {
+            builder = builder.embedder(Arc::clone(e));
+        }
+        if let Some(l) = &template.llm {
+            builder = builder.llm(Arc::clone(l));
+        }
+        if let Some(r) = &template.reranker {
+            builder = builder.reranker(Arc::clone(r));
+        }
+        let memory = builder.build().await?;
+        open.insert(project.id, memory.clone());
+        Ok(memory)
+    }
+
+    /// The database file of a project.
+    pub fn project_path(&self, project_id: &str) -> PathBuf {
+        self.inner
+            .dir
+            .join("projects")
+            .join(format!("{project_id}.db"))
+    }
+
+    async fn registry<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        blocking(move || {
+            let conn = inner
+                .registry
+                .lock()
+                .map_err(|_| Error::internal("the registry lock was poisoned by a panic"))?;
+            f(&conn)
+        })
+        .await
+    }
+}
+
+/// Splits `Token mlk_<id>_<secret>` into the id and the secret.
+fn parse_header(header: &str) -> Result<(&str, &str)> {
+    let header = header.trim();
+    if header.is_empty() {
+        return Err(unauthorized(
+            "missing API key: send the header Authorization: Token <API key>",
+        ));
+    }
+    let (scheme, key) = header.split_once(' ').unwrap_or((header, ""));
+    if !scheme.eq_ignore_ascii_case("token") {
+        return Err(unauthorized(
+            "the Authorization header must use the Token scheme: Authorization: Token <API key>",
+        ));
+    }
+    let key = key.trim();
+    let shape = key
+        .strip_prefix(KEY_PREFIX)
+        .and_then(|rest| rest.split_once('_'))
+        .filter(|(id, secret)| {
+            id.len() == KEY_ID_HEX
+                && secret.len() == KEY_SECRET_HEX
+                && id
+                    .bytes()
+                    .chain(secret.bytes())
+                    .all(|b| b.is_ascii_hexdigit())
+        });
+    shape.ok_or_else(|| {
+        unauthorized(&format!(
+            "malformed API key: a key is {KEY_PREFIX} followed by {KEY_ID_HEX} hex digits, '_' \
+             and {KEY_SECRET_HEX} hex digits"
+        ))
+    })
+}
+
+fn unauthorized(detail: &str) -> Error {
+    Error::Unauthorized {
+        detail: detail.to_string(),
+    }
+}
+
+fn check_name(what: &str, name: &str) -> Result<String> {
+    let name = name.trim();
+    if name.is_empty() || name.len() > MAX_NAME_BYTES || name.chars().any(char::is_control) {
+        return Err(Error::invalid(format!(
+            "a {what} name is 1 to {MAX_NAME_BYTES} bytes of text without control characters"
+        )));
+    }
+    Ok(name.to_string())
+}
+
+fn digest(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+fn random<const N: usize>() -> Result<[u8; N]> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Error::internal(format!("the system's random source failed: {e}")))?;
+    Ok(bytes)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKey> {
+    let id: String = r.get(0)?;
+    Ok(ApiKey {
+        display: format!("{KEY_PREFIX}{id}_…"),
+        id,
+        project_id: r.get(1)?,
+        name: r.get(2)?,
+        created_at: time(r.get(3)?)?,
+        revoked_at: r.get::<_, Option<i64>>(4)?.map(time).transpose()?,
+    })
+}
+
+fn time(micros: i64) -> rusqlite::Result<DateTime<Utc>> {
+    DateTime::from_timestamp_micros(micros).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            0,
+            rusqlite::types::Type::Integer,
+            "timestamp out of range".into(),
+        )
+    })
+}
+
+fn sql_err(e: rusqlite::Error) -> Error {
+    Error::storage("the project registry failed", e)
+}
+
+async fn blocking<T, F>(f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::internal(format!("registry task failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> String {
+        format!(
+            "{KEY_PREFIX}{}_{}",
+            "a".repeat(KEY_ID_HEX),
+            "0".repeat(KEY_SECRET_HEX)
+        )
+    }
+
+    #[test]
+    fn headers_are_parsed_strictly() {
+        let good = format!("Token {}", key());
+        assert!(parse_header(&good).is_ok());
+        assert!(parse_header(&format!("token   {}  ", key())).is_ok());
+        for bad in [
+            String::new(),
+            "   ".into(),
+            key(),
+            format!("Bearer {}", key()),
+            "Token".into(),
+            "Token ".into(),
+            format!("Token {}", &key()[1..]),
+            format!("Token {}x", key()),
+            format!("Token {}", key().replace('a', "g")),
+            format!("Token {}", key().replace(KEY_PREFIX, "mlx_")),
+        ] {
+            let err = parse_header(&bad).err();
+            assert_eq!(err.as_ref().map(Error::status), Some(401), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert_eq!(check_name("key", "  ci  ").ok().as_deref(), Some("ci"));
+        assert!(check_name("key", "").is_err());
+        assert!(check_name("key", "a\nb").is_err());
+        assert!(check_name("key", &"x".repeat(MAX_NAME_BYTES + 1)).is_err());
+    }
+}
