@@ -92,6 +92,7 @@ pub use ops::consolidate::{
 };
 pub use ops::delete::{DeleteAllRequest, DeleteResult};
 pub use ops::engine::{Embedding, RetrieveResult};
+pub use ops::events::{Event, EventKind, EventPage, EVENT_POLL, MAX_EVENTS_PAGE};
 pub use ops::extract::{CoreUsage, ExtractRequest, ExtractResult, ExtractUsage, ExtractedCore};
 pub use ops::list::ListRequest;
 pub use ops::search::{ScoredMemory, SearchMode, SearchRequest, SearchResult};

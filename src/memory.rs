@@ -50,6 +50,8 @@ pub(crate) struct Inner {
     pub(crate) llm: Option<Arc<dyn Llm>>,
     /// Serialises commit + index insert, so that the index sees keys in commit order.
     pub(crate) gate: Arc<tokio::sync::Mutex<()>>,
+    /// Woken after every commit, for event streams.
+    pub(crate) changed: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Memory {
@@ -246,6 +248,7 @@ impl MemoryBuilder {
                 reranker: self.reranker,
                 llm: self.llm,
                 gate: Arc::new(tokio::sync::Mutex::new(())),
+                changed: tokio::sync::Notify::new(),
             }),
         })
     }
@@ -435,6 +438,7 @@ impl Memory {
             let _gate = Arc::clone(&this.inner.gate).lock_owned().await;
             let (batch, vectors) = build(this.clone()).await?;
             let outcome = this.inner.store.apply(batch).await?;
+            this.inner.changed.notify_waiters();
             let mut by_id: std::collections::HashMap<Uuid, Vec<f32>> =
                 vectors.into_iter().collect();
             let mut added = Vec::new();

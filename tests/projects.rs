@@ -228,6 +228,13 @@ async fn isolation(ops: Vec<Op>) {
                 }
             }
             Op::List { project } => {
+                let events = memories[project].events_after(0, 1_000).await.unwrap();
+                for event in events.results {
+                    assert!(
+                        made[project].contains(&event.memory_id),
+                        "{op:?}: {event:?}"
+                    );
+                }
                 for user in 0..3 {
                     let page = memories[project]
                         .list()

@@ -409,6 +409,19 @@ impl Store for MemStore {
             .collect())
     }
 
+    async fn changes_after(&self, cursor: u64, limit: usize) -> Result<Vec<(u64, HistoryRecord)>> {
+        let state = self.lock()?;
+        let start = usize::try_from(cursor).unwrap_or(usize::MAX);
+        Ok(state
+            .history
+            .iter()
+            .enumerate()
+            .skip(start)
+            .take(limit)
+            .map(|(i, h)| (i as u64 + 1, h.clone()))
+            .collect())
+    }
+
     async fn meta(&self, key: &str) -> Result<Option<String>> {
         Ok(self.lock()?.meta.get(key).cloned())
     }

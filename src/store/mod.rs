@@ -277,6 +277,11 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The change history of a memory (deleted ones too), oldest first; empty if unknown.
     async fn history(&self, id: Uuid) -> Result<Vec<HistoryRecord>>;
 
+    /// Every change of every memory after `cursor`, in commit order, with its cursor: the
+    /// history records of all memories as one log. Cursors are positive and strictly
+    /// increasing in commit order, and never reused; `0` is before the first change.
+    async fn changes_after(&self, cursor: u64, limit: usize) -> Result<Vec<(u64, HistoryRecord)>>;
+
     /// A value from the store's key–value metadata.
     async fn meta(&self, key: &str) -> Result<Option<String>>;
 

@@ -1043,6 +1043,39 @@ fn to_json(v: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::internal(format!("cannot serialise a record: {e}")))
 }
 
+const HISTORY_COLUMNS: &str = "id, memory_id, event, old_memory, new_memory, input, user_id, \
+     agent_id, app_id, run_id, categories, metadata, created_at";
+
+fn history_from_row(r: &Row<'_>) -> rusqlite::Result<HistoryRecord> {
+    let bad = |e: Box<dyn std::error::Error + Send + Sync>| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e)
+    };
+    let id: String = r.get(0)?;
+    let memory_id: String = r.get(1)?;
+    let event: String = r.get(2)?;
+    let input: String = r.get(5)?;
+    let categories: String = r.get(10)?;
+    let metadata: String = r.get(11)?;
+    Ok(HistoryRecord {
+        id: Uuid::parse_str(&id).map_err(|e| bad(Box::new(e)))?,
+        memory_id: Uuid::parse_str(&memory_id).map_err(|e| bad(Box::new(e)))?,
+        event: HistoryEvent::parse(&event)
+            .ok_or_else(|| bad(format!("unknown event {event}").into()))?,
+        old_memory: r.get(3)?,
+        new_memory: r.get(4)?,
+        input: json_column::<Vec<Message>>(&input)?,
+        owners: Owners {
+            user_id: r.get(6)?,
+            agent_id: r.get(7)?,
+            app_id: r.get(8)?,
+            run_id: r.get(9)?,
+        },
+        categories: json_column(&categories)?,
+        metadata: json_column(&metadata)?,
+        created_at: time(r.get(12)?)?,
+    })
+}
+
 fn insert_history(tx: &Transaction<'_>, h: &HistoryRecord) -> Result<()> {
     tx.execute(
         "INSERT INTO history (id, memory_id, event, old_memory, new_memory, input, user_id, agent_id, \
@@ -1480,39 +1513,33 @@ impl Store for SqliteStore {
     async fn history(&self, id: Uuid) -> Result<Vec<HistoryRecord>> {
         self.read(move |conn| {
             let mut stmt = conn
-                .prepare_cached(
-                    "SELECT id, memory_id, event, old_memory, new_memory, input, user_id, agent_id, app_id, \
-                     run_id, categories, metadata, created_at FROM history WHERE memory_id = ?1 ORDER BY seq",
-                )
+                .prepare_cached(&format!(
+                    "SELECT {HISTORY_COLUMNS} FROM history WHERE memory_id = ?1 ORDER BY seq"
+                ))
                 .map_err(sql_err)?;
             let rows = stmt
-                .query_map(params![id.to_string()], |r| {
-                    let hid: String = r.get(0)?;
-                    let event: String = r.get(2)?;
-                    let input: String = r.get(5)?;
-                    let categories: String = r.get(10)?;
-                    let metadata: String = r.get(11)?;
-                    let bad = |e: Box<dyn std::error::Error + Send + Sync>| {
-                        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e)
-                    };
-                    Ok(HistoryRecord {
-                        id: Uuid::parse_str(&hid).map_err(|e| bad(Box::new(e)))?,
-                        memory_id: id,
-                        event: HistoryEvent::parse(&event).ok_or_else(|| bad(format!("unknown event {event}").into()))?,
-                        old_memory: r.get(3)?,
-                        new_memory: r.get(4)?,
-                        input: json_column::<Vec<Message>>(&input)?,
-                        owners: Owners {
-                            user_id: r.get(6)?,
-                            agent_id: r.get(7)?,
-                            app_id: r.get(8)?,
-                            run_id: r.get(9)?,
-                        },
-                        categories: json_column(&categories)?,
-                        metadata: json_column(&metadata)?,
-                        created_at: time(r.get(12)?)?,
-                    })
-                })
+                .query_map(params![id.to_string()], history_from_row)
+                .map_err(sql_err)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+        })
+        .await
+    }
+
+    async fn changes_after(&self, cursor: u64, limit: usize) -> Result<Vec<(u64, HistoryRecord)>> {
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {HISTORY_COLUMNS}, seq FROM history WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+                ))
+                .map_err(sql_err)?;
+            let rows = stmt
+                .query_map(
+                    params![
+                        cursor.min(i64::MAX as u64) as i64,
+                        limit.min(i64::MAX as usize) as i64
+                    ],
+                    |r| Ok((r.get::<_, i64>(13)? as u64, history_from_row(r)?)),
+                )
                 .map_err(sql_err)?;
             rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
         })

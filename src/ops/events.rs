@@ -1,0 +1,183 @@
+//! `events`: the durable, ordered log of memory changes, as pages or as a stream that
+//! replays from a cursor and then follows live changes.
+//!
+//! The log is the history of every memory in commit order: each change writes exactly one
+//! history record in the transaction that makes it, so there is one event per change, none
+//! for a change that rolled back, and events always agree with history. A cursor is a
+//! position in that log; it survives restarts, so a subscriber that was away resumes where
+//! it stopped and loses nothing.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures_core::Stream;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::memory::Memory;
+use crate::record::{HistoryEvent, HistoryRecord, Owners};
+
+/// How many events a page holds at most.
+pub const MAX_EVENTS_PAGE: usize = 1_000;
+
+/// How often a stream checks for changes made by other handles or processes on the same
+/// file (changes made through the same handle wake it at once).
+pub const EVENT_POLL: Duration = Duration::from_millis(200);
+
+/// Events read per store call while a stream catches up.
+const STREAM_BATCH: usize = 256;
+
+/// What happened to a memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// A memory was added.
+    MemoryAdd,
+    /// A memory's text, metadata or categories changed.
+    MemoryUpdate,
+    /// A memory was deleted (one by one, by owner, or with its entity).
+    MemoryDelete,
+}
+
+/// One change in the event log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// The event's position in the log: pass it back to resume after this event.
+    pub cursor: u64,
+    /// What happened.
+    pub kind: EventKind,
+    /// The event's id (the id of the memory's history record for this change).
+    pub id: Uuid,
+    /// The memory that changed.
+    pub memory_id: Uuid,
+    /// Its text after the change (`None` on delete).
+    pub memory: Option<String>,
+    /// Its text before the change (`None` on add).
+    pub previous_memory: Option<String>,
+    /// Its owners.
+    #[serde(flatten)]
+    pub owners: Owners,
+    /// Its categories after the change.
+    pub categories: Vec<String>,
+    /// Its metadata after the change.
+    pub metadata: Map<String, Value>,
+    /// When the change happened.
+    pub created_at: DateTime<Utc>,
+}
+
+impl Event {
+    fn new(cursor: u64, h: HistoryRecord) -> Event {
+        Event {
+            cursor,
+            kind: match h.event {
+                HistoryEvent::Add => EventKind::MemoryAdd,
+                HistoryEvent::Update => EventKind::MemoryUpdate,
+                HistoryEvent::Delete => EventKind::MemoryDelete,
+            },
+            id: h.id,
+            memory_id: h.memory_id,
+            memory: h.new_memory,
+            previous_memory: h.old_memory,
+            owners: h.owners,
+            categories: h.categories,
+            metadata: h.metadata,
+            created_at: h.created_at,
+        }
+    }
+}
+
+/// A page of events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventPage {
+    /// The events after the requested cursor, oldest first.
+    pub results: Vec<Event>,
+    /// The cursor to ask from next: the last event's, or the requested one when the page is
+    /// empty.
+    pub next_cursor: u64,
+}
+
+impl Memory {
+    /// The events after `cursor` (`0`: from the beginning), oldest first, at most `limit`
+    /// (1 to [`MAX_EVENTS_PAGE`]; 400 otherwise).
+    pub async fn events_after(&self, cursor: u64, limit: usize) -> Result<EventPage> {
+        if !(1..=MAX_EVENTS_PAGE).contains(&limit) {
+            return Err(Error::invalid(format!(
+                "limit must be between 1 and {MAX_EVENTS_PAGE}, got {limit}"
+            )));
+        }
+        let results: Vec<Event> = self
+            .inner
+            .store
+            .changes_after(cursor, limit)
+            .await?
+            .into_iter()
+            .map(|(c, h)| Event::new(c, h))
+            .collect();
+        let next_cursor = results.last().map_or(cursor, |e| e.cursor);
+        Ok(EventPage {
+            results,
+            next_cursor,
+        })
+    }
+
+    /// A stream of every event after `cursor` (`0`: from the beginning): first those already
+    /// logged, then each new one as it is committed, for as long as the stream is polled.
+    ///
+    /// Changes made through this handle (or its clones) arrive at once; changes made by other
+    /// handles or processes on the same file within [`EVENT_POLL`]. A storage error is
+    /// yielded once and ends the stream; resume from the last cursor received.
+    pub fn events(&self, cursor: u64) -> impl Stream<Item = Result<Event>> + Send + 'static {
+        struct Follow {
+            memory: Memory,
+            cursor: u64,
+            pending: VecDeque<Event>,
+            failed: bool,
+        }
+        let start = Follow {
+            memory: self.clone(),
+            cursor,
+            pending: VecDeque::new(),
+            failed: false,
+        };
+        futures_util::stream::unfold(start, |mut s| async move {
+            if s.failed {
+                return None;
+            }
+            loop {
+                if let Some(event) = s.pending.pop_front() {
+                    s.cursor = event.cursor;
+                    return Some((Ok(event), s));
+                }
+                // Registered before reading, so a commit between the read and the wait
+                // still wakes this stream.
+                let inner = std::sync::Arc::clone(&s.memory.inner);
+                let changed = inner.changed.notified();
+                let mut changed = std::pin::pin!(changed);
+                changed.as_mut().enable();
+                match s
+                    .memory
+                    .inner
+                    .store
+                    .changes_after(s.cursor, STREAM_BATCH)
+                    .await
+                {
+                    Err(e) => {
+                        s.failed = true;
+                        return Some((Err(e), s));
+                    }
+                    Ok(batch) if !batch.is_empty() => {
+                        s.pending
+                            .extend(batch.into_iter().map(|(c, h)| Event::new(c, h)));
+                    }
+                    Ok(_) => {
+                        let _ = tokio::time::timeout(EVENT_POLL, changed).await;
+                    }
+                }
+            }
+        })
+    }
+}
