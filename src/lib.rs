@@ -92,6 +92,7 @@ pub use ops::consolidate::{
 };
 pub use ops::delete::{DeleteAllRequest, DeleteResult};
 pub use ops::engine::{Embedding, RetrieveResult};
+pub use ops::entities::EntitiesRequest;
 pub use ops::events::{Event, EventKind, EventPage, EVENT_POLL, MAX_EVENTS_PAGE};
 pub use ops::extract::{CoreUsage, ExtractRequest, ExtractResult, ExtractUsage, ExtractedCore};
 pub use ops::list::ListRequest;
@@ -105,3 +106,4 @@ pub use record::{
     DEFAULT_IMPORTANCE,
 };
 pub use rerank::{EmbeddingReranker, Reranker, RERANK_WINDOW};
+pub use store::{Entity, EntityKind};

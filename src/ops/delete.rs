@@ -53,7 +53,7 @@ impl Memory {
         }
     }
 
-    async fn delete_where(&self, write: Write) -> Result<DeleteResult> {
+    pub(crate) async fn delete_where(&self, write: Write) -> Result<DeleteResult> {
         // Deleting is free, so that erasure is never blocked by an empty balance.
         let outcome = self
             .commit(WriteBatch::new(vec![write], 0), Vec::new())

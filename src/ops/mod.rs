@@ -6,6 +6,7 @@ mod add_inferred;
 pub mod consolidate;
 pub mod delete;
 pub mod engine;
+pub mod entities;
 pub mod events;
 pub mod extract;
 pub mod get;

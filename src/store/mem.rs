@@ -8,8 +8,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    history_record, immutable_error, query_keywords, stem_all, stems, Change, ListPage, ListQuery,
-    LiveKey, Store, VectorKey, Write, WriteBatch, WriteOutcome, CONTEXT_WEIGHT, DEFAULT_CREDITS,
+    history_record, immutable_error, query_keywords, stem_all, stems, Change, Entity, EntityKind,
+    ListPage, ListQuery, LiveKey, Store, VectorKey, Write, WriteBatch, WriteOutcome,
+    CONTEXT_WEIGHT, DEFAULT_CREDITS,
 };
 use crate::error::{Error, Result};
 use crate::filter::{micros, Filter};
@@ -406,6 +407,42 @@ impl Store for MemStore {
             .iter()
             .filter(|h| h.memory_id == id)
             .cloned()
+            .collect())
+    }
+
+    async fn entities(
+        &self,
+        kind: Option<EntityKind>,
+        after: Option<(EntityKind, String)>,
+        limit: usize,
+    ) -> Result<Vec<Entity>> {
+        let state = self.lock()?;
+        let mut all: std::collections::BTreeMap<(EntityKind, String), Entity> =
+            std::collections::BTreeMap::new();
+        for row in state.rows.iter().filter(|r| !r.deleted) {
+            let r = &row.record;
+            for k in EntityKind::ALL {
+                if kind.is_some_and(|want| want != k) {
+                    continue;
+                }
+                let Some(id) = k.of(&r.owners) else { continue };
+                let e = all.entry((k, id.to_string())).or_insert_with(|| Entity {
+                    id: id.to_string(),
+                    kind: k,
+                    memory_count: 0,
+                    created_at: r.created_at,
+                    updated_at: r.updated_at,
+                });
+                e.memory_count += 1;
+                e.created_at = e.created_at.min(r.created_at);
+                e.updated_at = e.updated_at.max(r.updated_at);
+            }
+        }
+        Ok(all
+            .into_iter()
+            .filter(|(key, _)| after.as_ref().is_none_or(|a| key > a))
+            .map(|(_, e)| e)
+            .take(limit)
             .collect())
     }
 

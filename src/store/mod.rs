@@ -15,6 +15,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -192,6 +193,84 @@ pub struct ListPage {
     pub count: u64,
 }
 
+/// The kinds of owner a memory has; each owner id is an entity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntityKind {
+    /// `user_id`
+    User,
+    /// `agent_id`
+    Agent,
+    /// `app_id`
+    App,
+    /// `run_id`
+    Run,
+}
+
+impl EntityKind {
+    /// Every kind, in listing order.
+    pub const ALL: [EntityKind; 4] = [
+        EntityKind::User,
+        EntityKind::Agent,
+        EntityKind::App,
+        EntityKind::Run,
+    ];
+
+    /// The kind's name: `user`, `agent`, `app` or `run`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntityKind::User => "user",
+            EntityKind::Agent => "agent",
+            EntityKind::App => "app",
+            EntityKind::Run => "run",
+        }
+    }
+
+    /// The kind with this name.
+    pub fn parse(name: &str) -> Option<EntityKind> {
+        EntityKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// The owner field of this kind in a record's [`Owners`].
+    pub fn of(self, owners: &Owners) -> Option<&str> {
+        match self {
+            EntityKind::User => owners.user_id.as_deref(),
+            EntityKind::Agent => owners.agent_id.as_deref(),
+            EntityKind::App => owners.app_id.as_deref(),
+            EntityKind::Run => owners.run_id.as_deref(),
+        }
+    }
+
+    /// Owners with only this kind's id set.
+    pub fn owners(self, id: &str) -> Owners {
+        let mut owners = Owners::default();
+        let slot = match self {
+            EntityKind::User => &mut owners.user_id,
+            EntityKind::Agent => &mut owners.agent_id,
+            EntityKind::App => &mut owners.app_id,
+            EntityKind::Run => &mut owners.run_id,
+        };
+        *slot = Some(id.to_string());
+        owners
+    }
+}
+
+/// An owner id with live memories.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entity {
+    /// The owner id.
+    pub id: String,
+    /// Which kind of owner.
+    #[serde(rename = "type")]
+    pub kind: EntityKind,
+    /// How many live (not deleted) memories it owns, expired ones included.
+    pub memory_count: u64,
+    /// When its oldest live memory was created.
+    pub created_at: DateTime<Utc>,
+    /// When any of its live memories last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
 /// The liveness of one indexed vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LiveKey {
@@ -281,6 +360,15 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// history records of all memories as one log. Cursors are positive and strictly
     /// increasing in commit order, and never reused; `0` is before the first change.
     async fn changes_after(&self, cursor: u64, limit: usize) -> Result<Vec<(u64, HistoryRecord)>>;
+
+    /// Entities (owner ids with live memories) ordered by kind, then id; only those after
+    /// `after` and, when given, of one kind; at most `limit`.
+    async fn entities(
+        &self,
+        kind: Option<EntityKind>,
+        after: Option<(EntityKind, String)>,
+        limit: usize,
+    ) -> Result<Vec<Entity>>;
 
     /// A value from the store's key–value metadata.
     async fn meta(&self, key: &str) -> Result<Option<String>>;

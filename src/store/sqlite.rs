@@ -16,8 +16,8 @@ use uuid::Uuid;
 
 use super::fts::{self, RowTerms};
 use super::{
-    history_record, immutable_error, Change, ListPage, ListQuery, LiveKey, Store, VectorKey, Write,
-    WriteBatch, WriteOutcome, DEFAULT_CREDITS,
+    history_record, immutable_error, Change, Entity, EntityKind, ListPage, ListQuery, LiveKey,
+    Store, VectorKey, Write, WriteBatch, WriteOutcome, DEFAULT_CREDITS,
 };
 use super::{query_keywords, CONTEXT_WEIGHT};
 use crate::error::{Error, Result};
@@ -1521,6 +1521,57 @@ impl Store for SqliteStore {
                 .query_map(params![id.to_string()], history_from_row)
                 .map_err(sql_err)?;
             rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+        })
+        .await
+    }
+
+    async fn entities(
+        &self,
+        kind: Option<EntityKind>,
+        after: Option<(EntityKind, String)>,
+        limit: usize,
+    ) -> Result<Vec<Entity>> {
+        self.read(move |conn| {
+            let mut out = Vec::new();
+            for k in EntityKind::ALL {
+                if kind.is_some_and(|want| want != k) {
+                    continue;
+                }
+                let after_id = match &after {
+                    Some((ak, _)) if *ak > k => continue,
+                    Some((ak, id)) if *ak == k => Some(id.clone()),
+                    _ => None,
+                };
+                let left = limit.saturating_sub(out.len());
+                if left == 0 {
+                    break;
+                }
+                // The owner columns are fixed names, never caller input.
+                let column = format!("{}_id", k.as_str());
+                let mut stmt = conn
+                    .prepare_cached(&format!(
+                        "SELECT m.{column}, COUNT(*), MIN(m.created_at), MAX(m.updated_at) \
+                         FROM memories m WHERE {LIVE} AND m.{column} IS NOT NULL \
+                         AND (?1 IS NULL OR m.{column} > ?1) \
+                         GROUP BY m.{column} ORDER BY m.{column} LIMIT ?2"
+                    ))
+                    .map_err(sql_err)?;
+                let rows = stmt
+                    .query_map(params![after_id, left.min(i64::MAX as usize) as i64], |r| {
+                        Ok(Entity {
+                            id: r.get(0)?,
+                            kind: k,
+                            memory_count: r.get::<_, i64>(1)?.max(0) as u64,
+                            created_at: time(r.get(2)?)?,
+                            updated_at: time(r.get(3)?)?,
+                        })
+                    })
+                    .map_err(sql_err)?;
+                for row in rows {
+                    out.push(row.map_err(sql_err)?);
+                }
+            }
+            Ok(out)
         })
         .await
     }
