@@ -95,6 +95,7 @@ pub use ops::engine::{Embedding, RetrieveResult};
 pub use ops::entities::EntitiesRequest;
 pub use ops::events::{Event, EventKind, EventPage, EVENT_POLL, MAX_EVENTS_PAGE};
 pub use ops::extract::{CoreUsage, ExtractRequest, ExtractResult, ExtractUsage, ExtractedCore};
+pub use ops::feedback::{MAX_FEEDBACK_REASON_BYTES, MAX_FEEDBACK_REFILL, NEGATIVE_FEEDBACK_FACTOR};
 pub use ops::list::ListRequest;
 pub use ops::search::{ScoredMemory, SearchMode, SearchRequest, SearchResult};
 pub use ops::update::{UpdateRequest, UpdateResult};
@@ -106,4 +107,4 @@ pub use record::{
     DEFAULT_IMPORTANCE,
 };
 pub use rerank::{EmbeddingReranker, Reranker, RERANK_WINDOW};
-pub use store::{Entity, EntityKind};
+pub use store::{Entity, EntityKind, Feedback, FeedbackKind};

@@ -44,9 +44,11 @@ impl Memory {
             .await?
             .pop()
             .ok_or_else(|| Error::internal("no query vector"))?;
-        let results = self
-            .rank(&vector, &Filter::user(user_id), limit, false)
+        let refill = self.feedback_refill().await?;
+        let mut results = self
+            .rank(&vector, &Filter::user(user_id), limit + refill, false)
             .await?;
+        self.apply_feedback(&mut results, limit).await?;
         Ok(RetrieveResult { results })
     }
 

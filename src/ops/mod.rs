@@ -9,6 +9,7 @@ pub mod engine;
 pub mod entities;
 pub mod events;
 pub mod extract;
+pub mod feedback;
 pub mod get;
 pub mod list;
 pub mod search;

@@ -155,11 +155,12 @@ impl<'a> SearchRequest<'a> {
             }
             _ => None,
         };
-        // A reranker sees a wider window than top_k, and picks the top_k from it.
+        // A reranker sees a wider window than top_k, and picks the top_k from it; memories
+        // with negative feedback may leave or sink, so as many more are fetched.
         let k = match reranker {
             Some(_) => self.top_k.max(RERANK_WINDOW),
             None => self.top_k,
-        };
+        } + memory.feedback_refill().await?;
         let (expired, at) = (self.scope.include_expired, now());
         let ranked = match (self.mode, self.query) {
             (SearchMode::Vector, Query::Vector(v)) => {
@@ -202,8 +203,8 @@ impl<'a> SearchRequest<'a> {
             }
             // Stable: equal scores keep the first ranking's order.
             hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-            hits.truncate(self.top_k);
         }
+        memory.apply_feedback(&mut hits, self.top_k).await?;
         let results = hits
             .into_iter()
             .filter(|hit| hit.score >= self.threshold)

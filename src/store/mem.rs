@@ -9,8 +9,8 @@ use uuid::Uuid;
 
 use super::{
     history_record, immutable_error, query_keywords, stem_all, stems, Change, Entity, EntityKind,
-    ListPage, ListQuery, LiveKey, Store, VectorKey, Write, WriteBatch, WriteOutcome,
-    CONTEXT_WEIGHT, DEFAULT_CREDITS,
+    Feedback, FeedbackKind, ListPage, ListQuery, LiveKey, Store, VectorKey, Write, WriteBatch,
+    WriteOutcome, CONTEXT_WEIGHT, DEFAULT_CREDITS,
 };
 use crate::error::{Error, Result};
 use crate::filter::{micros, Filter};
@@ -32,6 +32,7 @@ struct State {
     by_id: HashMap<Uuid, usize>,
     history: Vec<HistoryRecord>,
     meta: HashMap<String, String>,
+    feedback: HashMap<Uuid, Feedback>,
     credits: u64,
     max_key: VectorKey,
 }
@@ -64,6 +65,7 @@ impl MemStore {
                 rows: Vec::new(),
                 by_id: HashMap::new(),
                 history: Vec::new(),
+                feedback: HashMap::new(),
                 meta: HashMap::new(),
                 credits: DEFAULT_CREDITS,
                 max_key: 0,
@@ -444,6 +446,43 @@ impl Store for MemStore {
             .map(|(_, e)| e)
             .take(limit)
             .collect())
+    }
+
+    async fn set_feedback(&self, feedback: Feedback) -> Result<()> {
+        let mut state = self.lock()?;
+        let live = state
+            .by_id
+            .get(&feedback.memory_id)
+            .is_some_and(|&i| !state.rows[i].deleted);
+        if !live {
+            return Err(Error::NotFound {
+                id: feedback.memory_id,
+            });
+        }
+        state.feedback.insert(feedback.memory_id, feedback);
+        Ok(())
+    }
+
+    async fn feedback(&self, ids: &[Uuid]) -> Result<Vec<Feedback>> {
+        let state = self.lock()?;
+        Ok(ids
+            .iter()
+            .filter_map(|id| state.feedback.get(id).cloned())
+            .collect())
+    }
+
+    async fn negative_feedback_count(&self) -> Result<u64> {
+        let state = self.lock()?;
+        Ok(state
+            .feedback
+            .values()
+            .filter(|f| {
+                matches!(
+                    f.feedback,
+                    Some(FeedbackKind::Negative | FeedbackKind::VeryNegative)
+                )
+            })
+            .count() as u64)
     }
 
     async fn changes_after(&self, cursor: u64, limit: usize) -> Result<Vec<(u64, HistoryRecord)>> {

@@ -271,6 +271,53 @@ pub struct Entity {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A quality signal about a memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FeedbackKind {
+    /// The memory is right and useful.
+    Positive,
+    /// The memory is wrong or unhelpful: search halves its score.
+    Negative,
+    /// The memory must not be used: search and retrieve leave it out.
+    VeryNegative,
+}
+
+impl FeedbackKind {
+    /// The kind's name: `POSITIVE`, `NEGATIVE` or `VERY_NEGATIVE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FeedbackKind::Positive => "POSITIVE",
+            FeedbackKind::Negative => "NEGATIVE",
+            FeedbackKind::VeryNegative => "VERY_NEGATIVE",
+        }
+    }
+
+    /// The kind with this name.
+    pub fn parse(name: &str) -> Option<FeedbackKind> {
+        [
+            FeedbackKind::Positive,
+            FeedbackKind::Negative,
+            FeedbackKind::VeryNegative,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == name)
+    }
+}
+
+/// The feedback on a memory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Feedback {
+    /// The memory.
+    pub memory_id: Uuid,
+    /// The signal; `None` when cleared or never given.
+    pub feedback: Option<FeedbackKind>,
+    /// Why, in the giver's words.
+    pub feedback_reason: Option<String>,
+    /// When it was last set or cleared (`None` if never).
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
 /// The liveness of one indexed vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LiveKey {
@@ -369,6 +416,16 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         after: Option<(EntityKind, String)>,
         limit: usize,
     ) -> Result<Vec<Entity>>;
+
+    /// Sets (or, with `feedback: None`, clears) the feedback on a live memory; 404 when the
+    /// memory is missing or deleted.
+    async fn set_feedback(&self, feedback: Feedback) -> Result<()>;
+
+    /// The feedback given on these memories (those with none are left out).
+    async fn feedback(&self, ids: &[Uuid]) -> Result<Vec<Feedback>>;
+
+    /// How many memories carry NEGATIVE or VERY_NEGATIVE feedback.
+    async fn negative_feedback_count(&self) -> Result<u64>;
 
     /// A value from the store's key–value metadata.
     async fn meta(&self, key: &str) -> Result<Option<String>>;

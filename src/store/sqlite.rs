@@ -16,8 +16,8 @@ use uuid::Uuid;
 
 use super::fts::{self, RowTerms};
 use super::{
-    history_record, immutable_error, Change, Entity, EntityKind, ListPage, ListQuery, LiveKey,
-    Store, VectorKey, Write, WriteBatch, WriteOutcome, DEFAULT_CREDITS,
+    history_record, immutable_error, Change, Entity, EntityKind, Feedback, FeedbackKind, ListPage,
+    ListQuery, LiveKey, Store, VectorKey, Write, WriteBatch, WriteOutcome, DEFAULT_CREDITS,
 };
 use super::{query_keywords, CONTEXT_WEIGHT};
 use crate::error::{Error, Result};
@@ -164,6 +164,16 @@ CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.deleted_at 
 END;
 INSERT INTO memories_fts (rowid, memory, context, owners)
     SELECT seq, memory, context, owners FROM memories WHERE deleted_at IS NULL;
+"#,
+    // Feedback on memories, one row per memory that ever had some.
+    r#"
+CREATE TABLE feedback (
+    memory_id  TEXT PRIMARY KEY,
+    feedback   TEXT,
+    reason     TEXT,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX feedback_negative ON feedback (feedback) WHERE feedback IN ('NEGATIVE', 'VERY_NEGATIVE');
 "#,
 ];
 
@@ -1593,6 +1603,94 @@ impl Store for SqliteStore {
                 )
                 .map_err(sql_err)?;
             rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+        })
+        .await
+    }
+
+    async fn set_feedback(&self, feedback: Feedback) -> Result<()> {
+        self.write(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(sql_err)?;
+            let id = feedback.memory_id.to_string();
+            let live: bool = tx
+                .query_row(
+                    &format!("SELECT EXISTS (SELECT 1 FROM memories m WHERE m.id = ?1 AND {LIVE})"),
+                    [&id],
+                    |r| r.get(0),
+                )
+                .map_err(sql_err)?;
+            if !live {
+                return Err(Error::NotFound {
+                    id: feedback.memory_id,
+                });
+            }
+            tx.execute(
+                "INSERT INTO feedback (memory_id, feedback, reason, updated_at) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (memory_id) DO UPDATE SET feedback = excluded.feedback, \
+                 reason = excluded.reason, updated_at = excluded.updated_at",
+                params![
+                    id,
+                    feedback.feedback.map(FeedbackKind::as_str),
+                    feedback.feedback_reason,
+                    feedback.updated_at.map(micros).unwrap_or_default()
+                ],
+            )
+            .map_err(sql_err)?;
+            tx.commit().map_err(sql_err)
+        })
+        .await
+    }
+
+    async fn feedback(&self, ids: &[Uuid]) -> Result<Vec<Feedback>> {
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        self.read(move |conn| {
+            let mut out = Vec::new();
+            for chunk in ids.chunks(500) {
+                let marks = vec!["?"; chunk.len()].join(", ");
+                let mut stmt = conn
+                    .prepare_cached(&format!(
+                        "SELECT memory_id, feedback, reason, updated_at FROM feedback \
+                         WHERE memory_id IN ({marks})"
+                    ))
+                    .map_err(sql_err)?;
+                let rows = stmt
+                    .query_map(params_from_iter(chunk), |r| {
+                        let id: String = r.get(0)?;
+                        let kind: Option<String> = r.get(1)?;
+                        Ok(Feedback {
+                            memory_id: Uuid::parse_str(&id).map_err(|e| {
+                                rusqlite::Error::FromSqlConversionFailure(
+                                    0,
+                                    rusqlite::types::Type::Text,
+                                    Box::new(e),
+                                )
+                            })?,
+                            feedback: kind.as_deref().and_then(FeedbackKind::parse),
+                            feedback_reason: r.get(2)?,
+                            updated_at: Some(time(r.get(3)?)?),
+                        })
+                    })
+                    .map_err(sql_err)?;
+                for row in rows {
+                    out.push(row.map_err(sql_err)?);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn negative_feedback_count(&self) -> Result<u64> {
+        self.read(|conn| {
+            let n: i64 = conn
+                .query_row(
+                    "SELECT COUNT(*) FROM feedback WHERE feedback IN ('NEGATIVE', 'VERY_NEGATIVE')",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(sql_err)?;
+            Ok(n.max(0) as u64)
         })
         .await
     }

@@ -1,0 +1,114 @@
+//! `feedback`: a quality signal on a memory (POSITIVE, NEGATIVE, VERY_NEGATIVE, with an
+//! optional reason), and how it shapes search.
+//!
+//! POSITIVE changes nothing in ranking: a score stays a similarity, not a popularity.
+//! NEGATIVE halves the memory's score in search and retrieve (after any reranker, before
+//! the threshold). VERY_NEGATIVE leaves the memory out of search and retrieve; `get`, `list`
+//! and exports still show it, and deleting it is how to erase it. Searches fetch one extra
+//! candidate per memory with negative feedback (up to [`MAX_FEEDBACK_REFILL`]), so what is
+//! demoted or left out is replaced by the next best memory.
+
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::memory::{Memory, MemoryId};
+use crate::ops::search::ScoredMemory;
+use crate::record::now;
+use crate::store::{Feedback, FeedbackKind};
+
+/// Bytes of a feedback reason.
+pub const MAX_FEEDBACK_REASON_BYTES: usize = 2_048;
+
+/// Extra candidates a search fetches, at most, to refill what feedback demotes or removes.
+pub const MAX_FEEDBACK_REFILL: usize = 100;
+
+/// What NEGATIVE feedback multiplies a memory's search score by.
+pub const NEGATIVE_FEEDBACK_FACTOR: f32 = 0.5;
+
+impl Memory {
+    /// Sets the feedback on a live memory, or clears it with `None` (the reason goes with
+    /// it). Free of credits. A 404 for an unknown or deleted memory; a 413 for a reason over
+    /// [`MAX_FEEDBACK_REASON_BYTES`].
+    pub async fn feedback(
+        &self,
+        id: impl Into<MemoryId>,
+        feedback: Option<FeedbackKind>,
+        reason: Option<&str>,
+    ) -> Result<Feedback> {
+        let memory_id = id.into().parse()?;
+        let reason = reason.map(str::trim).filter(|r| !r.is_empty());
+        if let Some(r) = reason {
+            if r.len() > MAX_FEEDBACK_REASON_BYTES {
+                return Err(Error::TooLarge {
+                    detail: format!(
+                        "feedback_reason is {} bytes; the limit is {MAX_FEEDBACK_REASON_BYTES}",
+                        r.len()
+                    ),
+                });
+            }
+        }
+        let record = Feedback {
+            memory_id,
+            feedback,
+            feedback_reason: feedback.and(reason.map(str::to_string)),
+            updated_at: Some(now()),
+        };
+        self.inner.store.set_feedback(record.clone()).await?;
+        Ok(record)
+    }
+
+    /// The feedback on a live memory (`feedback: None` when there is none). A 404 for an
+    /// unknown or deleted memory.
+    pub async fn feedback_of(&self, id: impl Into<MemoryId>) -> Result<Feedback> {
+        let memory_id: Uuid = id.into().parse()?;
+        self.get(memory_id).await?;
+        Ok(self
+            .inner
+            .store
+            .feedback(&[memory_id])
+            .await?
+            .pop()
+            .unwrap_or(Feedback {
+                memory_id,
+                feedback: None,
+                feedback_reason: None,
+                updated_at: None,
+            }))
+    }
+
+    /// How many extra candidates a search should fetch to refill what feedback removes.
+    pub(crate) async fn feedback_refill(&self) -> Result<usize> {
+        let flagged = self.inner.store.negative_feedback_count().await?;
+        Ok(usize::try_from(flagged)
+            .unwrap_or(usize::MAX)
+            .min(MAX_FEEDBACK_REFILL))
+    }
+
+    /// Applies feedback to ranked hits: VERY_NEGATIVE ones leave, NEGATIVE ones lose half
+    /// their score; the order is then by score (stable), and `top_k` are kept.
+    pub(crate) async fn apply_feedback(
+        &self,
+        hits: &mut Vec<ScoredMemory>,
+        top_k: usize,
+    ) -> Result<()> {
+        let ids: Vec<Uuid> = hits.iter().map(|h| h.record.id).collect();
+        let given = self.inner.store.feedback(&ids).await?;
+        if given.iter().any(|f| f.feedback.is_some()) {
+            let kind = |id: Uuid| {
+                given
+                    .iter()
+                    .find(|f| f.memory_id == id)
+                    .and_then(|f| f.feedback)
+            };
+            hits.retain(|h| kind(h.record.id) != Some(FeedbackKind::VeryNegative));
+            for hit in hits.iter_mut() {
+                if kind(hit.record.id) == Some(FeedbackKind::Negative) {
+                    hit.score *= NEGATIVE_FEEDBACK_FACTOR;
+                }
+            }
+            hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        }
+        hits.truncate(top_k);
+        Ok(())
+    }
+}
