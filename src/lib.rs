@@ -94,6 +94,9 @@ pub use ops::delete::{DeleteAllRequest, DeleteResult};
 pub use ops::engine::{Embedding, RetrieveResult};
 pub use ops::entities::EntitiesRequest;
 pub use ops::events::{Event, EventKind, EventPage, EVENT_POLL, MAX_EVENTS_PAGE};
+pub use ops::export::{
+    Export, ExportRequest, ExportedMemory, ImportResult, EXPORT_FORMAT, EXPORT_VERSION,
+};
 pub use ops::extract::{CoreUsage, ExtractRequest, ExtractResult, ExtractUsage, ExtractedCore};
 pub use ops::feedback::{MAX_FEEDBACK_REASON_BYTES, MAX_FEEDBACK_REFILL, NEGATIVE_FEEDBACK_FACTOR};
 pub use ops::list::ListRequest;

@@ -228,6 +228,13 @@ async fn isolation(ops: Vec<Op>) {
                 }
             }
             Op::List { project } => {
+                let export = memories[project].export().await.unwrap();
+                for m in export.memories {
+                    assert!(
+                        made[project].contains(&m.record.id),
+                        "{op:?}: exported {m:?}"
+                    );
+                }
                 let events = memories[project].events_after(0, 1_000).await.unwrap();
                 for event in events.results {
                     assert!(

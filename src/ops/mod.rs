@@ -8,6 +8,7 @@ pub mod delete;
 pub mod engine;
 pub mod entities;
 pub mod events;
+pub mod export;
 pub mod extract;
 pub mod feedback;
 pub mod get;

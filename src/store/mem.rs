@@ -100,13 +100,19 @@ impl State {
                 self.max_key += 1;
                 let key = self.max_key;
                 let at = new.record.created_at;
-                self.history.push(history_record(
-                    HistoryEvent::Add,
-                    None,
-                    &new.record,
-                    &new.input,
-                    at,
-                ));
+                match &new.history {
+                    Some(history) => self.history.extend(history.iter().cloned()),
+                    None => self.history.push(history_record(
+                        HistoryEvent::Add,
+                        None,
+                        &new.record,
+                        &new.input,
+                        at,
+                    )),
+                }
+                if let Some(f) = &new.feedback {
+                    self.feedback.insert(f.memory_id, (**f).clone());
+                }
                 self.by_id.insert(new.record.id, self.rows.len());
                 changes.push(Change {
                     event: HistoryEvent::Add,
@@ -445,6 +451,17 @@ impl Store for MemStore {
             .filter(|(key, _)| after.as_ref().is_none_or(|a| key > a))
             .map(|(_, e)| e)
             .take(limit)
+            .collect())
+    }
+
+    async fn vectors_of(&self, ids: &[Uuid]) -> Result<Vec<(Uuid, Vec<f32>)>> {
+        let state = self.lock()?;
+        Ok(ids
+            .iter()
+            .filter_map(|id| {
+                let row = state.rows.get(*state.by_id.get(id)?)?;
+                (!row.deleted).then(|| (*id, row.vector.clone()))
+            })
             .collect())
     }
 

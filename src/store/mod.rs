@@ -43,6 +43,10 @@ pub struct NewMemory {
     pub vector: Vec<f32>,
     /// The input that caused it, for history.
     pub input: Vec<Message>,
+    /// A restored memory's history, written as it is instead of a new ADD record.
+    pub history: Option<Vec<HistoryRecord>>,
+    /// A restored memory's feedback.
+    pub feedback: Option<Box<Feedback>>,
 }
 
 impl NewMemory {
@@ -52,6 +56,24 @@ impl NewMemory {
             record,
             vector,
             input,
+            history: None,
+            feedback: None,
+        }
+    }
+
+    /// A memory restored from an export, with its history and feedback as they were.
+    pub fn restored(
+        record: MemoryRecord,
+        vector: Vec<f32>,
+        history: Vec<HistoryRecord>,
+        feedback: Option<Feedback>,
+    ) -> Self {
+        NewMemory {
+            record,
+            vector,
+            input: Vec::new(),
+            history: Some(history),
+            feedback: feedback.map(Box::new),
         }
     }
 }
@@ -416,6 +438,9 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
         after: Option<(EntityKind, String)>,
         limit: usize,
     ) -> Result<Vec<Entity>>;
+
+    /// The stored vectors of these live memories (unknown or deleted ones are left out).
+    async fn vectors_of(&self, ids: &[Uuid]) -> Result<Vec<(Uuid, Vec<f32>)>>;
 
     /// Sets (or, with `feedback: None`, clears) the feedback on a live memory; 404 when the
     /// memory is missing or deleted.

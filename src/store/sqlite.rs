@@ -1086,6 +1086,22 @@ fn history_from_row(r: &Row<'_>) -> rusqlite::Result<HistoryRecord> {
     })
 }
 
+fn insert_feedback(tx: &Transaction<'_>, f: &Feedback) -> Result<()> {
+    tx.execute(
+        "INSERT INTO feedback (memory_id, feedback, reason, updated_at) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (memory_id) DO UPDATE SET feedback = excluded.feedback, \
+         reason = excluded.reason, updated_at = excluded.updated_at",
+        params![
+            f.memory_id.to_string(),
+            f.feedback.map(FeedbackKind::as_str),
+            f.feedback_reason,
+            f.updated_at.map(micros).unwrap_or_default()
+        ],
+    )
+    .map_err(sql_err)?;
+    Ok(())
+}
+
 fn insert_history(tx: &Transaction<'_>, h: &HistoryRecord) -> Result<()> {
     tx.execute(
         "INSERT INTO history (id, memory_id, event, old_memory, new_memory, input, user_id, agent_id, \
@@ -1205,10 +1221,20 @@ fn apply_write(tx: &Transaction<'_>, write: Write, changes: &mut Vec<Change>) ->
                 }
                 Err(e) => return Err(sql_err(e)),
             }
-            insert_history(
-                tx,
-                &history_record(HistoryEvent::Add, None, r, &new.input, r.created_at),
-            )?;
+            match &new.history {
+                Some(history) => {
+                    for h in history {
+                        insert_history(tx, h)?;
+                    }
+                }
+                None => insert_history(
+                    tx,
+                    &history_record(HistoryEvent::Add, None, r, &new.input, r.created_at),
+                )?,
+            }
+            if let Some(f) = &new.feedback {
+                insert_feedback(tx, f)?;
+            }
             changes.push(Change {
                 event: HistoryEvent::Add,
                 record: new.record,
@@ -1607,6 +1633,36 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn vectors_of(&self, ids: &[Uuid]) -> Result<Vec<(Uuid, Vec<f32>)>> {
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        self.read(move |conn| {
+            let mut out = Vec::with_capacity(ids.len());
+            for chunk in ids.chunks(500) {
+                let marks = vec!["?"; chunk.len()].join(", ");
+                let mut stmt = conn
+                    .prepare_cached(&format!(
+                        "SELECT m.id, m.vector FROM memories m WHERE m.id IN ({marks}) AND {LIVE}"
+                    ))
+                    .map_err(sql_err)?;
+                let rows = stmt
+                    .query_map(params_from_iter(chunk), |r| {
+                        let id: String = r.get(0)?;
+                        let bytes: Vec<u8> = r.get(1)?;
+                        Ok((id, vector_from_bytes(&bytes)))
+                    })
+                    .map_err(sql_err)?;
+                for row in rows {
+                    let (id, vector) = row.map_err(sql_err)?;
+                    let id = Uuid::parse_str(&id)
+                        .map_err(|e| Error::internal(format!("a stored id is not a UUID: {e}")))?;
+                    out.push((id, vector));
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     async fn set_feedback(&self, feedback: Feedback) -> Result<()> {
         self.write(move |conn| {
             let tx = conn
@@ -1625,18 +1681,7 @@ impl Store for SqliteStore {
                     id: feedback.memory_id,
                 });
             }
-            tx.execute(
-                "INSERT INTO feedback (memory_id, feedback, reason, updated_at) VALUES (?1, ?2, ?3, ?4) \
-                 ON CONFLICT (memory_id) DO UPDATE SET feedback = excluded.feedback, \
-                 reason = excluded.reason, updated_at = excluded.updated_at",
-                params![
-                    id,
-                    feedback.feedback.map(FeedbackKind::as_str),
-                    feedback.feedback_reason,
-                    feedback.updated_at.map(micros).unwrap_or_default()
-                ],
-            )
-            .map_err(sql_err)?;
+            insert_feedback(&tx, &feedback)?;
             tx.commit().map_err(sql_err)
         })
         .await

@@ -1,0 +1,247 @@
+//! `export` and `import`: a lossless JSON copy of a project's memories, for backups,
+//! migrations and inspection.
+//!
+//! An export holds every field of each live memory, its vector, its whole history and its
+//! feedback. Importing it into an empty project restores each memory with its id,
+//! timestamps, hash and history exactly; a second export of that project equals the first
+//! (but for `exported_at`). Vectors are reused when the embedding model is the same and
+//! recomputed when it is not, so an import is also how to move to another model.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::embed::normalize;
+use crate::error::{Error, Result};
+use crate::limits;
+use crate::memory::Memory;
+use crate::ops::{awaitable, scope_setters, Scope};
+use crate::record::{content_hash, now, HistoryRecord, MemoryRecord};
+use crate::store::{Feedback, ListQuery, NewMemory, Write, WriteBatch};
+
+/// The `format` of an export.
+pub const EXPORT_FORMAT: &str = "memlane.export";
+/// The `version` of the export format this memlane writes and reads.
+pub const EXPORT_VERSION: u32 = 1;
+
+/// A project's memories as JSON (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Export {
+    /// Always [`EXPORT_FORMAT`].
+    pub format: String,
+    /// [`EXPORT_VERSION`].
+    pub version: u32,
+    /// When the export was made.
+    pub exported_at: DateTime<Utc>,
+    /// The model the vectors come from.
+    pub embedding_model: String,
+    /// Their length.
+    pub dimension: usize,
+    /// The memories, oldest first.
+    pub memories: Vec<ExportedMemory>,
+}
+
+/// One memory of an export.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportedMemory {
+    /// Every field of the memory.
+    #[serde(flatten)]
+    pub record: MemoryRecord,
+    /// Its vector.
+    pub vector: Vec<f32>,
+    /// Its history, oldest first.
+    pub history: Vec<HistoryRecord>,
+    /// Its feedback, if any was ever given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<Feedback>,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ImportResult {
+    /// The ids of the memories restored.
+    pub imported: Vec<Uuid>,
+    /// Whether vectors were recomputed (the export came from another embedding model).
+    pub reembedded: bool,
+    /// Credits this call used: imports are free.
+    pub credits_used: u64,
+    /// Credits left.
+    pub credits_remaining: u64,
+}
+
+/// An export; await it to run it. Built by [`Memory::export`].
+#[derive(Debug)]
+#[must_use = "a request does nothing until awaited"]
+pub struct ExportRequest<'a> {
+    memory: &'a Memory,
+    scope: Scope,
+}
+
+impl Memory {
+    /// Exports the live memories matching the request's restrictions (all by default,
+    /// expired ones included) with their vectors, history and feedback.
+    pub fn export(&self) -> ExportRequest<'_> {
+        ExportRequest {
+            memory: self,
+            scope: Scope {
+                include_expired: true,
+                ..Scope::default()
+            },
+        }
+    }
+
+    /// Restores an export: every memory with its id, fields, history and feedback, all in
+    /// one transaction (nothing is stored if anything is wrong). A 409 when a memory with
+    /// one of the ids exists here, deleted ones included; a 400 for an export that is not
+    /// one ([`EXPORT_FORMAT`], [`EXPORT_VERSION`]) or does not hold together (a history of
+    /// another memory, a hash that is not the text's, a repeated id).
+    pub async fn import(&self, export: &Export) -> Result<ImportResult> {
+        if export.format != EXPORT_FORMAT || export.version != EXPORT_VERSION {
+            return Err(Error::invalid(format!(
+                "this is not a memlane export of version {EXPORT_VERSION} (format {:?}, version {})",
+                export.format, export.version
+            )));
+        }
+        let mut seen = HashSet::new();
+        for m in &export.memories {
+            let r = &m.record;
+            if !seen.insert(r.id) {
+                return Err(Error::invalid(format!("memory {} appears twice", r.id)));
+            }
+            limits::text("memory", &r.memory)?;
+            limits::owners(&r.owners)?;
+            // `core` is memlane's own key, reserved in what callers pass, kept in a restore.
+            let mut caller = r.metadata.clone();
+            caller.remove("core");
+            limits::metadata(&caller)?;
+            if r.owners.is_empty() {
+                return Err(Error::invalid(format!("memory {} has no owner", r.id)));
+            }
+            if r.hash != content_hash(&r.memory) {
+                return Err(Error::invalid(format!(
+                    "memory {}: its hash is not the SHA-256 of its text; the export was altered",
+                    r.id
+                )));
+            }
+            if let Some(h) = m.history.iter().find(|h| h.memory_id != r.id) {
+                return Err(Error::invalid(format!(
+                    "memory {} carries history record {} of memory {}",
+                    r.id, h.id, h.memory_id
+                )));
+            }
+            if m.feedback.as_ref().is_some_and(|f| f.memory_id != r.id) {
+                return Err(Error::invalid(format!(
+                    "memory {} carries feedback on another memory",
+                    r.id
+                )));
+            }
+        }
+        let embedder = &self.inner.embedder;
+        let reembed = export.embedding_model != embedder.model_id()
+            || export.dimension != embedder.dimension();
+        let vectors: Vec<Vec<f32>> = if reembed {
+            let texts: Vec<String> = export
+                .memories
+                .iter()
+                .map(|m| m.record.indexed_text())
+                .collect();
+            self.embed_documents(&texts).await?
+        } else {
+            export
+                .memories
+                .iter()
+                .map(|m| {
+                    // Checked like any vector; kept bit for bit when it is already unit
+                    // length, as stored vectors are, so that a restore is exact.
+                    let unit = normalize(m.vector.clone(), embedder.dimension())?;
+                    let norm: f32 = m.vector.iter().map(|x| x * x).sum::<f32>().sqrt();
+                    Ok(if (norm - 1.0).abs() < 1e-4 {
+                        m.vector.clone()
+                    } else {
+                        unit
+                    })
+                })
+                .collect::<Result<_>>()?
+        };
+        let mut writes = Vec::with_capacity(export.memories.len());
+        let mut keyed = Vec::with_capacity(export.memories.len());
+        for (m, vector) in export.memories.iter().zip(vectors) {
+            keyed.push((m.record.id, vector.clone()));
+            writes.push(Write::Insert(NewMemory::restored(
+                m.record.clone(),
+                vector,
+                m.history.clone(),
+                m.feedback.clone(),
+            )));
+        }
+        let outcome = self.commit(WriteBatch::new(writes, 0), keyed).await?;
+        Ok(ImportResult {
+            imported: outcome.changes.iter().map(|c| c.record.id).collect(),
+            reembedded: reembed,
+            credits_used: 0,
+            credits_remaining: outcome.credits_remaining,
+        })
+    }
+}
+
+impl ExportRequest<'_> {
+    scope_setters!();
+
+    async fn send(self) -> Result<Export> {
+        let filter = self.scope.to_filter()?;
+        let store = &self.memory.inner.store;
+        let at = now();
+        let mut records = Vec::new();
+        let mut before = None;
+        loop {
+            let mut query = ListQuery::new(filter.clone(), at, limits::MAX_PAGE_SIZE);
+            query.include_expired = self.scope.include_expired;
+            query.before = before;
+            let page = store.list(query).await?;
+            records.extend(page.records);
+            match page.next {
+                Some(next) => before = Some(next),
+                None => break,
+            }
+        }
+        // Lists are newest first; an export reads oldest first, as history does.
+        records.reverse();
+        let ids: Vec<Uuid> = records.iter().map(|r| r.id).collect();
+        let mut vectors: HashMap<Uuid, Vec<f32>> =
+            store.vectors_of(&ids).await?.into_iter().collect();
+        let mut feedback: HashMap<Uuid, Feedback> = store
+            .feedback(&ids)
+            .await?
+            .into_iter()
+            .map(|f| (f.memory_id, f))
+            .collect();
+        let mut memories = Vec::with_capacity(records.len());
+        for record in records {
+            // A memory deleted between the list and now is left out.
+            let Some(vector) = vectors.remove(&record.id) else {
+                continue;
+            };
+            let history = store.history(record.id).await?;
+            memories.push(ExportedMemory {
+                feedback: feedback.remove(&record.id),
+                record,
+                vector,
+                history,
+            });
+        }
+        let embedder = &self.memory.inner.embedder;
+        Ok(Export {
+            format: EXPORT_FORMAT.to_string(),
+            version: EXPORT_VERSION,
+            exported_at: at,
+            embedding_model: embedder.model_id().to_string(),
+            dimension: embedder.dimension(),
+            memories,
+        })
+    }
+}
+
+awaitable!(ExportRequest, Export);
