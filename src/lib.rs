@@ -54,6 +54,7 @@
 )]
 
 mod config;
+mod credits;
 mod embed;
 mod error;
 pub mod filter;
@@ -73,6 +74,7 @@ pub use config::{
     ConfigResult, Label, ProductVariant, ProjectConfig, DEFAULT_LABELS, MAX_LABELS,
     MAX_LABEL_BYTES, MAX_LABEL_DESCRIPTION_BYTES, MAX_POLICY_BYTES,
 };
+pub use credits::Prices;
 #[cfg(feature = "local-embed")]
 pub use embed::MiniLm;
 pub use embed::{EmbedMode, Embedder, HashEmbedder};
@@ -84,7 +86,7 @@ pub use llm::{
 };
 #[cfg(feature = "local-llm")]
 pub use llm::{LocalLlm, MAX_PROMPT_TOKENS};
-pub use memory::{prices, Memory, MemoryBuilder, MemoryId};
+pub use memory::{Memory, MemoryBuilder, MemoryId};
 pub use ops::add::{AddRequest, AddResult, AddedMemory, Messages};
 pub use ops::consolidate::{
     ConsolidateProgress, ConsolidateRequest, ConsolidateResult, MergedCluster,

@@ -14,15 +14,6 @@ use crate::store::{
     SqliteStore, Store, WriteBatch, WriteOutcome, META_DIMENSION, META_MODEL, META_STORE_ID,
 };
 
-/// Credits charged per operation until per-project pricing lands.
-pub mod prices {
-    /// Per memory stored by `add`.
-    pub const ADD: u64 = 1;
-    /// Per `update`.
-    pub const UPDATE: u64 = 1;
-    // Deleting is free, so that erasure is never blocked by an empty balance.
-}
-
 /// The memory engine: a cheap, cloneable handle to one store, its vector index and its
 /// embedder. Clone it freely; every clone shares the same state.
 ///

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::llm::Usage;
-use crate::memory::{prices, Memory};
+use crate::memory::Memory;
 use crate::ops::add_inferred::{add_inferred, Input};
 use crate::ops::{awaitable, owner_setters};
 use crate::record::{
@@ -259,7 +259,7 @@ impl<'a> AddRequest<'a> {
             keyed.push((id, vector.clone()));
             writes.push(Write::Insert(NewMemory::new(record, vector, vec![message])));
         }
-        let credits_used = prices::ADD * writes.len() as u64;
+        let credits_used = self.memory.prices().await?.add * writes.len() as u64;
         let outcome = self
             .memory
             .commit(WriteBatch::new(writes, credits_used), keyed)

@@ -26,7 +26,7 @@ use super::add::{AddResult, AddedMemory};
 use crate::error::{Error, Result};
 use crate::infer::{self, dates, Event, Existing, Fact};
 use crate::llm::{Llm, Usage};
-use crate::memory::{prices, Memory};
+use crate::memory::Memory;
 use crate::record::{content_hash, indexed_text, Core, MemoryRecord, Message, Owners};
 use crate::store::{owner_filter, MemoryUpdate, NewMemory, Write, WriteBatch};
 
@@ -78,6 +78,8 @@ pub(crate) async fn add_inferred(memory: &Memory, input: Input) -> Result<AddRes
             .into(),
     })?;
     let config = memory.config().await?;
+    let prices = memory.prices().await?;
+    memory.check_affordable(prices.inference).await?;
     let labels = config.labels();
     let (at, spoken_at) = (input.at, input.spoken_at);
     let extracted = infer::extract_facts(
@@ -98,10 +100,11 @@ pub(crate) async fn add_inferred(memory: &Memory, input: Input) -> Result<AddRes
         })
         .collect();
     if facts.is_empty() {
+        let remaining = memory.charge(prices.inference).await?;
         return Ok(AddResult::new(
             Vec::new(),
-            0,
-            memory.inner.store.credits().await?,
+            prices.inference,
+            remaining,
             usage,
         ));
     }
@@ -207,7 +210,7 @@ pub(crate) async fn add_inferred(memory: &Memory, input: Input) -> Result<AddRes
 
     let mut writes = Vec::new();
     let mut keyed = Vec::new();
-    let mut credits = 0;
+    let mut credits = prices.inference;
     let mut expected: Vec<MemoryRecord> = Vec::new();
     for ((fact, vector), plan) in facts.iter().zip(vectors).zip(&plans) {
         match plan {
@@ -221,7 +224,7 @@ pub(crate) async fn add_inferred(memory: &Memory, input: Input) -> Result<AddRes
                     vector,
                     input.messages.clone(),
                 )));
-                credits += prices::ADD;
+                credits += prices.add;
             }
             Plan::Update { memory: m, text } => {
                 let old = &existing[*m];
@@ -239,7 +242,7 @@ pub(crate) async fn add_inferred(memory: &Memory, input: Input) -> Result<AddRes
                 update.input = input.messages.clone();
                 writes.push(Write::Update(update));
                 expected.push(old.clone());
-                credits += prices::UPDATE;
+                credits += prices.update;
             }
         }
     }
@@ -253,12 +256,8 @@ pub(crate) async fn add_inferred(memory: &Memory, input: Input) -> Result<AddRes
         expected.push(old.clone());
     }
     if writes.is_empty() {
-        return Ok(AddResult::new(
-            Vec::new(),
-            0,
-            memory.inner.store.credits().await?,
-            usage,
-        ));
+        let remaining = memory.charge(credits).await?;
+        return Ok(AddResult::new(Vec::new(), credits, remaining, usage));
     }
     let outcome = memory
         .commit_with(move |memory| async move {

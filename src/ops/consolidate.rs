@@ -22,7 +22,7 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::infer;
 use crate::llm::Usage;
-use crate::memory::{prices, Memory};
+use crate::memory::Memory;
 use crate::ops::add_inferred::union;
 use crate::ops::{awaitable, scope_setters, Scope};
 use crate::record::{indexed_text, now, MemoryRecord, Message, Owners};
@@ -324,6 +324,7 @@ async fn merge_cluster(
     let mut writes = Vec::new();
     let mut keyed = Vec::new();
     let mut credits = 0;
+    let price = memory.prices().await?.update;
     let mut update = MemoryUpdate::new(kept.id, at);
     let categories = cluster
         .iter()
@@ -343,7 +344,7 @@ async fn merge_cluster(
             core.insert("tags".into(), serde_json::json!(categories));
         }
         update.metadata = Some(metadata);
-        credits = prices::UPDATE;
+        credits = price;
     }
     if text != kept.memory || categories != kept.categories {
         update.categories = Some(categories);

@@ -9,7 +9,7 @@ use crate::config::ProductVariant;
 use crate::error::{Error, Result};
 use crate::infer;
 use crate::limits;
-use crate::memory::{prices, Memory};
+use crate::memory::Memory;
 use crate::ops::{awaitable, owner_setters};
 use crate::record::{content_hash, now, Core, MemoryRecord, Message, Owners};
 use crate::store::{NewMemory, Write, WriteBatch};
@@ -169,6 +169,9 @@ impl<'a> ExtractRequest<'a> {
         let at = now();
         let spoken_at = self.timestamp.unwrap_or(at);
         let config = memory.config().await?;
+        let prices = memory.prices().await?;
+        let price = prices.inference + if self.store { prices.add } else { 0 };
+        memory.check_affordable(price).await?;
         let labels = config.labels();
         let parsed = infer::digest(
             &*llm,
@@ -206,8 +209,8 @@ impl<'a> ExtractRequest<'a> {
                 extensions: Map::new(),
                 memory_id: None,
                 usage,
-                credits_used: 0,
-                credits_remaining: memory.inner.store.credits().await?,
+                credits_used: price,
+                credits_remaining: memory.charge(price).await?,
             });
         }
         let id = Uuid::now_v7();
@@ -248,7 +251,7 @@ impl<'a> ExtractRequest<'a> {
                         vector.clone(),
                         self.messages,
                     ))],
-                    prices::ADD,
+                    price,
                 ),
                 vec![(id, vector)],
             )
@@ -258,7 +261,7 @@ impl<'a> ExtractRequest<'a> {
             extensions: Map::new(),
             memory_id: Some(id),
             usage,
-            credits_used: prices::ADD,
+            credits_used: price,
             credits_remaining: outcome.credits_remaining,
         })
     }

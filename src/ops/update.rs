@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::limits;
-use crate::memory::{prices, Memory, MemoryId};
+use crate::memory::{Memory, MemoryId};
 use crate::ops::add::verbatim_core;
 use crate::ops::awaitable;
 use crate::record::{indexed_text, now, MemoryRecord};
@@ -74,6 +74,7 @@ impl<'a> UpdateRequest<'a> {
 
     async fn send(self) -> Result<UpdateResult> {
         let id = self.id.parse()?;
+        let price = self.memory.prices().await?.update;
         if self.text.is_none() && self.metadata.is_none() && self.categories.is_none() {
             return Err(Error::invalid(
                 "nothing to update: give a new text, metadata or categories",
@@ -144,10 +145,7 @@ impl<'a> UpdateRequest<'a> {
                 metadata.insert("core".into(), core);
                 update.metadata = Some(metadata);
                 update.categories = categories;
-                Ok((
-                    WriteBatch::new(vec![Write::Update(update)], prices::UPDATE),
-                    keyed,
-                ))
+                Ok((WriteBatch::new(vec![Write::Update(update)], price), keyed))
             })
             .await?;
         let memory = outcome
@@ -158,7 +156,7 @@ impl<'a> UpdateRequest<'a> {
             .ok_or_else(|| Error::internal("update committed no change"))?;
         Ok(UpdateResult {
             memory,
-            credits_used: prices::UPDATE,
+            credits_used: price,
             credits_remaining: outcome.credits_remaining,
         })
     }
