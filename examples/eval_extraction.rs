@@ -18,8 +18,10 @@
 //! - precision: the share of the user's live memories that state at least one labelled fact;
 //! - recall: the share of labelled facts stated by at least one live memory.
 //!
-//! A memory that still holds a corrected or contradicted fact states no labelled fact, so it
-//! costs precision. Anything stored from small talk does too.
+//! A memory that still holds a corrected or contradicted fact (it contains one of the
+//! conversation's stale terms, such as the old city) counts as wrong even if it also states
+//! the new one: it costs precision, and does not count for recall. Anything stored from
+//! small talk is wrong too. Marks in the listing: `+` right, `~` stale, `-` states no fact.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -54,6 +56,8 @@ struct Case {
     kind: Kind,
     turns: &'static [Turn],
     facts: &'static [Fact],
+    /// Terms of a corrected or contradicted fact: a memory holding one is stale.
+    stale: &'static [&'static str],
 }
 
 /// Wednesday 4 March 2026, 10:00 UTC: "now" for the single-turn conversations.
@@ -75,6 +79,7 @@ const CASES: &[Case] = &[
             ],
         }],
         facts: &[&[&["vegetarian"]], &[&["olive"]], &[&["thai"]]],
+        stale: &[],
     },
     Case {
         id: "answers",
@@ -87,6 +92,7 @@ const CASES: &[Case] = &[
             ],
         }],
         facts: &[&[&["bullet", "short", "brief", "concise"]]],
+        stale: &[],
     },
     Case {
         id: "weekends",
@@ -99,6 +105,7 @@ const CASES: &[Case] = &[
             )],
         }],
         facts: &[&[&["boulder"]], &[&["ana"]]],
+        stale: &[],
     },
     Case {
         id: "seats",
@@ -111,6 +118,7 @@ const CASES: &[Case] = &[
             ],
         }],
         facts: &[&[&["aisle"]]],
+        stale: &[],
     },
     Case {
         id: "work",
@@ -123,6 +131,7 @@ const CASES: &[Case] = &[
             )],
         }],
         facts: &[&[&["fintech"]], &[&["berlin"]], &[&["rust"]]],
+        stale: &[],
     },
     // Corrections.
     Case {
@@ -136,6 +145,7 @@ const CASES: &[Case] = &[
             )],
         }],
         facts: &[&[&["may 13", "13 may", "05-13"]]],
+        stale: &["may 3rd", "may 3,", "05-03"],
     },
     Case {
         id: "dog-name",
@@ -154,6 +164,7 @@ const CASES: &[Case] = &[
             },
         ],
         facts: &[&[&["rocky"]], &[&["beagle"]]],
+        stale: &["rex"],
     },
     Case {
         id: "hospital",
@@ -172,6 +183,7 @@ const CASES: &[Case] = &[
             },
         ],
         facts: &[&[&["nurse"]], &[&["leeds", "children"]]],
+        stale: &["st. mary", "st mary"],
     },
     Case {
         id: "allergy-corrected",
@@ -185,6 +197,7 @@ const CASES: &[Case] = &[
             ],
         }],
         facts: &[&[&["shrimp"]]],
+        stale: &[],
     },
     // Contradictions: a later conversation says the opposite.
     Case {
@@ -201,6 +214,7 @@ const CASES: &[Case] = &[
             },
         ],
         facts: &[&[&["valencia"]]],
+        stale: &["madrid"],
     },
     Case {
         id: "diet",
@@ -216,6 +230,7 @@ const CASES: &[Case] = &[
             },
         ],
         facts: &[&[&["vegan"]]],
+        stale: &["steak"],
     },
     Case {
         id: "drink",
@@ -234,6 +249,7 @@ const CASES: &[Case] = &[
             },
         ],
         facts: &[&[&["green tea"]], &[&["jitter"]]],
+        stale: &["strong coffee", "coffee every"],
     },
     // Relative dates, resolved against the conversation's time (Wednesday 4 March 2026).
     Case {
@@ -244,6 +260,7 @@ const CASES: &[Case] = &[
             messages: &[("user", "My dentist appointment is next Tuesday.")],
         }],
         facts: &[&[&["dentist"], &["2026-03-10", "march 10", "10 march"]]],
+        stale: &[],
     },
     Case {
         id: "tokyo",
@@ -256,6 +273,7 @@ const CASES: &[Case] = &[
             &[&["tokyo"], &["2026-03-18", "march 18", "18 march"]],
             &[&["brother"]],
         ],
+        stale: &[],
     },
     Case {
         id: "new-job",
@@ -265,6 +283,7 @@ const CASES: &[Case] = &[
             messages: &[("user", "I started my new job as a data analyst yesterday.")],
         }],
         facts: &[&[&["analyst"], &["2026-03-03", "march 3", "3 march"]]],
+        stale: &[],
     },
     Case {
         id: "exam",
@@ -274,6 +293,7 @@ const CASES: &[Case] = &[
             messages: &[("user", "My driving test is tomorrow morning, wish me luck!")],
         }],
         facts: &[&[&["driving"], &["2026-03-05", "march 5", "5 march"]]],
+        stale: &[],
     },
     // Not English: the facts stay in the language they were said in.
     Case {
@@ -287,6 +307,7 @@ const CASES: &[Case] = &[
             )],
         }],
         facts: &[&[&["cacahuete"]], &[&["profesora", "historia"]]],
+        stale: &[],
     },
     Case {
         id: "de",
@@ -299,6 +320,7 @@ const CASES: &[Case] = &[
             )],
         }],
         facts: &[&[&["hamburg"]], &[&["schach"]]],
+        stale: &[],
     },
     Case {
         id: "fr",
@@ -311,6 +333,7 @@ const CASES: &[Case] = &[
             )],
         }],
         facts: &[&[&["végétarien"]], &[&["piano"]]],
+        stale: &[],
     },
     // Small talk: nothing worth keeping.
     Case {
@@ -325,6 +348,7 @@ const CASES: &[Case] = &[
             ],
         }],
         facts: &[],
+        stale: &[],
     },
     Case {
         id: "weather",
@@ -341,6 +365,7 @@ const CASES: &[Case] = &[
             ],
         }],
         facts: &[],
+        stale: &[],
     },
     Case {
         id: "thanks",
@@ -354,6 +379,7 @@ const CASES: &[Case] = &[
             ],
         }],
         facts: &[],
+        stale: &[],
     },
     // The assistant's suggestion is not a fact about the user; the reply to it is.
     Case {
@@ -368,6 +394,7 @@ const CASES: &[Case] = &[
             ],
         }],
         facts: &[&[&["dune"]], &[&["non-fiction", "nonfiction"]]],
+        stale: &[],
     },
 ];
 
@@ -390,18 +417,29 @@ struct Score {
     facts_stated: usize,
 }
 
+/// Whether a memory still holds a corrected or contradicted fact.
+fn is_stale(memory: &str, stale: &[&str]) -> bool {
+    let memory = memory.to_lowercase();
+    stale.iter().any(|term| memory.contains(term))
+}
+
+/// Whether a memory is right: it states a labelled fact and holds no stale one.
+fn is_right(memory: &str, facts: &[Fact], stale: &[&str]) -> bool {
+    !is_stale(memory, stale) && facts.iter().any(|f| states(memory, f))
+}
+
 impl Score {
-    fn of(memories: &[String], facts: &[Fact]) -> Score {
+    fn of(memories: &[String], facts: &[Fact], stale: &[&str]) -> Score {
         Score {
             memories: memories.len(),
             memories_stating_a_fact: memories
                 .iter()
-                .filter(|m| facts.iter().any(|f| states(m, f)))
+                .filter(|m| is_right(m, facts, stale))
                 .count(),
             facts: facts.len(),
             facts_stated: facts
                 .iter()
-                .filter(|f| memories.iter().any(|m| states(m, f)))
+                .filter(|f| memories.iter().any(|m| is_right(m, &[**f], stale)))
                 .count(),
         }
     }
@@ -503,7 +541,7 @@ async fn main() -> memlane::Result<()> {
             .into_iter()
             .map(|r| r.memory)
             .collect();
-        let score = Score::of(&kept, case.facts);
+        let score = Score::of(&kept, case.facts, case.stale);
         total.add(score);
         by_kind.entry(case.kind).or_default().add(score);
         println!(
@@ -517,7 +555,9 @@ async fn main() -> memlane::Result<()> {
             case_started.elapsed().as_secs_f64()
         );
         for m in &kept {
-            let mark = if case.facts.iter().any(|f| states(m, f)) {
+            let mark = if is_stale(m, case.stale) {
+                "~"
+            } else if case.facts.iter().any(|f| states(m, f)) {
                 "+"
             } else {
                 "-"
@@ -527,7 +567,7 @@ async fn main() -> memlane::Result<()> {
         for fact in case
             .facts
             .iter()
-            .filter(|f| !kept.iter().any(|m| states(m, f)))
+            .filter(|f| !kept.iter().any(|m| is_right(m, &[**f], case.stale)))
         {
             println!("    missed: {fact:?}");
         }
@@ -592,12 +632,16 @@ mod tests {
             "Lives in Madrid".to_string(),
             "Vegan, lives in Valencia".to_string(),
         ];
-        let score = Score::of(&kept, facts);
+        let score = Score::of(&kept, facts, &[]);
         assert_eq!((score.memories_stating_a_fact, score.memories), (2, 3));
         assert_eq!((score.facts_stated, score.facts), (2, 2));
         assert!((score.precision() - 200.0 / 3.0).abs() < 1e-9);
-        assert_eq!(Score::of(&[], &[]).recall(), None);
-        assert_eq!(Score::of(&[], &[]).precision(), 100.0);
+        assert_eq!(Score::of(&[], &[], &[]).recall(), None);
+        assert_eq!(Score::of(&[], &[], &[]).precision(), 100.0);
+        // Stating the new city beside the old one is stale: wrong, and not a find.
+        let merged = vec!["Lived in Madrid, moved to Valencia".to_string()];
+        let score = Score::of(&merged, &[&[&["valencia"]]], &["madrid"]);
+        assert_eq!((score.memories_stating_a_fact, score.facts_stated), (0, 0));
     }
 
     #[test]
