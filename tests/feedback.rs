@@ -59,8 +59,10 @@ async fn feedback_on(memory: Memory) {
         .feedback(a, Some(FeedbackKind::Positive), Some("  spot on "))
         .await
         .unwrap();
-    assert_eq!(set.feedback_reason.as_deref(), Some("spot on"));
-    assert_eq!(memory.feedback_of(a).await.unwrap(), set);
+    assert_eq!(set.feedback.feedback_reason.as_deref(), Some("spot on"));
+    assert_eq!(set.credits_used, 0);
+    assert_eq!(set.credits_remaining, memory.credits().await.unwrap());
+    assert_eq!(memory.feedback_of(a).await.unwrap(), set.feedback);
     assert_eq!(
         ranked(&memory, 3).await,
         before,

@@ -8,6 +8,7 @@
 //! candidate per memory with negative feedback (up to [`MAX_FEEDBACK_REFILL`]), so what is
 //! demoted or left out is replaced by the next best memory.
 
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
@@ -25,6 +26,19 @@ pub const MAX_FEEDBACK_REFILL: usize = 100;
 /// What NEGATIVE feedback multiplies a memory's search score by.
 pub const NEGATIVE_FEEDBACK_FACTOR: f32 = 0.5;
 
+/// What `feedback` returns: the feedback now stored, and the (zero) charge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FeedbackResult {
+    /// The feedback now stored.
+    #[serde(flatten)]
+    pub feedback: Feedback,
+    /// Credits this call used: feedback is free.
+    pub credits_used: u64,
+    /// Credits left.
+    pub credits_remaining: u64,
+}
+
 impl Memory {
     /// Sets the feedback on a live memory, or clears it with `None` (the reason goes with
     /// it). Free of credits. A 404 for an unknown or deleted memory; a 413 for a reason over
@@ -34,7 +48,7 @@ impl Memory {
         id: impl Into<MemoryId>,
         feedback: Option<FeedbackKind>,
         reason: Option<&str>,
-    ) -> Result<Feedback> {
+    ) -> Result<FeedbackResult> {
         let memory_id = id.into().parse()?;
         let reason = reason.map(str::trim).filter(|r| !r.is_empty());
         if let Some(r) = reason {
@@ -54,7 +68,11 @@ impl Memory {
             updated_at: Some(now()),
         };
         self.inner.store.set_feedback(record.clone()).await?;
-        Ok(record)
+        Ok(FeedbackResult {
+            feedback: record,
+            credits_used: 0,
+            credits_remaining: self.inner.store.credits().await?,
+        })
     }
 
     /// The feedback on a live memory (`feedback: None` when there is none). A 404 for an
