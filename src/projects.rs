@@ -10,6 +10,23 @@
 //! A program that serves one tenant needs none of this: [`Memory::open`] on a file is that
 //! file's one, implicit project.
 //!
+//! ```no_run
+//! # async fn run() -> memlane::Result<()> {
+//! use memlane::Projects;
+//!
+//! let projects = Projects::open("tenants").await?;
+//! let acme = projects.create_project("Acme support bot").await?;
+//! let key = projects.create_key(&acme.id, "production").await?;
+//! println!("shown once: {}", key.key);
+//!
+//! // In a request handler, with the request's Authorization header:
+//! let memory = projects.authenticate(&format!("Token {}", key.key)).await?;
+//! memory.add("I'm allergic to peanuts").user("customer-42").infer(false).await?;
+//!
+//! projects.revoke_key(&key.info.id).await?;
+//! # Ok(()) }
+//! ```
+//!
 //! Keys look like `mlk_<16 hex id>_<64 hex secret>`. The secret is 256 bits from the
 //! operating system's random source; only its SHA-256 is stored, compared in constant time.
 //! The whole key is returned once, by [`Projects::create_key`].

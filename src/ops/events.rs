@@ -6,6 +6,19 @@
 //! for a change that rolled back, and events always agree with history. A cursor is a
 //! position in that log; it survives restarts, so a subscriber that was away resumes where
 //! it stopped and loses nothing.
+//!
+//! ```no_run
+//! # async fn run(memory: memlane::Memory, mut cursor: u64) -> memlane::Result<()> {
+//! use futures_util::StreamExt;
+//!
+//! let mut events = std::pin::pin!(memory.events(cursor));
+//! while let Some(event) = events.next().await {
+//!     let event = event?;
+//!     println!("{:?} {} {:?}", event.kind, event.memory_id, event.memory);
+//!     cursor = event.cursor; // keep it to resume later
+//! }
+//! # Ok(()) }
+//! ```
 
 use std::collections::VecDeque;
 use std::time::Duration;
