@@ -274,12 +274,12 @@ async fn a_store_from_before_the_keyword_index_is_backfilled() {
             "DROP TRIGGER memories_fts_insert; DROP TRIGGER memories_fts_update; \
              DROP TRIGGER memories_fts_delete; DROP TABLE memories_fts; \
              ALTER TABLE memories DROP COLUMN owners; ALTER TABLE memories DROP COLUMN context; \
-             PRAGMA user_version = 2;",
+             DROP TABLE feedback; PRAGMA user_version = 2;",
         )
         .unwrap();
     }
     let memory = open(&path).await;
-    // Migrations 3 (keyword index), 4 (context, stemming) and 5 (owners) all ran.
+    // Migrations 3 (keyword index), 4 (context, stemming), 5 (owners) and 6 (feedback) all ran.
     assert_eq!(
         ids(&memory, "flowerpots", SearchMode::Keyword).await,
         vec![id]
