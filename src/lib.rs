@@ -55,6 +55,12 @@
 
 mod config;
 mod credits;
+/// Entry points for the fuzz targets in `fuzz/` (feature `fuzzing`); not a stable API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::infer::fuzz::model_reply;
+}
 mod embed;
 mod error;
 pub mod filter;

@@ -14,6 +14,8 @@ use crate::llm::{chat_json, Llm, Parsed};
 use crate::record::Message;
 
 pub(crate) mod dates;
+#[cfg(feature = "fuzzing")]
+pub(crate) mod fuzz;
 
 /// Most facts one extraction may return.
 pub(crate) const MAX_FACTS: usize = 50;

@@ -17,7 +17,7 @@ use crate::record::Message;
 #[cfg(feature = "local-llm")]
 mod local;
 mod openai;
-mod parse;
+pub(crate) mod parse;
 mod scripted;
 
 #[cfg(feature = "local-llm")]

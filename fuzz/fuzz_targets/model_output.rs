@@ -1,0 +1,12 @@
+//! Model output: any reply text goes through every parser of model replies (JSON recovery
+//! from fences and prose, typed facts, decisions and digests, their checks, date
+//! annotation) without a panic or a hang.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(reply) = std::str::from_utf8(data) {
+        memlane::fuzzing::model_reply(reply);
+    }
+});

@@ -1,0 +1,30 @@
+//! The parsers of model output, as the fuzz targets call them (feature `fuzzing`): whatever
+//! a model replies, parsing it must end in a value or an error, never a panic or a hang.
+
+use chrono::{DateTime, TimeZone, Utc};
+
+use super::{check_decisions, check_facts, clean_facts, dates, Decisions, Digest, Facts};
+use crate::config::ProjectConfig;
+use crate::llm::parse::recover_json;
+
+/// Runs every parser of model replies on `reply`: fact extraction (recovery, checks, tidying
+/// and date annotation), reconciliation decisions, and the `extract` digest.
+pub fn model_reply(reply: &str) {
+    let at: DateTime<Utc> = Utc
+        .with_ymd_and_hms(2026, 3, 4, 10, 0, 0)
+        .single()
+        .unwrap_or_default();
+    let labels = ProjectConfig::default().labels();
+    if let Ok(parsed) = recover_json::<Facts>(reply) {
+        if check_facts(&parsed.facts).is_ok() {
+            for fact in clean_facts(parsed.facts, &labels) {
+                let _ = dates::annotate(&fact.text, at);
+            }
+        }
+    }
+    if let Ok(parsed) = recover_json::<Decisions>(reply) {
+        let _ = check_decisions(&parsed.decisions, 3, 3);
+    }
+    let _ = recover_json::<Digest>(reply);
+    let _ = dates::annotate(reply, at);
+}
