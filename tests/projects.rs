@@ -1,6 +1,7 @@
 //! Projects and API keys: keys shown once and stored hashed, every bad key a 401, revocation,
 //! and no way for one project's handle to reach another project's memories.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use memlane::{Error, HashEmbedder, Memory, Projects, KEY_PREFIX};
@@ -186,6 +187,8 @@ async fn isolation(ops: Vec<Op>) {
     }
     // Every id each project ever made; the same user names are used in both.
     let mut made: [Vec<Uuid>; 2] = [Vec::new(), Vec::new()];
+    // The live memories of each project, with their user.
+    let mut live: [HashMap<Uuid, u8>; 2] = [HashMap::new(), HashMap::new()];
     let everything = |made: &[Vec<Uuid>; 2]| -> Vec<(usize, Uuid)> {
         (0..2)
             .flat_map(|p| made[p].iter().map(move |id| (p, *id)))
@@ -196,6 +199,7 @@ async fn isolation(ops: Vec<Op>) {
             Op::Add { project, user } => {
                 let id = add(&memories[project], &format!("u{user}"), "likes green tea").await;
                 made[project].push(id);
+                live[project].insert(id, user);
             }
             Op::Get { project, pick }
             | Op::Update { project, pick }
@@ -215,6 +219,8 @@ async fn isolation(ops: Vec<Op>) {
                 };
                 if owner != project {
                     assert_eq!(code, 404, "{op:?} reached another project's memory");
+                } else if matches!(op, Op::Delete { .. }) && code == 200 {
+                    live[project].remove(&id);
                 }
             }
             Op::Search { project, user } => {
@@ -259,18 +265,24 @@ async fn isolation(ops: Vec<Op>) {
                     .user(format!("u{user}"))
                     .await
                     .unwrap();
+                live[project].retain(|_, u| *u != user);
                 // The other project's memories of the same user name are all still there.
                 let other = 1 - project;
-                for id in &made[other] {
-                    let r = memories[other].get(*id).await;
-                    if let Ok(record) = r {
-                        assert!(record.owners.user_id.is_some());
-                    }
+                for id in live[other].keys() {
+                    assert!(
+                        memories[other].get(*id).await.is_ok(),
+                        "{op:?} reached {id}"
+                    );
                 }
             }
         }
     }
-    // Finally every id answers in its own project only.
+    // Finally every id answers in its own project only, and what is live there is live.
+    for (project, ids) in live.iter().enumerate() {
+        for id in ids.keys() {
+            assert!(memories[project].get(*id).await.is_ok());
+        }
+    }
     for (owner, id) in everything(&made) {
         assert_eq!(status(memories[1 - owner].get(id).await).0, 404);
         assert_eq!(status(memories[1 - owner].history(id).await).0, 404);
