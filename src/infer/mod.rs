@@ -98,12 +98,13 @@ pub(crate) async fn extract_facts(
         format!("Project policy (overrides the rules): {policy}\n")
     };
     let system = format!(
-        "Extract facts worth remembering about the people in a conversation held on {date}.\n\
-Rules: one short, self-contained fact per item, naming the person (\"User\" if unnamed). Keep \
-personal details, preferences, plans, relationships and decisions; after a correction keep only \
-the corrected fact. Skip greetings, small talk, questions and the assistant's suggestions. Write \
-dates as absolute dates. Keep each fact in the language it was said in. importance is 1 (trivia) \
-to 10 (essential).\n\
+        "Extract facts worth remembering about the user from a conversation held on {date}.\n\
+Rules: take every fact from every user message: each preference, dislike, habit, plan, \
+relationship, job, place and decision is its own short, self-contained fact. After a \
+correction keep only the corrected fact. Nothing from greetings, thanks, small talk, questions \
+or the assistant's words. Write dates as absolute dates. Never translate: a fact is in the \
+language of its message (\"Vado in palestra ogni mattina\" gives \"Va in palestra ogni \
+mattina\"). importance is 1 (trivia) to 10 (essential).\n\
 {policy}\
 Categories: {labels}\n\
 Reply with JSON only: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\"], \
@@ -144,15 +145,17 @@ fn check_facts(facts: &[Fact]) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Tidies checked facts: trims, drops repeats, keeps only known labels (a label the model
-/// made up is dropped, not an error: the fact is still worth keeping), clamps importance.
+/// Tidies checked facts: trims, drops repeats and questions, keeps only known labels (a
+/// label the model made up is dropped, not an error: the fact is still worth keeping),
+/// clamps importance.
 fn clean_facts(facts: Vec<Fact>, labels: &[Label]) -> Vec<Fact> {
     let mut seen = std::collections::HashSet::new();
     facts
         .into_iter()
         .filter_map(|mut f| {
             f.text = f.text.trim().to_owned();
-            if !seen.insert(f.text.to_lowercase()) {
+            // A question states nothing; small models sometimes return the user's greeting.
+            if f.text.ends_with(['?', '？']) || !seen.insert(f.text.to_lowercase()) {
                 return None;
             }
             f.categories = dedup(
@@ -230,7 +233,8 @@ pub(crate) async fn reconcile(
     let system = format!(
         "You keep a memory store current (today: {date}). For each new fact pick one event:\n\
 ADD: new information. UPDATE: same subject as memory `memory`, with more or newer detail; \
-`text` merges both, in the fact's language. DELETE: contradicts memory `memory`, which is no \
+`text` is that memory as true now, in the fact's language: the new detail replaces what it \
+changes. DELETE: contradicts memory `memory`, which is no \
 longer true (the fact is stored as well). NONE: memory `memory` already says it.\n\
 Never UPDATE or DELETE a memory marked \"fixed\".\n\
 Reply with JSON only: {{\"decisions\": [{{\"fact\": 0, \"event\": \"UPDATE\", \
@@ -418,7 +422,8 @@ mod tests {
     async fn the_extraction_prompt_carries_date_policy_and_labels() {
         let llm = ScriptedLlm::new([
             r#"{"facts": [{"text": " Likes tea ", "categories": ["food", "made_up"], "importance": 42},
-                          {"text": "likes tea"}]}"#,
+                          {"text": "likes tea"}, {"text": "How are you today?"},
+                          {"text": "¿Dónde vives?"}]}"#,
         ]);
         let labels = vec![Label::new("food", "what they eat and drink")];
         let facts = extract_facts(
