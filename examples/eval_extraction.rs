@@ -2,7 +2,7 @@
 //! conversations written for this project.
 //!
 //! `cargo run --release --example eval_extraction` (after `scripts/fetch-models.sh`), with
-//! the local model (about 20 minutes on two cores), or any OpenAI-compatible server when
+//! the local model (about 23 minutes on two cores), or any OpenAI-compatible server when
 //! `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set (model: `MEMLANE_LLM_MODEL`, default
 //! `gpt-4o-mini`). `-- --only ID[,ID…]` runs some conversations only.
 //!
