@@ -297,11 +297,19 @@ impl Memory {
         config.validate()?;
         let json = serde_json::to_string(&config)
             .map_err(|e| Error::internal(format!("configuration does not serialise: {e}")))?;
-        self.inner.store.set_meta(META_CONFIG, &json).await?;
+        let write = crate::store::Write::Meta {
+            key: META_CONFIG.to_string(),
+            value: json,
+            log: true,
+            at: crate::record::now(),
+        };
+        let outcome = self
+            .commit(crate::store::WriteBatch::new(vec![write], 0), Vec::new())
+            .await?;
         Ok(ConfigResult {
             config,
             credits_used: 0,
-            credits_remaining: self.inner.store.credits().await?,
+            credits_remaining: outcome.credits_remaining,
         })
     }
 
@@ -309,9 +317,9 @@ impl Memory {
     /// [`ProjectConfig::merged_with_json`]): absent fields are kept, anything malformed is a
     /// 400 and changes nothing.
     pub async fn put_config(&self, body: &Value) -> Result<ConfigResult> {
-        // Read and write under the write gate, so that two partial updates do not lose each
-        // other's field.
-        let _gate = self.inner.gate.lock().await;
+        // Read and write under the configuration lock, so that two partial updates through
+        // this handle do not lose each other's field.
+        let _lock = self.inner.config_lock.lock().await;
         let next = self.config().await?.merged_with_json(body)?;
         self.set_config(next).await
     }
@@ -332,7 +340,7 @@ impl Memory {
             Ok(Value::String(s)) => s,
             _ => return Err(Error::internal("product variant does not serialise")),
         };
-        self.inner.store.set_meta(META_VARIANT, &name).await
+        crate::memory::set_meta(&*self.inner.store, META_VARIANT, &name).await
     }
 }
 

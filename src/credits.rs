@@ -48,21 +48,19 @@ impl Memory {
     pub async fn set_prices(&self, prices: Prices) -> Result<()> {
         let text = serde_json::to_string(&prices)
             .map_err(|e| Error::internal(format!("prices do not serialise: {e}")))?;
-        self.inner.store.set_meta(META_PRICES, &text).await
+        crate::memory::set_meta(&*self.inner.store, META_PRICES, &text).await
     }
 
     /// Charges `credits` with no other write (a model call that stored nothing) and
     /// returns the balance left; a 402 changes nothing.
     pub(crate) async fn charge(&self, credits: u64) -> Result<u64> {
         if credits == 0 {
-            return self.inner.store.credits().await;
+            return self.credits().await;
         }
-        let outcome = self
-            .inner
-            .store
-            .apply(crate::store::WriteBatch::new(Vec::new(), credits))
-            .await?;
-        Ok(outcome.credits_remaining)
+        let batch = crate::store::WriteBatch::new(Vec::new(), credits);
+        Ok(crate::store::apply(&*self.inner.store, batch)
+            .await?
+            .credits_remaining)
     }
 
     /// A 402 before a model call the balance could not pay for, so that no model time is
@@ -71,7 +69,7 @@ impl Memory {
         if credits == 0 {
             return Ok(());
         }
-        let remaining = self.inner.store.credits().await?;
+        let remaining = self.credits().await?;
         if remaining < credits {
             return Err(Error::InsufficientCredits {
                 needed: credits,

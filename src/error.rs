@@ -182,6 +182,23 @@ impl Error {
         }
     }
 
+    /// The same error with `what: ` before its detail (for a bad request; other errors
+    /// are returned as they are), so that an error in one item of a batch names the item.
+    pub(crate) fn about(self, what: &str) -> Self {
+        match self {
+            Error::InvalidInput { detail } => Error::InvalidInput {
+                detail: format!("{what}: {detail}"),
+            },
+            Error::TooLarge { detail } => Error::TooLarge {
+                detail: format!("{what}: {detail}"),
+            },
+            Error::Unprocessable { detail } => Error::Unprocessable {
+                detail: format!("{what}: {detail}"),
+            },
+            other => other,
+        }
+    }
+
     /// A 500 for a broken internal invariant.
     pub fn internal(detail: impl Into<String>) -> Self {
         Error::Internal {

@@ -55,15 +55,12 @@
 
 mod config;
 mod credits;
-/// Entry points for the fuzz targets in `fuzz/` (feature `fuzzing`); not a stable API.
-#[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub mod fuzzing {
-    pub use crate::infer::fuzz::model_reply;
-}
 mod embed;
 mod error;
 pub mod filter;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod index;
 mod infer;
 pub mod limits;
@@ -74,7 +71,9 @@ mod ops;
 mod projects;
 mod record;
 mod rerank;
+mod retrieve;
 pub mod store;
+pub mod text;
 
 pub use config::{
     ConfigResult, Label, ProductVariant, ProjectConfig, DEFAULT_LABELS, MAX_LABELS,

@@ -191,6 +191,33 @@ pub(crate) fn role(index: usize, role: &str) -> Result<()> {
     Ok(())
 }
 
+/// How far in the future a conversation's time may lie: the clocks of two machines differ.
+pub const MAX_CLOCK_SKEW_SECONDS: i64 = 300;
+
+/// Checks when a conversation took place (`timestamp`): not in the future beyond
+/// [`MAX_CLOCK_SKEW_SECONDS`], and not before 1900 (a time out of range, not a date of a
+/// conversation).
+pub(crate) fn timestamp(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Result<()> {
+    let Some(at) = at else { return Ok(()) };
+    if at.timestamp() > now.timestamp().saturating_add(MAX_CLOCK_SKEW_SECONDS) {
+        return Err(Error::invalid(format!(
+            "timestamp {} is in the future; give the time the conversation took place (now or \
+             earlier)",
+            at.to_rfc3339()
+        )));
+    }
+    if at.timestamp() < EARLIEST_TIMESTAMP {
+        return Err(Error::invalid(format!(
+            "timestamp {} is out of range: conversations are dated from 1900-01-01 on",
+            at.to_rfc3339()
+        )));
+    }
+    Ok(())
+}
+
+/// 1900-01-01T00:00:00Z, in seconds since the epoch.
+const EARLIEST_TIMESTAMP: i64 = -2_208_988_800;
+
 /// Checks an expiry: it must lie in the future.
 pub(crate) fn expiry(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Result<()> {
     match at {
@@ -200,6 +227,79 @@ pub(crate) fn expiry(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Result<()
         ))),
         _ => Ok(()),
     }
+}
+
+/// Checks a stored memory as `add` would have made it: its text and context, owners,
+/// caller metadata (`core` is memlane's own and kept), categories; and what comes with it
+/// in an export: its history records' inputs and its feedback reason. For records that
+/// arrive whole, as an import's do.
+pub(crate) fn record(
+    r: &crate::record::MemoryRecord,
+    history: &[crate::record::HistoryRecord],
+    feedback_reason: Option<&str>,
+) -> Result<()> {
+    text("memory", &r.memory)?;
+    if let Some(context) = &r.context {
+        text("context", context)?;
+    }
+    if r.owners.is_empty() {
+        return Err(Error::invalid(
+            "it has no owner; a memory needs at least one of user_id, agent_id, app_id or run_id",
+        ));
+    }
+    owners(&r.owners)?;
+    let mut caller = r.metadata.clone();
+    caller.remove("core");
+    metadata(&caller)?;
+    if categories(&r.categories)?.len() != r.categories.len() {
+        return Err(Error::invalid("its categories repeat a label"));
+    }
+    for h in history {
+        if h.input.len() > MAX_MESSAGES {
+            return Err(Error::TooLarge {
+                detail: format!(
+                    "history record {} has {} input messages; the limit is {MAX_MESSAGES}",
+                    h.id,
+                    h.input.len()
+                ),
+            });
+        }
+        for (i, m) in h.input.iter().enumerate() {
+            role(i, &m.role).map_err(|e| e.about(&format!("history record {}", h.id)))?;
+            if m.content.len() > MAX_TEXT_BYTES {
+                return Err(Error::TooLarge {
+                    detail: format!(
+                        "history record {}: message {i} is {} bytes; the limit is {MAX_TEXT_BYTES}",
+                        h.id,
+                        m.content.len()
+                    ),
+                });
+            }
+        }
+        for t in [&h.old_memory, &h.new_memory].into_iter().flatten() {
+            if t.len() > MAX_TEXT_BYTES {
+                return Err(Error::TooLarge {
+                    detail: format!(
+                        "history record {} holds a text of {} bytes; the limit is {MAX_TEXT_BYTES}",
+                        h.id,
+                        t.len()
+                    ),
+                });
+            }
+        }
+    }
+    if let Some(reason) = feedback_reason {
+        if reason.len() > crate::ops::feedback::MAX_FEEDBACK_REASON_BYTES {
+            return Err(Error::TooLarge {
+                detail: format!(
+                    "its feedback reason is {} bytes; the limit is {}",
+                    reason.len(),
+                    crate::ops::feedback::MAX_FEEDBACK_REASON_BYTES
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Checks a `top_k` or `limit`.

@@ -9,9 +9,12 @@ use crate::embed::{normalize, EmbedMode, Embedder};
 use crate::error::{Error, Result};
 use crate::index::{IndexParams, VectorIndex};
 use crate::llm::Llm;
+use crate::record::now;
 use crate::rerank::Reranker;
+use crate::retrieve::candidates::InProcess;
 use crate::store::{
-    SqliteStore, Store, WriteBatch, WriteOutcome, META_DIMENSION, META_MODEL, META_STORE_ID,
+    apply, CandidateSource, SqliteStore, Store, Write, WriteBatch, WriteOutcome, META_DIMENSION,
+    META_MODEL, META_STORE_ID,
 };
 
 /// The memory engine: a cheap, cloneable handle to one store, its vector index and its
@@ -37,12 +40,16 @@ pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) embedder: Arc<dyn Embedder>,
     pub(crate) index: Arc<VectorIndex>,
+    /// Where searches get their candidates.
+    pub(crate) candidates: Arc<dyn CandidateSource>,
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
     pub(crate) llm: Option<Arc<dyn Llm>>,
     /// Serialises commit + index insert, so that the index sees keys in commit order.
     pub(crate) gate: Arc<tokio::sync::Mutex<()>>,
     /// Woken after every commit, for event streams.
     pub(crate) changed: tokio::sync::Notify,
+    /// Held across a configuration's read and write (`put_config` merges fields).
+    pub(crate) config_lock: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Memory {
@@ -219,7 +226,7 @@ impl MemoryBuilder {
             Some(id) => id,
             None => {
                 let id = Uuid::new_v4().to_string();
-                store.set_meta(META_STORE_ID, &id).await?;
+                set_meta(&*store, META_STORE_ID, &id).await?;
                 id
             }
         };
@@ -231,15 +238,21 @@ impl MemoryBuilder {
             store_id,
         )
         .await?;
+        let candidates = Arc::new(InProcess {
+            store: Arc::clone(&store),
+            index: Arc::clone(&index),
+        });
         Ok(Memory {
             inner: Arc::new(Inner {
                 store,
                 embedder,
                 index,
+                candidates,
                 reranker: self.reranker,
                 llm: self.llm,
                 gate: Arc::new(tokio::sync::Mutex::new(())),
                 changed: tokio::sync::Notify::new(),
+                config_lock: tokio::sync::Mutex::new(()),
             }),
         })
     }
@@ -266,9 +279,12 @@ async fn default_embedder() -> Result<Arc<dyn Embedder>> {
 
 #[cfg(not(feature = "local-embed"))]
 async fn default_embedder() -> Result<Arc<dyn Embedder>> {
-    Err(Error::invalid(
-        "no embedder configured: enable the `local-embed` feature or pass one to Memory::builder().embedder(…)",
-    ))
+    Err(Error::Unavailable {
+        detail: "no embedder is configured, and this build has no local one: pass one to \
+                 Memory::builder().embedder(…) (OpenAiEmbedder, say), or enable memlane's \
+                 `local-embed` feature"
+            .into(),
+    })
 }
 
 /// Records the embedder on first use; refuses a different one later.
@@ -297,13 +313,24 @@ async fn check_model(store: &dyn Store, embedder: &dyn Embedder) -> Result<()> {
             }
         }
         None => {
-            store.set_meta(META_MODEL, embedder.model_id()).await?;
-            store
-                .set_meta(META_DIMENSION, &dimension.to_string())
-                .await?;
+            set_meta(store, META_MODEL, embedder.model_id()).await?;
+            set_meta(store, META_DIMENSION, &dimension.to_string()).await?;
         }
     }
     Ok(())
+}
+
+/// Sets a store metadata value (not logged).
+pub(crate) async fn set_meta(store: &dyn Store, key: &str, value: &str) -> Result<()> {
+    let write = Write::Meta {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        log: false,
+        at: now(),
+    };
+    apply(store, WriteBatch::new(vec![write], 0))
+        .await
+        .map(drop)
 }
 
 impl Memory {
@@ -340,12 +367,13 @@ impl Memory {
 
     /// The credit balance.
     pub async fn credits(&self) -> Result<u64> {
-        self.inner.store.credits().await
+        Ok(self.inner.store.counters().await?.credits)
     }
 
     /// Adds credits to the balance and returns the new balance.
     pub async fn add_credits(&self, amount: u64) -> Result<u64> {
-        self.inner.store.add_credits(amount).await
+        let batch = WriteBatch::new(vec![Write::Credit(amount)], 0);
+        Ok(apply(&*self.inner.store, batch).await?.credits_remaining)
     }
 
     /// Writes the vector index to disk now (it is also written when the last handle is
@@ -403,32 +431,21 @@ impl Memory {
             .collect()
     }
 
-    /// Commits a batch and brings the index up to date, in commit order.
+    /// Commits a batch (see [`apply`]) and brings the index up to date, in commit order.
+    ///
+    /// The work runs in a task of its own holding the write gate: if the caller stops
+    /// waiting (a timeout, a dropped request), the commit and its index update still finish
+    /// together, and later writes still reach the index in commit order. `vectors` are the
+    /// vectors the batch adds, by memory id.
     pub(crate) async fn commit(
         &self,
         batch: WriteBatch,
         vectors: Vec<(Uuid, Vec<f32>)>,
     ) -> Result<WriteOutcome> {
-        self.commit_with(move |_| async move { Ok((batch, vectors)) })
-            .await
-    }
-
-    /// Builds a batch under the write gate (so that what it reads cannot change before it is
-    /// applied), commits it, and brings the index up to date.
-    ///
-    /// The work runs in a task of its own holding the gate: if the caller stops waiting (a
-    /// timeout, a dropped request), the commit and its index update still finish together,
-    /// and later writes still reach the index in commit order.
-    pub(crate) async fn commit_with<F, Fut>(&self, build: F) -> Result<WriteOutcome>
-    where
-        F: FnOnce(Memory) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = Result<(WriteBatch, Vec<(Uuid, Vec<f32>)>)>> + Send,
-    {
         let this = self.clone();
         tokio::spawn(async move {
             let _gate = Arc::clone(&this.inner.gate).lock_owned().await;
-            let (batch, vectors) = build(this.clone()).await?;
-            let outcome = this.inner.store.apply(batch).await?;
+            let outcome = apply(&*this.inner.store, batch).await?;
             this.inner.changed.notify_waiters();
             let mut by_id: std::collections::HashMap<Uuid, Vec<f32>> =
                 vectors.into_iter().collect();

@@ -81,6 +81,68 @@ pub struct Core {
 /// The importance given to a memory when nothing rated it.
 pub const DEFAULT_IMPORTANCE: i64 = 5;
 
+impl Core {
+    /// The digest of a memory's text: the text is its summary and its key fact, the
+    /// categories its tags.
+    pub(crate) fn of_text(
+        text: &str,
+        categories: &[String],
+        entities: Vec<String>,
+        importance: i64,
+    ) -> Core {
+        Core {
+            summary: text.to_owned(),
+            entities,
+            tags: categories.to_vec(),
+            key_facts: vec![text.to_owned()],
+            importance,
+        }
+    }
+
+    /// The digest after a memory's text or categories change: that of the new text, keeping
+    /// the entities of the old digest (with `more` added) and the higher importance.
+    pub(crate) fn revised(
+        old: &Map<String, Value>,
+        text: &str,
+        categories: &[String],
+        more: &[String],
+        importance: Option<i64>,
+    ) -> Core {
+        let old = old.get("core");
+        let entities: Vec<String> = old
+            .and_then(|c| c.get("entities"))
+            .and_then(|e| serde_json::from_value(e.clone()).ok())
+            .unwrap_or_default();
+        let old_importance = old
+            .and_then(|c| c.get("importance"))
+            .and_then(Value::as_i64);
+        let importance = match (old_importance, importance) {
+            (Some(a), Some(b)) => a.max(b),
+            (a, b) => a.or(b).unwrap_or(DEFAULT_IMPORTANCE),
+        };
+        Core::of_text(text, categories, union(&entities, more), importance)
+    }
+
+    /// Stores the digest as `metadata.core`.
+    pub(crate) fn insert_into(self, metadata: &mut Map<String, Value>) {
+        metadata.insert(
+            "core".into(),
+            serde_json::to_value(self).unwrap_or(Value::Null),
+        );
+    }
+}
+
+/// `a`, then the items of `b` it lacks, in order (labels and entity lists stay small).
+pub(crate) fn union(a: &[String], b: &[String]) -> Vec<String> {
+    let mut out = a.to_vec();
+    for item in b {
+        if !out.contains(item) {
+            out.push(item.clone());
+        }
+    }
+    out
+}
+
 /// A stored memory, as returned by `get`, `list` and `add`. Stores construct it, so its
 /// fields are all public.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -84,7 +84,14 @@ impl MiniLm {
     /// Loads the pinned model from [`default_dir`](Self::default_dir), verifying every
     /// file's SHA-256 first. A missing or altered file is a 503 that says how to fetch it.
     pub fn load_default() -> Result<MiniLm> {
-        let dir = Self::default_dir();
+        Self::load_pinned(crate::models::cache_dir())
+    }
+
+    /// Loads the pinned model from `models_dir/all-minilm-l6-v2` (a model cache laid out as
+    /// `scripts/fetch-models.sh` lays it out), verifying every file's SHA-256 first. A missing
+    /// or altered file is a 503 that says how to fetch it.
+    pub fn load_pinned(models_dir: impl AsRef<Path>) -> Result<MiniLm> {
+        let dir = models_dir.as_ref().join("all-minilm-l6-v2");
         let mut files = Vec::with_capacity(PINNED.len());
         for (name, sha) in PINNED {
             let path = dir.join(name);

@@ -72,58 +72,65 @@ fn has_iso_date(text: &str) -> bool {
 }
 
 /// Matches a relative date at the start of `w`: how many words it spans and what it means.
+/// `None` also when the date it means lies outside the calendar (a conversation at the
+/// edge of time): the text is then left as it is.
 fn resolve(w: &[&str], today: NaiveDate) -> Option<(usize, String)> {
     let day = |d: NaiveDate| d.format("%Y-%m-%d").to_string();
-    let week_of = |d: NaiveDate| format!("week of {}", day(monday(d)));
+    let week_of = |d: NaiveDate| monday(d).map(|m| format!("week of {}", day(m)));
     let month = |d: NaiveDate| d.format("%Y-%m").to_string();
+    let shift = |days: i64| today.checked_add_signed(Duration::try_days(days)?);
     match w {
-        ["the", "day", "after", "tomorrow", ..] => Some((4, day(today + Duration::days(2)))),
-        ["the", "day", "before", "yesterday", ..] => Some((4, day(today - Duration::days(2)))),
+        ["the", "day", "after", "tomorrow", ..] => Some((4, day(shift(2)?))),
+        ["the", "day", "before", "yesterday", ..] => Some((4, day(shift(-2)?))),
         ["today" | "tonight", ..] => Some((1, day(today))),
-        ["tomorrow", ..] => Some((1, day(today + Duration::days(1)))),
-        ["yesterday", ..] => Some((1, day(today - Duration::days(1)))),
-        ["next", "week", ..] => Some((2, week_of(today + Duration::days(7)))),
-        ["last", "week", ..] => Some((2, week_of(today - Duration::days(7)))),
-        ["this", "week", ..] => Some((2, week_of(today))),
+        ["tomorrow", ..] => Some((1, day(shift(1)?))),
+        ["yesterday", ..] => Some((1, day(shift(-1)?))),
+        ["next", "week", ..] => Some((2, week_of(shift(7)?)?)),
+        ["last", "week", ..] => Some((2, week_of(shift(-7)?)?)),
+        ["this", "week", ..] => Some((2, week_of(today)?)),
         ["next", "month", ..] => Some((2, month(add_months(today, 1)?))),
         ["last", "month", ..] => Some((2, month(add_months(today, -1)?))),
         ["this", "month", ..] => Some((2, month(today))),
-        ["next", "year", ..] => Some((2, (today.year() + 1).to_string())),
-        ["last", "year", ..] => Some((2, (today.year() - 1).to_string())),
+        ["next", "year", ..] => Some((2, (today.year().checked_add(1)?).to_string())),
+        ["last", "year", ..] => Some((2, (today.year().checked_sub(1)?).to_string())),
         ["this", "year", ..] => Some((2, today.year().to_string())),
         [which @ ("next" | "last" | "this" | "coming"), name, ..] => {
             let target = weekday(name)?;
-            let date = match *which {
-                "last" => (1..=7)
-                    .map(|n| today - Duration::days(n))
-                    .find(|d| d.weekday() == target)?,
-                "this" => (0..7)
-                    .map(|n| today + Duration::days(n))
-                    .find(|d| d.weekday() == target)?,
-                _ => (1..=7)
-                    .map(|n| today + Duration::days(n))
-                    .find(|d| d.weekday() == target)?,
+            let offsets: Vec<i64> = match *which {
+                "last" => (1..=7).map(|n| -n).collect(),
+                "this" => (0..7).collect(),
+                _ => (1..=7).collect(),
             };
+            let date = offsets
+                .into_iter()
+                .filter_map(shift)
+                .find(|d| d.weekday() == target)?;
             Some((2, day(date)))
         }
         ["in", n, unit, ..] => {
-            let days = count(n)? * unit_days(unit)?;
-            Some((3, day(today + Duration::days(days))))
+            let days = count(n)?.checked_mul(unit_days(unit)?)?;
+            Some((3, day(shift(days)?)))
         }
         [n, unit, "ago", ..] => {
-            let days = count(n)? * unit_days(unit)?;
-            Some((3, day(today - Duration::days(days))))
+            let days = count(n)?.checked_mul(unit_days(unit)?)?;
+            Some((3, day(shift(-days)?)))
         }
         _ => None,
     }
 }
 
-fn monday(d: NaiveDate) -> NaiveDate {
-    d - Duration::days(i64::from(d.weekday().num_days_from_monday()))
+fn monday(d: NaiveDate) -> Option<NaiveDate> {
+    d.checked_sub_signed(Duration::try_days(i64::from(
+        d.weekday().num_days_from_monday(),
+    ))?)
 }
 
 fn add_months(d: NaiveDate, months: i32) -> Option<NaiveDate> {
-    let total = d.year() * 12 + d.month0() as i32 + months;
+    let total = d
+        .year()
+        .checked_mul(12)?
+        .checked_add(d.month0() as i32)?
+        .checked_add(months)?;
     NaiveDate::from_ymd_opt(total.div_euclid(12), total.rem_euclid(12) as u32 + 1, 1)
 }
 
@@ -233,6 +240,22 @@ mod tests {
         assert_eq!(
             annotate("Quit last month", jan),
             "Quit last month (2026-12)"
+        );
+    }
+
+    #[test]
+    fn the_edges_of_time_never_panic() {
+        let text = "Tomorrow, yesterday, the day after tomorrow, next week, last month, next \
+                    year, last Sunday, in 3650 weeks and 3650 days ago";
+        for at in [DateTime::<Utc>::MIN_UTC, DateTime::<Utc>::MAX_UTC] {
+            // Dates past the calendar's end are left unresolved; the rest resolve.
+            let out = annotate(text, at);
+            assert!(out.starts_with("Tomorrow"), "{out}");
+        }
+        let last = annotate("Tomorrow and yesterday", DateTime::<Utc>::MAX_UTC);
+        assert!(
+            last.contains("yesterday (") && !last.contains("Tomorrow ("),
+            "{last}"
         );
     }
 }

@@ -26,5 +26,13 @@ pub fn model_reply(reply: &str) {
         let _ = check_decisions(&parsed.decisions, 3, 3);
     }
     let _ = recover_json::<Digest>(reply);
-    let _ = dates::annotate(reply, at);
+    relative_dates(reply, at);
+}
+
+/// Resolves the relative dates of `text` as spoken at `at`, and at the first and last
+/// instants a timestamp can hold: never a panic, whatever the text or the time.
+pub fn relative_dates(text: &str, at: DateTime<Utc>) {
+    for when in [at, DateTime::<Utc>::MIN_UTC, DateTime::<Utc>::MAX_UTC] {
+        let _ = dates::annotate(text, when);
+    }
 }

@@ -11,22 +11,27 @@
 //! own, with history on every member naming the merge; a cluster whose memories changed
 //! since they were read is skipped and counted, never half-applied. Immutable memories are
 //! left out of consolidation altogether.
+//!
+//! Every model call costs the project's `inference` price, whatever it leads to: a merged
+//! cluster pays it with its `update` price in the cluster's transaction, a skipped cluster
+//! pays it alone. When the balance cannot pay for the next call, the run stops before it
+//! and returns what it merged so far, with a 402 in [`ConsolidateResult::stopped`] saying
+//! where it stopped. A dry run calls no model and costs nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use uuid::Uuid;
 
+use crate::credits::Prices;
 use crate::error::{Error, Result};
 use crate::infer;
 use crate::llm::Usage;
 use crate::memory::Memory;
-use crate::ops::add_inferred::union;
 use crate::ops::{awaitable, scope_setters, Scope};
-use crate::record::{indexed_text, now, MemoryRecord, Message, Owners};
-use crate::store::{MemoryUpdate, VectorKey, Write, WriteBatch};
+use crate::record::{indexed_text, now, union, Core, MemoryRecord, Message, Owners};
+use crate::store::{MemoryUpdate, Row, VectorKey, Write, WriteBatch};
 
 /// Neighbours examined per leader.
 const NEIGHBOURS: usize = 32;
@@ -80,10 +85,25 @@ pub struct ConsolidateResult {
     pub skipped: usize,
     /// Tokens the language model used for merging.
     pub usage: Usage,
-    /// Credits this call used: one update per kept memory whose text changed.
+    /// Credits this call used: the `inference` price per model call, and the `update`
+    /// price per kept memory whose text changed.
     pub credits_used: u64,
     /// Credits left.
     pub credits_remaining: u64,
+    /// Why the run stopped before the end, if it did: a 402 when the balance could not pay
+    /// for the next model call. What was merged before it stays merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
+}
+
+/// Why a long operation stopped early: an error's status and `detail`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Stopped {
+    /// The HTTP-style status (402 when credits ran out).
+    pub status: u16,
+    /// What stopped it, and where.
+    pub detail: String,
 }
 
 type ProgressFn = dyn Fn(ConsolidateProgress) + Send + Sync;
@@ -163,24 +183,24 @@ impl<'a> ConsolidateRequest<'a> {
         let keys = memory
             .inner
             .store
-            .matching_keys(&filter, at, include_expired)
+            .keys(&filter, at, include_expired)
             .await?;
-        let mut groups: HashMap<Owners, Vec<(VectorKey, MemoryRecord)>> = HashMap::new();
+        let mut groups: HashMap<Owners, Vec<Row>> = HashMap::new();
         for chunk in keys.chunks(READ_CHUNK) {
-            for (key, record) in memory.inner.store.get_by_keys(chunk).await? {
-                if !record.immutable {
+            for row in memory.inner.store.rows_by_key(chunk).await? {
+                if !row.record.immutable {
                     groups
-                        .entry(record.owners.clone())
+                        .entry(row.record.owners.clone())
                         .or_default()
-                        .push((key, record));
+                        .push(row);
                 }
             }
         }
-        let mut groups: Vec<Vec<(VectorKey, MemoryRecord)>> = groups.into_values().collect();
+        let mut groups: Vec<Vec<Row>> = groups.into_values().collect();
         for g in &mut groups {
-            g.sort_by_key(|(key, record)| (record.created_at, *key));
+            g.sort_by_key(|row| (row.record.created_at, row.key));
         }
-        groups.sort_by_key(|g| g.first().map(|(k, _)| *k));
+        groups.sort_by_key(|g| g.first().map(|row| row.key));
 
         let mut result = ConsolidateResult {
             clusters: Vec::new(),
@@ -190,14 +210,12 @@ impl<'a> ConsolidateRequest<'a> {
             usage: Usage::default(),
             credits_used: 0,
             credits_remaining: 0,
+            stopped: None,
         };
         let total = groups.len();
-        let clock = if include_expired {
-            i64::MIN
-        } else {
-            at.timestamp_micros()
-        };
-        for (done, group) in groups.into_iter().enumerate() {
+        let clock = crate::retrieve::clock(include_expired, at);
+        let prices = memory.prices().await?;
+        'owners: for (done, group) in groups.into_iter().enumerate() {
             result.examined += group.len();
             for cluster in clusters(memory, &group, self.threshold, clock)? {
                 if self.dry_run {
@@ -206,18 +224,41 @@ impl<'a> ConsolidateRequest<'a> {
                         kept: kept.id,
                         merged: others(&cluster, kept.id),
                         memory: kept.memory.clone(),
-                        previous: cluster.iter().map(|r| r.memory.clone()).collect(),
+                        previous: cluster.iter().map(|r| r.record.memory.clone()).collect(),
                     });
                     continue;
                 }
-                match merge_cluster(memory, cluster, &mut result.usage).await {
-                    Ok((merged, credits)) => {
-                        result.credits_used += credits;
-                        result.clusters.push(merged);
+                if memory.inner.llm.is_some() {
+                    if let Err(e) = memory.check_affordable(prices.inference).await {
+                        result.stopped = Some(Stopped {
+                            status: e.status(),
+                            detail: format!(
+                                "consolidation stopped before merging cluster {} (owner {} of \
+                                 {total}), {} cluster(s) merged: {}",
+                                result.clusters.len() + result.skipped + 1,
+                                done + 1,
+                                result.clusters.len(),
+                                e.detail()
+                            ),
+                        });
+                        break 'owners;
                     }
-                    Err(Error::Conflict { detail }) => {
-                        tracing::debug!(%detail, "cluster skipped");
-                        result.skipped += 1;
+                }
+                match merge_cluster(memory, cluster, &prices, &mut result).await {
+                    Ok(()) => {}
+                    Err(e @ Error::InsufficientCredits { .. }) => {
+                        result.stopped = Some(Stopped {
+                            status: e.status(),
+                            detail: format!(
+                                "consolidation stopped at cluster {} (owner {} of {total}), \
+                                 {} cluster(s) merged: {}",
+                                result.clusters.len() + result.skipped + 1,
+                                done + 1,
+                                result.clusters.len(),
+                                e.detail()
+                            ),
+                        });
+                        break 'owners;
                     }
                     Err(e) => return Err(e),
                 }
@@ -231,7 +272,7 @@ impl<'a> ConsolidateRequest<'a> {
                 });
             }
         }
-        result.credits_remaining = memory.inner.store.credits().await?;
+        result.credits_remaining = memory.credits().await?;
         Ok(result)
     }
 }
@@ -239,17 +280,12 @@ impl<'a> ConsolidateRequest<'a> {
 awaitable!(ConsolidateRequest, ConsolidateResult);
 
 /// The clusters of one owner's memories (oldest first within each cluster).
-fn clusters(
-    memory: &Memory,
-    group: &[(VectorKey, MemoryRecord)],
-    threshold: f32,
-    clock: i64,
-) -> Result<Vec<Vec<MemoryRecord>>> {
+fn clusters(memory: &Memory, group: &[Row], threshold: f32, clock: i64) -> Result<Vec<Vec<Row>>> {
     if group.len() < 2 {
         return Ok(Vec::new());
     }
     let index = &memory.inner.index;
-    let keys: Vec<VectorKey> = group.iter().map(|(k, _)| *k).collect();
+    let keys: Vec<VectorKey> = group.iter().map(|row| row.key).collect();
     let mut sorted = keys.clone();
     sorted.sort_unstable();
     let vectors: HashMap<VectorKey, Vec<f32>> = index.vectors(&keys)?.into_iter().collect();
@@ -258,7 +294,7 @@ fn clusters(
     let exact = group.len() <= index.params().exact_search_max;
     let mut taken = vec![false; group.len()];
     let mut out = Vec::new();
-    for (i, (key, _)) in group.iter().enumerate() {
+    for (i, key) in keys.iter().enumerate() {
         if taken[i] {
             continue;
         }
@@ -280,55 +316,65 @@ fn clusters(
             for &j in &members {
                 taken[j] = true;
             }
-            out.push(members.iter().map(|&j| group[j].1.clone()).collect());
+            out.push(members.iter().map(|&j| group[j].clone()).collect());
         }
     }
     Ok(out)
 }
 
 /// The member that stays: the most recently updated.
-fn newest(cluster: &[MemoryRecord]) -> &MemoryRecord {
+fn newest(cluster: &[Row]) -> &MemoryRecord {
     cluster
         .iter()
+        .map(|row| &row.record)
         .max_by_key(|r| r.updated_at)
-        .unwrap_or(&cluster[0])
+        .unwrap_or(&cluster[0].record)
 }
 
-fn others(cluster: &[MemoryRecord], kept: Uuid) -> Vec<Uuid> {
+fn others(cluster: &[Row], kept: Uuid) -> Vec<Uuid> {
     cluster
         .iter()
-        .map(|r| r.id)
+        .map(|row| row.record.id)
         .filter(|id| *id != kept)
         .collect()
 }
 
-/// Merges one cluster in one transaction. A 409 if a member changed since it was read.
+/// Merges one cluster in one transaction, written only if no member moved since it was
+/// read; a cluster that moved is skipped. Records the outcome, and what it paid, in
+/// `result`; a 402 means the balance could not pay, and nothing of the cluster changed.
 async fn merge_cluster(
     memory: &Memory,
-    cluster: Vec<MemoryRecord>,
-    usage: &mut Usage,
-) -> Result<(MergedCluster, u64)> {
+    cluster: Vec<Row>,
+    prices: &Prices,
+    result: &mut ConsolidateResult,
+) -> Result<()> {
     let kept = newest(&cluster).clone();
+    let version = |id: Uuid| {
+        cluster
+            .iter()
+            .find(|r| r.record.id == id)
+            .map(|r| r.version)
+    };
     let merged_ids = others(&cluster, kept.id);
-    let previous: Vec<String> = cluster.iter().map(|r| r.memory.clone()).collect();
-    let text = match &memory.inner.llm {
+    let previous: Vec<String> = cluster.iter().map(|r| r.record.memory.clone()).collect();
+    let (text, inference) = match &memory.inner.llm {
         Some(llm) => {
             let parsed = infer::merge(&**llm, &previous).await?;
-            *usage += parsed.usage;
-            parsed.value
+            result.usage += parsed.usage;
+            (parsed.value, prices.inference)
         }
-        None => kept.memory.clone(),
+        None => (kept.memory.clone(), 0),
     };
     let at = now();
     let note = |what: String| vec![Message::new("system", what)];
     let mut writes = Vec::new();
     let mut keyed = Vec::new();
-    let mut credits = 0;
-    let price = memory.prices().await?.update;
+    let mut credits = inference;
     let mut update = MemoryUpdate::new(kept.id, at);
-    let categories = cluster
-        .iter()
-        .fold(kept.categories.clone(), |all, r| union(&all, &r.categories));
+    update.expect = version(kept.id);
+    let categories = cluster.iter().fold(kept.categories.clone(), |all, r| {
+        union(&all, &r.record.categories)
+    });
     if text != kept.memory {
         let vector = memory
             .embed_documents(&[indexed_text(&text, kept.context.as_deref())])
@@ -338,13 +384,9 @@ async fn merge_cluster(
         keyed.push((kept.id, vector.clone()));
         update.text = Some((text.clone(), vector));
         let mut metadata = kept.metadata.clone();
-        if let Some(Value::Object(core)) = metadata.get_mut("core") {
-            core.insert("summary".into(), Value::String(text.clone()));
-            core.insert("key_facts".into(), serde_json::json!([text]));
-            core.insert("tags".into(), serde_json::json!(categories));
-        }
+        Core::revised(&kept.metadata, &text, &categories, &[], None).insert_into(&mut metadata);
         update.metadata = Some(metadata);
-        credits = price;
+        credits += prices.update;
     }
     if text != kept.memory || categories != kept.categories {
         update.categories = Some(categories);
@@ -363,26 +405,31 @@ async fn merge_cluster(
             id: *id,
             at,
             input: note(format!("consolidate: merged into {}", kept.id)),
+            expect: version(*id),
         });
     }
-    let expected = cluster.clone();
-    memory
-        .commit_with(move |memory| async move {
-            if let Some(id) = memory.first_changed(&expected).await? {
-                return Err(Error::Conflict {
-                    detail: format!("memory {id} changed during consolidation"),
-                });
+    match memory.commit(WriteBatch::new(writes, credits), keyed).await {
+        Ok(_) => {
+            result.credits_used += credits;
+            result.clusters.push(MergedCluster {
+                kept: kept.id,
+                merged: merged_ids,
+                memory: text,
+                previous,
+            });
+            Ok(())
+        }
+        // A member moved (another writer) or was deleted meanwhile: the cluster is skipped,
+        // and its model call is still paid.
+        Err(Error::Conflict { .. } | Error::NotFound { .. }) => {
+            tracing::debug!("cluster skipped: a member changed during consolidation");
+            result.skipped += 1;
+            if inference > 0 {
+                memory.charge(inference).await?;
+                result.credits_used += inference;
             }
-            Ok((WriteBatch::new(writes, credits), keyed))
-        })
-        .await?;
-    Ok((
-        MergedCluster {
-            kept: kept.id,
-            merged: merged_ids,
-            memory: text,
-            previous,
-        },
-        credits,
-    ))
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }

@@ -39,6 +39,7 @@ impl Memory {
             id,
             at: now(),
             input: Vec::new(),
+            expect: None,
         })
         .await
     }

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::limits;
 use crate::memory::Memory;
-use crate::ops::search::ScoredMemory;
+use crate::retrieve::{Query, Retrieval, ScoredMemory, SearchMode};
 
 /// The result of `embed`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,11 +44,17 @@ impl Memory {
             .await?
             .pop()
             .ok_or_else(|| Error::internal("no query vector"))?;
-        let refill = self.feedback_refill().await?;
-        let mut results = self
-            .rank(&vector, &Filter::user(user_id), limit + refill, false)
+        let results = self
+            .ranked(Retrieval {
+                query: Query::Vector(vector),
+                mode: SearchMode::Vector,
+                filter: &Filter::user(user_id),
+                top_k: limit,
+                threshold: 0.0,
+                include_expired: false,
+                rerank: false,
+            })
             .await?;
-        self.apply_feedback(&mut results, limit).await?;
         Ok(RetrieveResult { results })
     }
 

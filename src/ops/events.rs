@@ -14,7 +14,7 @@
 //! let mut events = std::pin::pin!(memory.events(cursor));
 //! while let Some(event) = events.next().await {
 //!     let event = event?;
-//!     println!("{:?} {} {:?}", event.kind, event.memory_id, event.memory);
+//!     println!("{:?} {:?} {:?}", event.kind, event.memory_id, event.memory);
 //!     cursor = event.cursor; // keep it to resume later
 //! }
 //! # Ok(()) }
@@ -31,7 +31,8 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::memory::Memory;
-use crate::record::{HistoryEvent, HistoryRecord, Owners};
+use crate::record::Owners;
+use crate::store::{LogKind, LogRecord};
 
 /// How many events a page holds at most.
 pub const MAX_EVENTS_PAGE: usize = 1_000;
@@ -43,7 +44,7 @@ pub const EVENT_POLL: Duration = Duration::from_millis(200);
 /// Events read per store call while a stream catches up.
 const STREAM_BATCH: usize = 256;
 
-/// What happened to a memory.
+/// What an event reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -54,6 +55,10 @@ pub enum EventKind {
     MemoryUpdate,
     /// A memory was deleted (one by one, by owner, or with its entity).
     MemoryDelete,
+    /// A memory's feedback was set or cleared (`value`, `previous_value`).
+    MemoryFeedback,
+    /// The project's configuration changed (`value`, `previous_value`).
+    ConfigUpdate,
 }
 
 /// One change in the event log.
@@ -63,42 +68,59 @@ pub struct Event {
     pub cursor: u64,
     /// What happened.
     pub kind: EventKind,
-    /// The event's id (the id of the memory's history record for this change).
+    /// The event's id (for a memory's change, the id of its history record).
     pub id: Uuid,
-    /// The memory that changed.
-    pub memory_id: Uuid,
-    /// Its text after the change (`None` on delete).
+    /// The memory the event is about; `None` for the project's configuration.
+    pub memory_id: Option<Uuid>,
+    /// The memory's text after the change (`None` on delete, and for other events).
     pub memory: Option<String>,
-    /// Its text before the change (`None` on add).
+    /// Its text before the change (`None` on add, and for other events).
     pub previous_memory: Option<String>,
-    /// Its owners.
+    /// The new value, for feedback (`{"feedback", "feedback_reason"}`; `None` when cleared)
+    /// and configuration (`{"extraction_policy", "label_taxonomy"}`) events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    /// The value before the change, as `value` (`None` when there was none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_value: Option<Value>,
+    /// The memory's owners.
     #[serde(flatten)]
     pub owners: Owners,
-    /// Its categories after the change.
+    /// The memory's categories after the change.
     pub categories: Vec<String>,
-    /// Its metadata after the change.
+    /// The memory's metadata after the change.
     pub metadata: Map<String, Value>,
-    /// When the change happened.
+    /// When the change was stored.
     pub created_at: DateTime<Utc>,
 }
 
 impl Event {
-    fn new(cursor: u64, h: HistoryRecord) -> Event {
+    fn new(cursor: u64, r: LogRecord) -> Event {
+        let json = |v: Option<String>| v.and_then(|t| serde_json::from_str(&t).ok());
+        let (memory, previous_memory, value, previous_value) = if r.kind.is_history() {
+            (r.new, r.old, None, None)
+        } else {
+            (None, None, json(r.new), json(r.old))
+        };
         Event {
             cursor,
-            kind: match h.event {
-                HistoryEvent::Add => EventKind::MemoryAdd,
-                HistoryEvent::Update => EventKind::MemoryUpdate,
-                HistoryEvent::Delete => EventKind::MemoryDelete,
+            kind: match r.kind {
+                LogKind::Add => EventKind::MemoryAdd,
+                LogKind::Update => EventKind::MemoryUpdate,
+                LogKind::Delete => EventKind::MemoryDelete,
+                LogKind::Feedback => EventKind::MemoryFeedback,
+                LogKind::Config => EventKind::ConfigUpdate,
             },
-            id: h.id,
-            memory_id: h.memory_id,
-            memory: h.new_memory,
-            previous_memory: h.old_memory,
-            owners: h.owners,
-            categories: h.categories,
-            metadata: h.metadata,
-            created_at: h.created_at,
+            id: r.id,
+            memory_id: r.memory_id,
+            memory,
+            previous_memory,
+            value,
+            previous_value,
+            owners: r.owners,
+            categories: r.categories,
+            metadata: r.metadata,
+            created_at: r.created_at,
         }
     }
 }
@@ -125,7 +147,7 @@ impl Memory {
         let results: Vec<Event> = self
             .inner
             .store
-            .changes_after(cursor, limit)
+            .log(cursor, limit, None)
             .await?
             .into_iter()
             .map(|(c, h)| Event::new(c, h))
@@ -171,13 +193,7 @@ impl Memory {
                 let changed = inner.changed.notified();
                 let mut changed = std::pin::pin!(changed);
                 changed.as_mut().enable();
-                match s
-                    .memory
-                    .inner
-                    .store
-                    .changes_after(s.cursor, STREAM_BATCH)
-                    .await
-                {
+                match s.memory.inner.store.log(s.cursor, STREAM_BATCH, None).await {
                     Err(e) => {
                         s.failed = true;
                         return Some((Err(e), s));

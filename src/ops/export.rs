@@ -19,7 +19,7 @@ use crate::limits;
 use crate::memory::Memory;
 use crate::ops::{awaitable, scope_setters, Scope};
 use crate::record::{content_hash, now, HistoryRecord, MemoryRecord};
-use crate::store::{Feedback, ListQuery, NewMemory, Write, WriteBatch};
+use crate::store::{history_of, Feedback, NewMemory, Scan, VectorQuery, Write, WriteBatch};
 
 /// The `format` of an export.
 pub const EXPORT_FORMAT: &str = "memlane.export";
@@ -111,15 +111,15 @@ impl Memory {
             if !seen.insert(r.id) {
                 return Err(Error::invalid(format!("memory {} appears twice", r.id)));
             }
-            limits::text("memory", &r.memory)?;
-            limits::owners(&r.owners)?;
-            // `core` is memlane's own key, reserved in what callers pass, kept in a restore.
-            let mut caller = r.metadata.clone();
-            caller.remove("core");
-            limits::metadata(&caller)?;
-            if r.owners.is_empty() {
-                return Err(Error::invalid(format!("memory {} has no owner", r.id)));
-            }
+            // Every bound `add` applies, so that an import stores nothing `add` would refuse.
+            limits::record(
+                r,
+                &m.history,
+                m.feedback
+                    .as_ref()
+                    .and_then(|f| f.feedback_reason.as_deref()),
+            )
+            .map_err(|e| e.about(&format!("memory {}", r.id)))?;
             if r.hash != content_hash(&r.memory) {
                 return Err(Error::invalid(format!(
                     "memory {}: its hash is not the SHA-256 of its text; the export was altered",
@@ -195,23 +195,27 @@ impl ExportRequest<'_> {
         let store = &self.memory.inner.store;
         let at = now();
         let mut records = Vec::new();
-        let mut before = None;
+        let mut after = None;
         loop {
-            let mut query = ListQuery::new(filter.clone(), at, limits::MAX_PAGE_SIZE);
-            query.include_expired = self.scope.include_expired;
-            query.before = before;
-            let page = store.list(query).await?;
-            records.extend(page.records);
+            let mut scan = Scan::new(filter.clone(), at, limits::MAX_PAGE_SIZE);
+            scan.include_expired = self.scope.include_expired;
+            scan.after = after;
+            let page = store.scan(&scan).await?;
+            records.extend(page.rows.into_iter().map(|row| row.record));
             match page.next {
-                Some(next) => before = Some(next),
+                Some(next) => after = Some(next),
                 None => break,
             }
         }
         // Lists are newest first; an export reads oldest first, as history does.
         records.reverse();
         let ids: Vec<Uuid> = records.iter().map(|r| r.id).collect();
-        let mut vectors: HashMap<Uuid, Vec<f32>> =
-            store.vectors_of(&ids).await?.into_iter().collect();
+        let mut vectors: HashMap<Uuid, Vec<f32>> = store
+            .vectors(VectorQuery::Of(&ids))
+            .await?
+            .into_iter()
+            .map(|v| (v.id, v.vector))
+            .collect();
         let mut feedback: HashMap<Uuid, Feedback> = store
             .feedback(&ids)
             .await?
@@ -224,7 +228,12 @@ impl ExportRequest<'_> {
             let Some(vector) = vectors.remove(&record.id) else {
                 continue;
             };
-            let history = store.history(record.id).await?;
+            let history: Vec<HistoryRecord> = store
+                .log(0, usize::MAX, Some(record.id))
+                .await?
+                .into_iter()
+                .filter_map(|(_, r)| history_of(r))
+                .collect();
             memories.push(ExportedMemory {
                 feedback: feedback.remove(&record.id),
                 record,

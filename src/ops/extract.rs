@@ -128,8 +128,9 @@ impl<'a> ExtractRequest<'a> {
         self
     }
 
-    /// When the conversation took place (default: now): the `timestamp` of the result and
-    /// what relative dates are counted from.
+    /// When the conversation took place (default: now): the `timestamp` of the result, what
+    /// relative dates are counted from, and the stored memory's `created_at`. In the future
+    /// (beyond a few minutes) or before 1900: a 400.
     pub fn timestamp(mut self, at: DateTime<Utc>) -> Self {
         self.timestamp = Some(at);
         self
@@ -148,6 +149,8 @@ impl<'a> ExtractRequest<'a> {
         }
         limits::messages(&self.messages)?;
         limits::owners(&self.owners)?;
+        let at = now();
+        limits::timestamp(self.timestamp, at)?;
         if let Some(name) = &self.extension {
             return Err(Error::invalid(format!(
                 "unknown extension {:?}: this build has no extensions; leave extension unset",
@@ -166,7 +169,6 @@ impl<'a> ExtractRequest<'a> {
                      with Memory::builder().llm(…)"
                 .into(),
         })?;
-        let at = now();
         let spoken_at = self.timestamp.unwrap_or(at);
         let config = memory.config().await?;
         let prices = memory.prices().await?;
@@ -221,10 +223,7 @@ impl<'a> ExtractRequest<'a> {
             key_facts: core.key_facts.clone(),
             importance: core.importance,
         };
-        metadata.insert(
-            "core".into(),
-            serde_json::to_value(stored_core).unwrap_or(Value::Null),
-        );
+        stored_core.insert_into(&mut metadata);
         let record = MemoryRecord {
             id,
             hash: content_hash(&core.summary),
@@ -234,7 +233,7 @@ impl<'a> ExtractRequest<'a> {
             categories: core.tags.clone(),
             immutable: false,
             expiration_date: None,
-            created_at: at,
+            created_at: spoken_at,
             updated_at: at,
             context: None,
         };

@@ -13,18 +13,13 @@ use uuid::Uuid;
 
 use crate::error::{Error, Result};
 use crate::memory::{Memory, MemoryId};
-use crate::ops::search::ScoredMemory;
 use crate::record::now;
-use crate::store::{Feedback, FeedbackKind};
+use crate::store::{Feedback, FeedbackKind, Write, WriteBatch};
 
 /// Bytes of a feedback reason.
 pub const MAX_FEEDBACK_REASON_BYTES: usize = 2_048;
 
-/// Extra candidates a search fetches, at most, to refill what feedback demotes or removes.
-pub const MAX_FEEDBACK_REFILL: usize = 100;
-
-/// What NEGATIVE feedback multiplies a memory's search score by.
-pub const NEGATIVE_FEEDBACK_FACTOR: f32 = 0.5;
+pub use crate::retrieve::feedback::{MAX_FEEDBACK_REFILL, NEGATIVE_FEEDBACK_FACTOR};
 
 /// What `feedback` returns: the feedback now stored, and the (zero) charge.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,11 +62,12 @@ impl Memory {
             feedback_reason: feedback.and(reason.map(str::to_string)),
             updated_at: Some(now()),
         };
-        self.inner.store.set_feedback(record.clone()).await?;
+        let batch = WriteBatch::new(vec![Write::Feedback(record.clone())], 0);
+        let outcome = self.commit(batch, Vec::new()).await?;
         Ok(FeedbackResult {
             feedback: record,
             credits_used: 0,
-            credits_remaining: self.inner.store.credits().await?,
+            credits_remaining: outcome.credits_remaining,
         })
     }
 
@@ -92,41 +88,5 @@ impl Memory {
                 feedback_reason: None,
                 updated_at: None,
             }))
-    }
-
-    /// How many extra candidates a search should fetch to refill what feedback removes.
-    pub(crate) async fn feedback_refill(&self) -> Result<usize> {
-        let flagged = self.inner.store.negative_feedback_count().await?;
-        Ok(usize::try_from(flagged)
-            .unwrap_or(usize::MAX)
-            .min(MAX_FEEDBACK_REFILL))
-    }
-
-    /// Applies feedback to ranked hits: VERY_NEGATIVE ones leave, NEGATIVE ones lose half
-    /// their score; the order is then by score (stable), and `top_k` are kept.
-    pub(crate) async fn apply_feedback(
-        &self,
-        hits: &mut Vec<ScoredMemory>,
-        top_k: usize,
-    ) -> Result<()> {
-        let ids: Vec<Uuid> = hits.iter().map(|h| h.record.id).collect();
-        let given = self.inner.store.feedback(&ids).await?;
-        if given.iter().any(|f| f.feedback.is_some()) {
-            let kind = |id: Uuid| {
-                given
-                    .iter()
-                    .find(|f| f.memory_id == id)
-                    .and_then(|f| f.feedback)
-            };
-            hits.retain(|h| kind(h.record.id) != Some(FeedbackKind::VeryNegative));
-            for hit in hits.iter_mut() {
-                if kind(hit.record.id) == Some(FeedbackKind::Negative) {
-                    hit.score *= NEGATIVE_FEEDBACK_FACTOR;
-                }
-            }
-            hits.sort_by(|a, b| b.score.total_cmp(&a.score));
-        }
-        hits.truncate(top_k);
-        Ok(())
     }
 }

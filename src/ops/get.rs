@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::memory::{Memory, MemoryId};
 use crate::record::{HistoryRecord, MemoryRecord};
+use crate::store::history_of;
 
 impl Memory {
     /// One live memory by id. Expired memories are still returned; deleted ones are a 404.
@@ -10,8 +11,11 @@ impl Memory {
         let id = id.into().parse()?;
         self.inner
             .store
-            .get(id)
+            .rows(&[id])
             .await?
+            .into_iter()
+            .find(|row| row.deleted_at.is_none())
+            .map(|row| row.record)
             .ok_or(Error::NotFound { id })
     }
 
@@ -19,7 +23,14 @@ impl Memory {
     /// old and new text, then DELETE. A 404 if the id never existed.
     pub async fn history(&self, id: impl Into<MemoryId>) -> Result<Vec<HistoryRecord>> {
         let id = id.into().parse()?;
-        let history = self.inner.store.history(id).await?;
+        let history: Vec<HistoryRecord> = self
+            .inner
+            .store
+            .log(0, usize::MAX, Some(id))
+            .await?
+            .into_iter()
+            .filter_map(|(_, record)| history_of(record))
+            .collect();
         if history.is_empty() {
             return Err(Error::NotFound { id });
         }

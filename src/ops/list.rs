@@ -1,11 +1,11 @@
-//! `list`: filtered, paginated listing, newest first.
+//! `list`: filtered, paginated listing, newest first (by `created_at`).
 
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::memory::Memory;
 use crate::ops::{awaitable, scope_setters, Scope};
 use crate::record::{now, MemoryRecord, Page, Pagination};
-use crate::store::ListQuery;
+use crate::store::{Scan, ScanCursor};
 
 /// A list request; await it to run it. Built by [`Memory::list`].
 ///
@@ -58,25 +58,25 @@ impl<'a> ListRequest<'a> {
                 self.page_size
             )));
         }
-        let before = match &self.cursor {
+        let after = match &self.cursor {
             None => None,
-            Some(c) => Some(c.parse::<u64>().map_err(|_| {
+            Some(c) => Some(ScanCursor::parse(c).ok_or_else(|| {
                 Error::invalid(
                     "cursor is not one this service issued; pass pagination.next_cursor unchanged",
                 )
             })?),
         };
         let filter = self.scope.to_filter()?;
-        let mut query = ListQuery::new(filter, now(), self.page_size);
-        query.include_expired = self.scope.include_expired;
-        query.before = before;
-        let page = self.memory.inner.store.list(query).await?;
+        let mut scan = Scan::new(filter, now(), self.page_size);
+        scan.include_expired = self.scope.include_expired;
+        scan.after = after;
+        let page = self.memory.inner.store.scan(&scan).await?;
         Ok(Page {
-            results: page.records,
+            results: page.rows.into_iter().map(|row| row.record).collect(),
             pagination: Pagination {
                 count: page.count,
                 page_size: self.page_size,
-                next_cursor: page.next.map(|n| n.to_string()),
+                next_cursor: page.next.map(|n| n.encode()),
             },
         })
     }

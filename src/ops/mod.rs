@@ -2,7 +2,6 @@
 //! its tests.
 
 pub mod add;
-mod add_inferred;
 pub mod consolidate;
 pub mod delete;
 pub mod engine;

@@ -6,10 +6,12 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::memory::{Memory, MemoryId};
-use crate::ops::add::verbatim_core;
 use crate::ops::awaitable;
-use crate::record::{indexed_text, now, MemoryRecord};
+use crate::record::{indexed_text, now, Core, MemoryRecord};
 use crate::store::{immutable_error, MemoryUpdate, Write, WriteBatch};
+
+/// How many times an update raced by other writers is rebuilt and retried.
+const MAX_ATTEMPTS: usize = 8;
 
 /// The result of `update`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,8 +102,8 @@ impl<'a> UpdateRequest<'a> {
             .as_deref()
             .map(limits::categories)
             .transpose()?;
-        // Fail fast before paying for an embedding; the write below checks again.
-        // The context never changes, so the new text is embedded with the one read here.
+        // Fail fast before paying for an embedding; the write checks again. The context
+        // never changes, so the new text is embedded with the one read here.
         let current = self.memory.get(id).await?;
         if current.immutable {
             return Err(immutable_error(id));
@@ -116,38 +118,45 @@ impl<'a> UpdateRequest<'a> {
             ),
             None => None,
         };
-        let text = self.text;
-        // Read the memory and write its new state under the write gate, so that a
-        // concurrent update cannot slip in between and be overwritten.
-        let outcome = self
-            .memory
-            .commit_with(move |memory| async move {
-                let current = memory.get(id).await?;
-                let mut update = MemoryUpdate::new(id, now());
-                let mut keyed = Vec::new();
-                if let (Some(text), Some(vector)) = (&text, vector) {
-                    keyed.push((id, vector.clone()));
-                    update.text = Some((text.clone(), vector));
+        // The new state is built from the memory as read, and written only if it is still
+        // that version (checked in the store's transaction); when another writer got there
+        // first, it is built again from what that writer left, so no field is lost.
+        let mut attempt = 0;
+        let outcome = loop {
+            let row = self
+                .memory
+                .inner
+                .store
+                .rows(&[id])
+                .await?
+                .into_iter()
+                .find(|r| r.deleted_at.is_none())
+                .ok_or(Error::NotFound { id })?;
+            let current = &row.record;
+            let mut update = MemoryUpdate::new(id, now());
+            update.expect = Some(row.version);
+            let mut keyed = Vec::new();
+            if let (Some(text), Some(vector)) = (&self.text, &vector) {
+                keyed.push((id, vector.clone()));
+                update.text = Some((text.clone(), vector.clone()));
+            }
+            // Keep memlane's digest in step with the text and categories.
+            let text = self.text.as_deref().unwrap_or(&current.memory);
+            let tags = categories.as_deref().unwrap_or(&current.categories);
+            let mut metadata: Map<String, Value> = new_metadata
+                .clone()
+                .unwrap_or_else(|| current.metadata.clone());
+            Core::revised(&current.metadata, text, tags, &[], None).insert_into(&mut metadata);
+            update.metadata = Some(metadata);
+            update.categories = categories.clone();
+            let batch = WriteBatch::new(vec![Write::Update(update)], price);
+            match self.memory.commit(batch, keyed).await {
+                Err(Error::Conflict { .. }) if attempt < MAX_ATTEMPTS && !current.immutable => {
+                    attempt += 1;
                 }
-                // Keep memlane's digest in step with the text and categories.
-                let text = text.as_deref().unwrap_or(&current.memory);
-                let tags = categories.as_deref().unwrap_or(&current.categories);
-                let mut metadata: Map<String, Value> =
-                    new_metadata.unwrap_or_else(|| current.metadata.clone());
-                let mut core = current.metadata.get("core").cloned().unwrap_or(Value::Null);
-                if let Value::Object(c) = &mut core {
-                    c.insert("summary".into(), Value::String(text.to_owned()));
-                    c.insert("key_facts".into(), serde_json::json!([text]));
-                    c.insert("tags".into(), serde_json::json!(tags));
-                } else {
-                    core = verbatim_core(text, tags);
-                }
-                metadata.insert("core".into(), core);
-                update.metadata = Some(metadata);
-                update.categories = categories;
-                Ok((WriteBatch::new(vec![Write::Update(update)], price), keyed))
-            })
-            .await?;
+                other => break other?,
+            }
+        };
         let memory = outcome
             .changes
             .into_iter()

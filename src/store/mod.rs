@@ -1,17 +1,30 @@
-//! Pluggable storage: the [`Store`] trait, the SQLite store and a small in-memory store.
+//! Pluggable storage: the thin [`Store`] trait, the rules above it, the SQLite store and a
+//! small in-memory reference store.
 //!
 //! A store is the source of truth. It keeps every memory (live and soft-deleted) with its
-//! vector, its history, and a little metadata. The vector index is derived from it.
+//! vector, the change log, feedback, counters and a little metadata. Indexes are derived
+//! from it.
+//!
+//! ## Primitives below, rules above
+//! A [`Store`] provides primitives only: one [`commit`](Store::commit) of conditional row
+//! writes, reads by id and by vector key, a filtered [`scan`](Store::scan) with a cursor,
+//! the change [`log`](Store::log) after a cursor, counters and metadata. What a change
+//! means (its history record, its credit charge, that an immutable memory refuses an
+//! update, that a bulk delete takes every match) is decided once, in [`apply`], which turns
+//! a [`WriteBatch`] of domain [`Write`]s into one [`Transaction`]. A new store cannot get a
+//! rule wrong, because it never sees one.
+//!
+//! ## Preconditions inside the transaction
+//! Every row write that changes a memory names the version of the row it was built from
+//! ([`Row::version`]); the store checks it inside the transaction and refuses the whole
+//! transaction with a 409 when another writer (another handle, process or host) changed
+//! the row in between, and with a 404 when the row is no longer live. A charge is checked
+//! against the balance the same way (402). Nothing is read earlier and trusted later.
 //!
 //! ## Vector keys
-//! Every vector a store holds has a [`VectorKey`], allocated by the store from a counter that
-//! only grows, in commit order. Updating a memory's text stores a new vector under a new key
-//! and retires the old one. The index relies on this: everything it needs to catch up after a
-//! restart is the keys above the highest one it saved.
-//!
-//! ## Writes
-//! [`Store::apply`] takes a [`WriteBatch`] and applies all of it in one transaction, history
-//! and credit charge included, or none of it.
+//! Every vector a store holds has a [`VectorKey`], allocated by the store from a counter
+//! that only grows. Changing a memory's text stores a new vector under a new key and retires
+//! the old one.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -21,198 +34,440 @@ use uuid::Uuid;
 
 use crate::error::Result;
 use crate::filter::Filter;
-use crate::record::{HistoryEvent, HistoryRecord, MemoryRecord, Message, Owners};
+use crate::record::{MemoryRecord, Message, Owners};
 
-mod fts;
+mod batch;
+mod candidates;
+#[cfg(feature = "test-util")]
+pub mod conformance;
+pub mod keyword;
 mod mem;
 mod sqlite;
 
+pub use batch::{apply, Change, MemoryUpdate, NewMemory, Write, WriteBatch, WriteOutcome};
+pub(crate) use batch::{history_of, immutable_error, owner_filter};
+pub use candidates::{Among, CandidateSource};
+pub use keyword::{KeywordHits, KeywordIndex, KeywordQuery};
 pub use mem::MemStore;
 pub use sqlite::SqliteStore;
 
-/// The key of one stored vector. Allocated by the store, strictly increasing in commit order.
+/// The key of one stored vector. Allocated by the store, strictly increasing.
 pub type VectorKey = u64;
 
-/// A memory to insert.
-#[derive(Debug, Clone)]
+/// A memory as a store keeps it: the record and what the engine needs beside it.
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub struct NewMemory {
-    /// The record (its id must be new).
+pub struct Row {
+    /// The memory.
     pub record: MemoryRecord,
-    /// Its unit-length vector.
-    pub vector: Vec<f32>,
-    /// The input that caused it, for history.
-    pub input: Vec<Message>,
-    /// A restored memory's history, written as it is instead of a new ADD record.
-    pub history: Option<Vec<HistoryRecord>>,
-    /// A restored memory's feedback.
-    pub feedback: Option<Box<Feedback>>,
+    /// The key of its current vector.
+    pub key: VectorKey,
+    /// The row's version: 1 when inserted, one more with every change. Writes that change
+    /// the row name it as their precondition.
+    pub version: u64,
+    /// The store's insertion sequence of the row (unique, growing): ties in scans are broken
+    /// by it, newest first.
+    pub seq: u64,
+    /// When it was soft-deleted, if it was.
+    pub deleted_at: Option<DateTime<Utc>>,
 }
 
-impl NewMemory {
-    /// A memory to insert.
-    pub fn new(record: MemoryRecord, vector: Vec<f32>, input: Vec<Message>) -> Self {
-        NewMemory {
-            record,
-            vector,
-            input,
-            history: None,
-            feedback: None,
-        }
-    }
-
-    /// A memory restored from an export, with its history and feedback as they were.
-    pub fn restored(
+impl Row {
+    /// A row as a store builds it from its columns.
+    pub fn new(
         record: MemoryRecord,
-        vector: Vec<f32>,
-        history: Vec<HistoryRecord>,
-        feedback: Option<Feedback>,
+        key: VectorKey,
+        version: u64,
+        seq: u64,
+        deleted_at: Option<DateTime<Utc>>,
     ) -> Self {
-        NewMemory {
+        Row {
             record,
-            vector,
-            input: Vec::new(),
-            history: Some(history),
-            feedback: feedback.map(Box::new),
+            key,
+            version,
+            seq,
+            deleted_at,
         }
+    }
+
+    /// Whether the row is live (not deleted) and, unless `include_expired`, unexpired at `now`.
+    pub fn visible(&self, now: DateTime<Utc>, include_expired: bool) -> bool {
+        self.deleted_at.is_none() && (include_expired || !self.record.is_expired_at(now))
     }
 }
 
-/// A change to a live memory. Fields left `None` keep their value.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct MemoryUpdate {
-    /// Which memory.
+/// One stored vector of a live memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredVector {
+    /// Its key.
+    pub key: VectorKey,
+    /// The memory it belongs to.
     pub id: Uuid,
-    /// New text and its vector (both or neither).
-    pub text: Option<(String, Vec<f32>)>,
-    /// New caller metadata (replaces it; `core` included).
-    pub metadata: Option<Map<String, Value>>,
-    /// New categories.
-    pub categories: Option<Vec<String>>,
-    /// When the change happens.
-    pub at: DateTime<Utc>,
-    /// The input that caused it, for history.
-    pub input: Vec<Message>,
+    /// The unit-length vector.
+    pub vector: Vec<f32>,
+    /// When its memory expires, in microseconds since the epoch.
+    pub expires_at: Option<i64>,
 }
 
-impl MemoryUpdate {
-    /// An update of `id` at `at` that changes nothing yet.
-    pub fn new(id: Uuid, at: DateTime<Utc>) -> Self {
-        MemoryUpdate {
-            id,
-            text: None,
-            metadata: None,
-            categories: None,
-            at,
-            input: Vec::new(),
-        }
-    }
+/// Which vectors [`Store::vectors`] reads.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum VectorQuery<'a> {
+    /// Live vectors with keys above this one, ascending, at most `limit`: how an index is
+    /// built and caught up.
+    After {
+        /// Exclusive lower bound.
+        key: VectorKey,
+        /// At most this many.
+        limit: usize,
+    },
+    /// The current vectors of these memories, when live (others are left out).
+    Of(&'a [Uuid]),
 }
 
-/// One write of a batch.
+/// One conditional row write of a [`Transaction`].
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub enum Write {
-    /// Insert a new memory.
-    Insert(NewMemory),
-    /// Change a live memory. Fails with 404 if it is missing or deleted, 409 if immutable.
-    Update(MemoryUpdate),
-    /// Soft-delete a live memory. Fails with 404 if it is missing or already deleted.
+pub enum RowWrite {
+    /// Inserts a memory with its vector, at version 1 under a new key. Precondition: no row
+    /// has its id, live or deleted (409).
+    Insert {
+        /// The memory.
+        record: MemoryRecord,
+        /// Its unit-length vector.
+        vector: Vec<f32>,
+    },
+    /// Replaces a live row's record (its id stays); with a vector, the vector too, under a
+    /// new key. Precondition: the row is live (404) at version `expect` (409).
+    Replace {
+        /// The new record.
+        record: MemoryRecord,
+        /// A new vector, if the text changed.
+        vector: Option<Vec<f32>>,
+        /// The version the record was built from.
+        expect: u64,
+    },
+    /// Soft-deletes a live row. Precondition: the row is live (404) at version `expect` (409).
     Delete {
         /// Which memory.
         id: Uuid,
         /// When.
         at: DateTime<Utc>,
-        /// The input that caused it, for history (empty for a direct delete).
-        input: Vec<Message>,
+        /// The version the deletion was decided on.
+        expect: u64,
     },
-    /// Soft-delete every live memory (expired included) matching a filter.
-    DeleteWhere {
-        /// Which memories.
-        filter: Filter,
-        /// When.
-        at: DateTime<Utc>,
+    /// Appends a record to the change log, which gives it the next cursor.
+    Log(LogRecord),
+    /// Sets (or, with `feedback: None`, clears) a memory's feedback. Precondition: the
+    /// memory is live (404).
+    Feedback(Feedback),
+    /// Sets a metadata value.
+    Meta {
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
     },
+    /// Adds to the credit balance (saturating).
+    Credit(u64),
 }
 
-/// Writes applied together, atomically, with their credit charge.
+/// Row writes applied together, atomically, with a charge.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct WriteBatch {
+pub struct Transaction {
     /// The writes, applied in order.
-    pub writes: Vec<Write>,
-    /// Credits to charge. If the balance cannot pay, nothing is written (402).
-    pub credits: u64,
+    pub writes: Vec<RowWrite>,
+    /// Credits to charge. Precondition: the balance covers it (402).
+    pub charge: u64,
 }
 
-impl WriteBatch {
-    /// A batch of writes charging `credits`.
-    pub fn new(writes: Vec<Write>, credits: u64) -> Self {
-        WriteBatch { writes, credits }
+impl Transaction {
+    /// A transaction of `writes` charging `charge`.
+    pub fn new(writes: Vec<RowWrite>, charge: u64) -> Self {
+        Transaction { writes, charge }
     }
 }
 
-/// One memory changed by a batch.
-#[derive(Debug, Clone)]
-pub struct Change {
-    /// What happened.
-    pub event: HistoryEvent,
-    /// The memory after the change (on DELETE: as it was when deleted).
-    pub record: MemoryRecord,
-    /// The vector key retired by the change (UPDATE of the text, DELETE).
-    pub retired_key: Option<VectorKey>,
-    /// The vector key added by the change (ADD, UPDATE of the text).
-    pub added_key: Option<VectorKey>,
+/// What one [`RowWrite`] of a committed transaction did (`Insert`, `Replace` and `Delete`;
+/// other writes have no outcome of their own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowOutcome {
+    /// The memory written.
+    pub id: Uuid,
+    /// The vector key the write retired (a replaced vector, a deletion).
+    pub retired: Option<VectorKey>,
+    /// The vector key the write added (an insertion, a replaced vector).
+    pub added: Option<VectorKey>,
+    /// The row's version after the write.
+    pub version: u64,
 }
 
-/// What a batch did.
-#[derive(Debug, Clone)]
-pub struct WriteOutcome {
-    /// The changes, in the order of the writes.
-    pub changes: Vec<Change>,
-    /// The credit balance after the charge.
-    pub credits_remaining: u64,
+/// What a committed transaction did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Committed {
+    /// One outcome per `Insert`, `Replace` and `Delete`, in order.
+    pub rows: Vec<RowOutcome>,
+    /// The cursors the log records got, in order.
+    pub cursors: Vec<u64>,
+    /// The credit balance after the transaction.
+    pub credits: u64,
 }
 
-/// A query for a page of memories, newest first.
+/// A filtered read of live memories, newest first (by `created_at`, then by insertion).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct ListQuery {
+pub struct Scan {
     /// Which memories.
     pub filter: Filter,
     /// The current time, for expiry.
     pub now: DateTime<Utc>,
-    /// Whether expired memories are listed too.
+    /// Whether expired memories are read too.
     pub include_expired: bool,
-    /// Only memories inserted before this position (a [`ListPage::next`] value).
-    pub before: Option<u64>,
+    /// Only memories after this position (a [`ScanPage::next`]).
+    pub after: Option<ScanCursor>,
     /// At most this many.
     pub limit: usize,
 }
 
-impl ListQuery {
-    /// A query for the first `limit` live, unexpired memories matching `filter` at `now`.
+impl Scan {
+    /// The first `limit` live, unexpired memories matching `filter` at `now`.
     pub fn new(filter: Filter, now: DateTime<Utc>, limit: usize) -> Self {
-        ListQuery {
+        Scan {
             filter,
             now,
             include_expired: false,
-            before: None,
+            after: None,
             limit,
         }
     }
 }
 
-/// A page of memories.
-#[derive(Debug, Clone)]
-pub struct ListPage {
-    /// The memories, newest first.
-    pub records: Vec<MemoryRecord>,
+/// A position in a scan: the last row of a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ScanCursor {
+    /// Its `created_at`, in microseconds since the epoch.
+    pub created_at: i64,
+    /// Its [`Row::seq`].
+    pub seq: u64,
+}
+
+impl ScanCursor {
+    /// The cursor of a row.
+    pub fn of(row: &Row) -> Self {
+        ScanCursor {
+            created_at: row.record.created_at.timestamp_micros(),
+            seq: row.seq,
+        }
+    }
+
+    /// Whether `row` comes after this position, newest first.
+    pub fn precedes(&self, row: &Row) -> bool {
+        ScanCursor::of(row) < *self
+    }
+
+    /// The cursor as text, for callers (see [`ScanCursor::parse`]).
+    pub fn encode(&self) -> String {
+        format!("{}.{}", self.created_at, self.seq)
+    }
+
+    /// A cursor from [`ScanCursor::encode`]'s text.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (created_at, seq) = text.split_once('.')?;
+        Some(ScanCursor {
+            created_at: created_at.parse().ok()?,
+            seq: seq.parse().ok()?,
+        })
+    }
+}
+
+/// A page of a scan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScanPage {
+    /// The rows, newest first.
+    pub rows: Vec<Row>,
     /// Where the next page starts, if there is one.
-    pub next: Option<u64>,
-    /// How many memories match, over all pages.
+    pub next: Option<ScanCursor>,
+    /// How many rows match, over all pages.
     pub count: u64,
+}
+
+/// What a change-log record is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
+pub enum LogKind {
+    /// A memory was added.
+    Add,
+    /// A memory was changed.
+    Update,
+    /// A memory was soft-deleted.
+    Delete,
+    /// A memory's feedback was set or cleared.
+    Feedback,
+    /// The project's configuration was changed.
+    Config,
+}
+
+impl LogKind {
+    /// The kind's name as stored: `ADD`, `UPDATE`, `DELETE`, `FEEDBACK` or `CONFIG`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogKind::Add => "ADD",
+            LogKind::Update => "UPDATE",
+            LogKind::Delete => "DELETE",
+            LogKind::Feedback => "FEEDBACK",
+            LogKind::Config => "CONFIG",
+        }
+    }
+
+    /// The kind with this stored name.
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            LogKind::Add,
+            LogKind::Update,
+            LogKind::Delete,
+            LogKind::Feedback,
+            LogKind::Config,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == name)
+    }
+
+    /// Whether records of this kind are part of a memory's history.
+    pub fn is_history(self) -> bool {
+        matches!(self, LogKind::Add | LogKind::Update | LogKind::Delete)
+    }
+}
+
+/// One record of the change log: a memory's change (its history), a feedback change, or a
+/// configuration change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct LogRecord {
+    /// The record's id.
+    pub id: Uuid,
+    /// What happened.
+    pub kind: LogKind,
+    /// The memory it is about (`None` for the project's configuration).
+    pub memory_id: Option<Uuid>,
+    /// Before: the memory's text, or the old value (JSON) of feedback and configuration.
+    pub old: Option<String>,
+    /// After: the memory's text (none on DELETE), or the new value (JSON).
+    pub new: Option<String>,
+    /// The input that caused it.
+    pub input: Vec<Message>,
+    /// The memory's owners.
+    #[serde(flatten)]
+    pub owners: Owners,
+    /// The memory's categories.
+    pub categories: Vec<String>,
+    /// The memory's metadata.
+    pub metadata: Map<String, Value>,
+    /// When the change was stored.
+    pub created_at: DateTime<Utc>,
+}
+
+impl LogRecord {
+    /// A record of `kind` about nothing yet, at `at`; its other fields are set by the caller.
+    pub fn new(kind: LogKind, memory_id: Option<Uuid>, at: DateTime<Utc>) -> Self {
+        LogRecord {
+            id: Uuid::now_v7(),
+            kind,
+            memory_id,
+            old: None,
+            new: None,
+            input: Vec::new(),
+            owners: Owners::default(),
+            categories: Vec::new(),
+            metadata: Map::new(),
+            created_at: at,
+        }
+    }
+}
+
+/// A store's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counters {
+    /// The credit balance.
+    pub credits: u64,
+    /// The highest vector key ever allocated (0 when none).
+    pub max_key: VectorKey,
+    /// How many memories carry NEGATIVE or VERY_NEGATIVE feedback.
+    pub negative_feedback: u64,
+    /// The cursor of the last change-log record (0 when none).
+    pub last_cursor: u64,
+}
+
+/// Storage for memories: the primitives an engine provides. Every rule lives above it, in
+/// [`apply`]; implement these methods to keep memories somewhere else, and run the
+/// conformance suite (feature `test-util`, `memlane::store::conformance::run`) against your
+/// implementation.
+///
+/// Every read sees a consistent snapshot, and [`commit`](Store::commit) is atomic: all of
+/// a transaction, with every precondition checked inside it, or none of it.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug + 'static {
+    /// Applies a transaction atomically, checking each write's precondition and the charge
+    /// inside it; the first that fails rolls everything back (404, 409 or 402).
+    async fn commit(&self, tx: Transaction) -> Result<Committed>;
+
+    /// The rows of these memories, live or deleted, in no particular order (unknown ids are
+    /// left out).
+    async fn rows(&self, ids: &[Uuid]) -> Result<Vec<Row>>;
+
+    /// The live rows holding these vector keys, in no particular order (retired keys are
+    /// left out).
+    async fn rows_by_key(&self, keys: &[VectorKey]) -> Result<Vec<Row>>;
+
+    /// A page of the live rows matching a filter, newest first, and how many match.
+    async fn scan(&self, scan: &Scan) -> Result<ScanPage>;
+
+    /// The vector keys of the live rows matching `filter` at `now`, ascending.
+    async fn keys(
+        &self,
+        filter: &Filter,
+        now: DateTime<Utc>,
+        include_expired: bool,
+    ) -> Result<Vec<VectorKey>>;
+
+    /// Stored vectors of live memories (see [`VectorQuery`]).
+    async fn vectors(&self, query: VectorQuery<'_>) -> Result<Vec<StoredVector>>;
+
+    /// The change log after `cursor`, in commit order, with each record's cursor; only one
+    /// memory's records when `memory` is given. Cursors are positive, strictly increasing in
+    /// commit order and never reused; `0` is before the first record.
+    async fn log(
+        &self,
+        cursor: u64,
+        limit: usize,
+        memory: Option<Uuid>,
+    ) -> Result<Vec<(u64, LogRecord)>>;
+
+    /// Entities (owner ids with live memories) ordered by kind, then id; only those after
+    /// `after` and, when given, of one kind; at most `limit`.
+    async fn entities(
+        &self,
+        kind: Option<EntityKind>,
+        after: Option<(EntityKind, String)>,
+        limit: usize,
+    ) -> Result<Vec<Entity>>;
+
+    /// The feedback given on these memories (those with none are left out).
+    async fn feedback(&self, ids: &[Uuid]) -> Result<Vec<Feedback>>;
+
+    /// A value from the store's key–value metadata.
+    async fn meta(&self, key: &str) -> Result<Option<String>>;
+
+    /// The store's counters.
+    async fn counters(&self) -> Result<Counters>;
+
+    /// The store's own keyword index, if it keeps one; without one, keyword search ranks the
+    /// store's rows in process (see [`KeywordIndex`]).
+    fn keyword_index(&self) -> Option<&dyn KeywordIndex> {
+        None
+    }
 }
 
 /// The kinds of owner a memory has; each owner id is an entity.
@@ -325,6 +580,11 @@ impl FeedbackKind {
         .into_iter()
         .find(|k| k.as_str() == name)
     }
+
+    /// Whether search demotes or removes a memory with this feedback.
+    pub fn is_negative(self) -> bool {
+        matches!(self, FeedbackKind::Negative | FeedbackKind::VeryNegative)
+    }
 }
 
 /// The feedback on a memory.
@@ -340,186 +600,6 @@ pub struct Feedback {
     pub updated_at: Option<DateTime<Utc>>,
 }
 
-/// The liveness of one indexed vector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LiveKey {
-    /// The key.
-    pub key: VectorKey,
-    /// When its memory expires, in microseconds since the epoch.
-    pub expires_at: Option<i64>,
-}
-
-/// Storage for memories. Implement it to keep memories somewhere else; run the conformance
-/// suite in `tests/store_conformance.rs` against your implementation.
-///
-/// Every method sees a consistent snapshot; [`apply`](Store::apply) is atomic. Methods that
-/// take a `now` hide memories that expired at `now` unless told otherwise; deleted memories
-/// are never returned except by [`history`](Store::history).
-#[async_trait]
-pub trait Store: Send + Sync + std::fmt::Debug + 'static {
-    /// Applies a batch atomically and returns what changed.
-    async fn apply(&self, batch: WriteBatch) -> Result<WriteOutcome>;
-
-    /// A live memory by id (expired ones included), or `None`.
-    async fn get(&self, id: Uuid) -> Result<Option<MemoryRecord>>;
-
-    /// The live memories holding these vector keys, in no particular order. Retired keys are
-    /// skipped.
-    async fn get_by_keys(&self, keys: &[VectorKey]) -> Result<Vec<(VectorKey, MemoryRecord)>>;
-
-    /// A page of memories, newest first.
-    async fn list(&self, query: ListQuery) -> Result<ListPage>;
-
-    /// The vector keys of the live memories matching `filter` at `now`, ascending.
-    async fn matching_keys(
-        &self,
-        filter: &Filter,
-        now: DateTime<Utc>,
-        include_expired: bool,
-    ) -> Result<Vec<VectorKey>>;
-
-    /// Keyword search: the live memories matching `filter` at `now` that contain any word of
-    /// `query` (see [`keywords`]), ranked by BM25, best first, at most `limit`, with their
-    /// BM25 score (positive; higher is better).
-    async fn keyword_search(
-        &self,
-        query: &str,
-        filter: &Filter,
-        now: DateTime<Utc>,
-        include_expired: bool,
-        limit: usize,
-    ) -> Result<Vec<(VectorKey, f32)>>;
-
-    /// Several keyword searches with one filter: for each query, what [`Store::keyword_search`]
-    /// returns for it. Stores may share work between the queries (the SQLite store reads the
-    /// matching rows once); this default runs them one by one.
-    async fn keyword_search_many(
-        &self,
-        queries: &[String],
-        filter: &Filter,
-        now: DateTime<Utc>,
-        include_expired: bool,
-        limit: usize,
-    ) -> Result<Vec<Vec<(VectorKey, f32)>>> {
-        let mut out = Vec::with_capacity(queries.len());
-        for query in queries {
-            out.push(
-                self.keyword_search(query, filter, now, include_expired, limit)
-                    .await?,
-            );
-        }
-        Ok(out)
-    }
-
-    /// Live vectors with keys above `after`, ascending, at most `limit`: how the index
-    /// catches up and rebuilds.
-    async fn vectors_after(
-        &self,
-        after: VectorKey,
-        limit: usize,
-    ) -> Result<Vec<(VectorKey, Vec<f32>)>>;
-
-    /// Every live vector key with its expiry.
-    async fn live_keys(&self) -> Result<Vec<LiveKey>>;
-
-    /// The change history of a memory (deleted ones too), oldest first; empty if unknown.
-    async fn history(&self, id: Uuid) -> Result<Vec<HistoryRecord>>;
-
-    /// Every change of every memory after `cursor`, in commit order, with its cursor: the
-    /// history records of all memories as one log. Cursors are positive and strictly
-    /// increasing in commit order, and never reused; `0` is before the first change.
-    async fn changes_after(&self, cursor: u64, limit: usize) -> Result<Vec<(u64, HistoryRecord)>>;
-
-    /// Entities (owner ids with live memories) ordered by kind, then id; only those after
-    /// `after` and, when given, of one kind; at most `limit`.
-    async fn entities(
-        &self,
-        kind: Option<EntityKind>,
-        after: Option<(EntityKind, String)>,
-        limit: usize,
-    ) -> Result<Vec<Entity>>;
-
-    /// The stored vectors of these live memories (unknown or deleted ones are left out).
-    async fn vectors_of(&self, ids: &[Uuid]) -> Result<Vec<(Uuid, Vec<f32>)>>;
-
-    /// Sets (or, with `feedback: None`, clears) the feedback on a live memory; 404 when the
-    /// memory is missing or deleted.
-    async fn set_feedback(&self, feedback: Feedback) -> Result<()>;
-
-    /// The feedback given on these memories (those with none are left out).
-    async fn feedback(&self, ids: &[Uuid]) -> Result<Vec<Feedback>>;
-
-    /// How many memories carry NEGATIVE or VERY_NEGATIVE feedback.
-    async fn negative_feedback_count(&self) -> Result<u64>;
-
-    /// A value from the store's key–value metadata.
-    async fn meta(&self, key: &str) -> Result<Option<String>>;
-
-    /// Sets a value in the store's key–value metadata.
-    async fn set_meta(&self, key: &str, value: &str) -> Result<()>;
-
-    /// The credit balance.
-    async fn credits(&self) -> Result<u64>;
-
-    /// Adds to the credit balance (saturating) and returns the new balance.
-    async fn add_credits(&self, amount: u64) -> Result<u64>;
-
-    /// The highest vector key ever allocated (0 when none).
-    async fn max_key(&self) -> Result<VectorKey>;
-}
-
-/// The words of a text as keyword search sees them: lowercase runs of letters and digits
-/// (accents kept), at most 64 of them.
-pub fn keywords(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .take(64)
-        .map(str::to_lowercase)
-        .collect()
-}
-
-/// The words of a query worth matching: [`keywords`] without English function words
-/// ("what", "did", "for", …). In a small store such words are rare enough for BM25 to weigh
-/// them heavily, and a question would match memories by its grammar instead of its subject.
-/// Only queries are filtered; stored texts keep every word.
-pub fn query_keywords(text: &str) -> Vec<String> {
-    keywords(text)
-        .into_iter()
-        .filter(|w| STOPWORDS.binary_search(&w.as_str()).is_err())
-        .collect()
-}
-
-/// How much a word of a memory's context counts in keyword search, relative to a word of its
-/// own text. Measured on LoCoMo in a probe outside the engine (R@10 of hybrid search):
-/// 0.2 → 72.8, 0.3 → 73.1, 0.5 → 73.4, with 0.3 keeping the memory's own words clearly first.
-pub const CONTEXT_WEIGHT: f32 = 0.3;
-
-/// The stems of a text's [`keywords`] (English snowball stemmer), so that "painting" and
-/// "painted" meet. The SQLite store stems with FTS5's Porter tokenizer instead; the two agree
-/// on all but rare words.
-pub fn stems(text: &str) -> Vec<String> {
-    stem_all(keywords(text))
-}
-
-/// The stems of words, in order (English snowball stemmer).
-pub(crate) fn stem_all(words: Vec<String>) -> Vec<String> {
-    let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
-    words.iter().map(|w| stemmer.stem(w).into_owned()).collect()
-}
-
-/// English function words, sorted (the query filter relies on binary search).
-const STOPWORDS: &[&str] = &[
-    "a", "about", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be",
-    "been", "before", "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing",
-    "during", "each", "for", "from", "had", "has", "have", "having", "he", "her", "here", "hers",
-    "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "more", "most",
-    "my", "no", "not", "now", "of", "on", "once", "only", "or", "other", "our", "out", "over",
-    "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them",
-    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
-    "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
-    "why", "will", "with", "would", "you", "your",
-];
-
 /// Metadata key holding the store's random identity (so an index saved for one store is
 /// never loaded for another).
 pub const META_STORE_ID: &str = "store_id";
@@ -530,68 +610,3 @@ pub const META_DIMENSION: &str = "embedding_dimension";
 
 /// The credit balance a new store starts with.
 pub const DEFAULT_CREDITS: u64 = 1_000_000;
-
-/// The 409 for changing an immutable memory.
-pub(crate) fn immutable_error(id: Uuid) -> crate::error::Error {
-    crate::error::Error::Conflict {
-        detail: format!(
-            "memory {id} is immutable and cannot be updated; delete it and add a new one instead"
-        ),
-    }
-}
-
-/// Builds the history record of a change.
-pub(crate) fn history_record(
-    event: HistoryEvent,
-    old: Option<&str>,
-    record: &MemoryRecord,
-    input: &[Message],
-    at: DateTime<Utc>,
-) -> HistoryRecord {
-    HistoryRecord {
-        id: Uuid::now_v7(),
-        memory_id: record.id,
-        event,
-        old_memory: old.map(str::to_owned),
-        new_memory: (event != HistoryEvent::Delete).then(|| record.memory.clone()),
-        input: input.to_vec(),
-        owners: record.owners.clone(),
-        categories: record.categories.clone(),
-        metadata: record.metadata.clone(),
-        created_at: at,
-    }
-}
-
-/// The owner part of a bulk-delete filter, checked non-empty.
-pub(crate) fn owner_filter(owners: &Owners) -> Filter {
-    let mut parts = Vec::new();
-    if let Some(u) = &owners.user_id {
-        parts.push(Filter::user(u.clone()));
-    }
-    if let Some(a) = &owners.agent_id {
-        parts.push(Filter::agent(a.clone()));
-    }
-    if let Some(a) = &owners.app_id {
-        parts.push(Filter::app(a.clone()));
-    }
-    if let Some(r) = &owners.run_id {
-        parts.push(Filter::run(r.clone()));
-    }
-    Filter::And(parts)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stopwords_are_sorted_and_only_leave_queries() {
-        assert!(STOPWORDS.windows(2).all(|w| w[0] < w[1]));
-        assert_eq!(
-            query_keywords("What should I cook for her tonight?"),
-            vec!["cook", "tonight"]
-        );
-        assert_eq!(keywords("What for"), vec!["what", "for"]);
-        assert!(query_keywords("what is it").is_empty());
-    }
-}

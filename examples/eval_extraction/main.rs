@@ -1,0 +1,309 @@
+//! Extraction quality: precision and recall of the facts `add` stores, on labelled
+//! conversations written for this project (see `cases.rs` for the sets and the matching
+//! rule): the set the prompts were developed on and a held-out set never tuned on,
+//! reported side by side.
+//!
+//! `cargo run --release --example eval_extraction` (after `scripts/fetch-models.sh`), with
+//! the local model, or any OpenAI-compatible server when `OPENAI_API_KEY` or
+//! `OPENAI_BASE_URL` is set (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
+//! `-- --set tuned|heldout` runs one set; `-- --only ID[,ID…]` some conversations only.
+//! Marks in the listing: `+` right, `~` stale, `-` states no fact.
+
+mod cases;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cases::{is_right, is_stale, states, Case, Kind, Score, Set};
+use memlane::{Llm, LocalLlm, Memory, Message, OpenAiConfig, OpenAiLlm};
+
+/// The language model: an OpenAI-compatible server when one is configured, else the local one.
+fn language_model() -> memlane::Result<(Arc<dyn Llm>, String)> {
+    let configured = ["OPENAI_API_KEY", "OPENAI_BASE_URL"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()));
+    if configured {
+        let model = std::env::var("MEMLANE_LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
+        let llm = OpenAiLlm::new(OpenAiConfig::from_env(model.clone()))?;
+        return Ok((Arc::new(llm), format!("{model} over the OpenAI protocol")));
+    }
+    Ok((
+        Arc::new(LocalLlm::load_default()?),
+        "local Qwen2.5 1.5B (Q4_K_M)".into(),
+    ))
+}
+
+/// Runs one conversation for its own user and returns what the store kept.
+async fn run(memory: &Memory, set: Set, case: &Case) -> memlane::Result<Vec<String>> {
+    let user = format!("eval-{}-{}", set.name(), case.id);
+    for turn in &case.turns {
+        let messages: Vec<Message> = turn
+            .messages
+            .iter()
+            .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
+            .collect();
+        memory
+            .add(messages)
+            .user(user.as_str())
+            .timestamp(turn.at)
+            .await?;
+    }
+    Ok(memory
+        .list()
+        .user(user.as_str())
+        .page_size(100)
+        .await?
+        .results
+        .into_iter()
+        .map(|r| r.memory)
+        .collect())
+}
+
+/// One set's results: per kind (conversations, score), and in all.
+struct Table {
+    set: Set,
+    by_kind: BTreeMap<Kind, (usize, Score)>,
+    total: Score,
+    conversations: usize,
+}
+
+fn percent(x: Option<f64>) -> String {
+    x.map_or_else(|| "n/a".to_string(), |r| format!("{r:.1}"))
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> memlane::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let only: Option<Vec<String>> =
+        value("--only").map(|ids| ids.split(',').map(str::to_string).collect());
+    let sets: Vec<Set> = match value("--set").as_deref() {
+        Some("tuned") => vec![Set::Tuned],
+        Some("heldout") => vec![Set::HeldOut],
+        None => vec![Set::Tuned, Set::HeldOut],
+        Some(other) => {
+            return Err(memlane::Error::invalid(format!(
+                "--set takes tuned or heldout, not {other}"
+            )))
+        }
+    };
+
+    let dir = std::env::temp_dir().join(format!("memlane-eval-extraction-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| memlane::Error::storage("cannot create a temp dir", e))?;
+    let (llm, name) = language_model()?;
+    println!("language model: {name}; store {}\n", dir.display());
+    let memory = Memory::builder()
+        .path(dir.join("eval.db"))
+        .llm(llm)
+        .build()
+        .await?;
+
+    let started = Instant::now();
+    let mut tables: Vec<Table> = Vec::new();
+    for set in sets {
+        let cases: Vec<Case> = set
+            .cases()
+            .into_iter()
+            .filter(|c| only.as_ref().is_none_or(|ids| ids.contains(&c.id)))
+            .collect();
+        println!("## {} ({} conversations)\n", set.name(), cases.len());
+        let mut by_kind: BTreeMap<Kind, (usize, Score)> = BTreeMap::new();
+        let mut total = Score::default();
+        for case in &cases {
+            let case_started = Instant::now();
+            let kept = run(&memory, set, case).await?;
+            let score = Score::of(&kept, &case.facts, &case.stale);
+            total.add(score);
+            let entry = by_kind.entry(case.kind).or_default();
+            entry.0 += 1;
+            entry.1.add(score);
+            println!(
+                "{:<24} {:?}: {}/{} memories state a fact, {}/{} facts found ({:.0} s)",
+                case.id,
+                case.kind,
+                score.memories_stating_a_fact,
+                score.memories,
+                score.facts_stated,
+                score.facts,
+                case_started.elapsed().as_secs_f64()
+            );
+            for m in &kept {
+                let mark = if is_stale(m, &case.stale) {
+                    "~"
+                } else if case.facts.iter().any(|f| states(m, f)) {
+                    "+"
+                } else {
+                    "-"
+                };
+                println!("    {mark} {m}");
+            }
+            for fact in case.facts.iter().filter(|f| {
+                !kept
+                    .iter()
+                    .any(|m| is_right(m, std::slice::from_ref(*f), &case.stale))
+            }) {
+                println!("    missed: {fact:?}");
+            }
+        }
+        println!();
+        tables.push(Table {
+            set,
+            by_kind,
+            total,
+            conversations: cases.len(),
+        });
+    }
+
+    for Table {
+        set,
+        by_kind,
+        total,
+        conversations: n,
+    } in &tables
+    {
+        println!("\n{} set\n", set.name());
+        println!("| conversations | memories | facts | precision | recall |");
+        println!("|---|---|---|---|---|");
+        for (kind, (count, score)) in by_kind {
+            println!(
+                "| {kind:?} ({count}) | {} | {} | {:.1} | {} |",
+                score.memories,
+                score.facts,
+                score.precision(),
+                percent(score.recall())
+            );
+        }
+        println!(
+            "| **all ({n})** | {} | {} | **{:.1}** | **{}** |",
+            total.memories,
+            total.facts,
+            total.precision(),
+            percent(total.recall())
+        );
+    }
+    if tables.len() > 1 {
+        println!("\n| set | conversations | precision | recall |\n|---|---|---|---|");
+        for table in &tables {
+            println!(
+                "| {} | {} | {:.1} | {} |",
+                table.set.name(),
+                table.conversations,
+                table.total.precision(),
+                percent(table.total.recall())
+            );
+        }
+    }
+    println!("\n{:.0} s in all", started.elapsed().as_secs_f64());
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cases::*;
+
+    fn terms(t: &[&str]) -> Vec<String> {
+        t.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_memory_states_a_fact_with_a_term_of_every_group() {
+        let fact: Fact = vec![terms(&["dentist"]), terms(&["2026-03-10", "march 10"])];
+        assert!(states("Dentist appointment on March 10", &fact));
+        assert!(states("dentist next Tuesday (2026-03-10)", &fact));
+        assert!(!states("Dentist appointment next Tuesday", &fact));
+        assert!(!states("Appointment on 2026-03-10", &fact));
+        assert!(!states("Is vegetarian", &vec![terms(&["végétarien"])]));
+        assert!(states("Est végétarien", &vec![terms(&["végétarien"])]));
+    }
+
+    #[test]
+    fn precision_and_recall_count_memories_and_facts() {
+        let facts: Vec<Fact> = vec![vec![terms(&["vegan"])], vec![terms(&["valencia"])]];
+        let kept = vec![
+            "Is vegan".to_string(),
+            "Lives in Madrid".to_string(),
+            "Vegan, lives in Valencia".to_string(),
+        ];
+        let score = Score::of(&kept, &facts, &[]);
+        assert_eq!((score.memories_stating_a_fact, score.memories), (2, 3));
+        assert_eq!((score.facts_stated, score.facts), (2, 2));
+        assert!((score.precision() - 200.0 / 3.0).abs() < 1e-9);
+        assert_eq!(Score::of(&[], &[], &[]).recall(), None);
+        assert_eq!(Score::of(&[], &[], &[]).precision(), 100.0);
+        // Stating the new city beside the old one is stale: wrong, and not a find.
+        let merged = vec!["Lived in Madrid, moved to Valencia".to_string()];
+        let score = Score::of(&merged, &[vec![terms(&["valencia"])]], &terms(&["madrid"]));
+        assert_eq!((score.memories_stating_a_fact, score.facts_stated), (0, 0));
+    }
+
+    #[test]
+    fn both_sets_cover_what_the_evaluation_needs_and_never_overlap() {
+        let tuned = Set::Tuned.cases();
+        let held_out = Set::HeldOut.cases();
+        assert!(tuned.len() >= 20 && held_out.len() >= 20);
+        let mut ids: Vec<&str> = tuned
+            .iter()
+            .chain(&held_out)
+            .map(|c| c.id.as_str())
+            .collect();
+        let n = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "ids are unique across both sets");
+        let said = |cases: &[Case]| -> Vec<String> {
+            cases
+                .iter()
+                .flat_map(|c| {
+                    c.turns
+                        .iter()
+                        .flat_map(|t| t.messages.iter().map(|m| m.1.clone()))
+                })
+                .collect()
+        };
+        let tuned_texts = said(&tuned);
+        assert!(
+            said(&held_out).iter().all(|m| !tuned_texts.contains(m)),
+            "no message of the held-out set is in the tuned set"
+        );
+        for kind in [
+            Kind::Update,
+            Kind::Compatible,
+            Kind::SmallTalk,
+            Kind::NonEnglish,
+        ] {
+            assert!(
+                held_out.iter().filter(|c| c.kind == kind).count() >= 3,
+                "{kind:?}"
+            );
+        }
+        for case in tuned.iter().chain(&held_out) {
+            assert!(!case.turns.is_empty(), "{}", case.id);
+            assert_eq!(
+                case.facts.is_empty(),
+                case.kind == Kind::SmallTalk,
+                "{}",
+                case.id
+            );
+            for turn in &case.turns {
+                assert!(!turn.messages.is_empty(), "{}", case.id);
+            }
+            for fact in &case.facts {
+                assert!(fact.iter().all(|g| !g.is_empty()), "{}", case.id);
+                // A fact must not count as stale by its own terms.
+                for group in fact {
+                    for term in group {
+                        assert!(!is_stale(term, &case.stale), "{}: {term}", case.id);
+                    }
+                }
+            }
+        }
+    }
+}

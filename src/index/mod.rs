@@ -1,0 +1,428 @@
+//! The in-process vector index: an HNSW graph (hnsw_rs) derived from the store.
+//!
+//! The store is the source of truth; this index only speeds up ranking. Its invariants:
+//!
+//! - **Keys.** Graph points are identified by [`VectorKey`]s. Keys only grow, and the index
+//!   inserts them in commit order (the engine holds its write gate across commit and insert),
+//!   so "everything up to `max_key`" is a complete description of what the graph holds.
+//! - **Vectors.** The graph holds int8-quantized copies (they only steer the walk); the exact
+//!   f32 vectors of live memories sit in an in-memory arena, filled from the store on open.
+//!   Exact searches rank from the arena, and graph hits are re-ranked from it, so every
+//!   score is an exact cosine. Memory: about 1.5 KB (arena) + 0.4 KB (graph data) per
+//!   memory at 384 dimensions, plus the graph's links.
+//! - **Liveness.** hnsw_rs cannot remove points. Retired keys (deleted or superseded
+//!   memories) stay in the graph but are masked by a bitset, and every result is checked
+//!   against the store again before it is returned.
+//! - **Persistence.** [`VectorIndex::save`] writes a new generation directory (graph, data,
+//!   and a manifest with SHA-256 sums), then atomically points `CURRENT` at it. On open, a
+//!   generation whose sums, store id, dimension or parameters do not match is not loaded: the
+//!   index is rebuilt from the store. A loaded index then catches up on keys written after it
+//!   was saved.
+
+mod graph;
+mod live;
+mod params;
+mod persist;
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::embed::dot;
+use crate::error::{Error, Result};
+use crate::store::{Store, StoredVector, VectorKey, VectorQuery};
+
+use graph::{insert_into, new_graph, pairs, quantize, GraphHolder};
+use live::State;
+pub use params::IndexParams;
+
+/// The vector index. See the module docs for its invariants. Where both locks are held,
+/// `graph` is taken before `state`.
+pub(crate) struct VectorIndex {
+    dimension: usize,
+    params: IndexParams,
+    graph: RwLock<GraphHolder>,
+    state: RwLock<State>,
+    dir: Option<PathBuf>,
+    store_id: String,
+}
+
+const CATCH_UP_CHUNK: usize = 4096;
+
+/// The next chunk of the store's live vectors above `after`.
+async fn vectors_after(store: &dyn Store, after: VectorKey) -> Result<Vec<StoredVector>> {
+    store
+        .vectors(VectorQuery::After {
+            key: after,
+            limit: CATCH_UP_CHUNK,
+        })
+        .await
+}
+
+/// Runs CPU-heavy index work on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::internal(format!("index task failed: {e}")))?
+}
+
+fn read_lock<T>(l: &RwLock<T>) -> Result<RwLockReadGuard<'_, T>> {
+    l.read()
+        .map_err(|_| Error::internal("vector index lock poisoned"))
+}
+
+fn write_lock<T>(l: &RwLock<T>) -> Result<RwLockWriteGuard<'_, T>> {
+    l.write()
+        .map_err(|_| Error::internal("vector index lock poisoned"))
+}
+
+impl VectorIndex {
+    /// Opens the index for a store: loads the saved generation if it is sound, otherwise
+    /// rebuilds from the store; then catches up and loads liveness.
+    pub(crate) async fn open(
+        store: &dyn Store,
+        dimension: usize,
+        params: IndexParams,
+        dir: Option<PathBuf>,
+        store_id: String,
+    ) -> Result<Arc<VectorIndex>> {
+        let store_max = store.counters().await?.max_key;
+        let loaded = match &dir {
+            Some(d) => {
+                let d = d.clone();
+                let (id, p) = (store_id.clone(), params);
+                tokio::task::spawn_blocking(move || persist::load(&d, &id, dimension, &p))
+                    .await
+                    .map_err(|e| Error::internal(format!("index load task failed: {e}")))?
+            }
+            None => None,
+        };
+        // An index that has seen keys the store never issued belongs to another history of
+        // the store (a restored backup, say): it cannot be trusted.
+        let loaded = loaded.filter(|(_, max_key, _)| *max_key <= store_max);
+        let was_loaded = loaded.is_some();
+        let (graph, max_key, points) = match loaded {
+            Some(l) => l,
+            None => (GraphHolder::Fresh(new_graph(&params, 0)), 0, 0),
+        };
+        let index = Arc::new(VectorIndex {
+            dimension,
+            params,
+            graph: RwLock::new(graph),
+            state: RwLock::new(State {
+                max_key,
+                points,
+                ..State::default()
+            }),
+            dir,
+            store_id,
+        });
+        index.sync_with_store(store).await?;
+        if was_loaded && !index.graph_holds_every_live_key()? {
+            // The saved graph lacks live vectors it should hold: trust the store instead.
+            tracing::warn!("vector index incomplete; rebuilding from the store");
+            index.rebuild(store).await?;
+        }
+        Ok(index)
+    }
+
+    /// One pass over the store's live vectors: every one is marked live and goes into the
+    /// arena, and those above the graph's `max_key` (written after its last save) into the
+    /// graph too.
+    async fn sync_with_store(self: &Arc<Self>, store: &dyn Store) -> Result<()> {
+        let graph_max = {
+            let mut s = write_lock(&self.state)?;
+            s.bits.clear();
+            s.expiring.clear();
+            s.live = 0;
+            s.max_key
+        };
+        let mut after = 0;
+        loop {
+            let chunk = vectors_after(store, after).await?;
+            let Some(last) = chunk.last().map(|v| v.key) else {
+                break;
+            };
+            self.check_dimensions(chunk.iter().map(|v| (v.key, v.vector.as_slice())))?;
+            let new: Vec<(VectorKey, Vec<f32>)> = chunk
+                .iter()
+                .filter(|v| v.key > graph_max)
+                .map(|v| (v.key, v.vector.clone()))
+                .collect();
+            let new = if new.is_empty() {
+                new
+            } else {
+                let this = Arc::clone(self);
+                blocking(move || {
+                    read_lock(&this.graph)?.with(|g| insert_into(g, pairs(&new)));
+                    Ok(new)
+                })
+                .await?
+            };
+            let mut s = write_lock(&self.state)?;
+            for v in &chunk {
+                s.set(v.key, v.expires_at);
+                s.arena.insert(v.key, &v.vector);
+            }
+            s.points += new.len();
+            s.unsaved += new.len();
+            after = last;
+        }
+        let store_max = store.counters().await?.max_key;
+        let mut s = write_lock(&self.state)?;
+        s.max_key = s.max_key.max(store_max);
+        Ok(())
+    }
+
+    /// Whether every live key is a point of the graph.
+    fn graph_holds_every_live_key(&self) -> Result<bool> {
+        let graph = read_lock(&self.graph)?;
+        let s = read_lock(&self.state)?;
+        let mut in_graph = std::collections::HashSet::with_capacity(s.points);
+        graph.with(|g| {
+            // hnsw_rs's point iterator unwraps the entry point: never walk an empty graph.
+            if g.get_nb_point() > 0 {
+                for point in g.get_point_indexation() {
+                    in_graph.insert(point.get_origin_id() as VectorKey);
+                }
+            }
+        });
+        Ok(s.arena.slots.keys().all(|k| in_graph.contains(k)))
+    }
+
+    fn check_dimensions<'v>(
+        &self,
+        items: impl IntoIterator<Item = (VectorKey, &'v [f32])>,
+    ) -> Result<()> {
+        match items.into_iter().find(|(_, v)| v.len() != self.dimension) {
+            Some((_, v)) => Err(Error::DimensionMismatch {
+                expected: self.dimension,
+                actual: v.len(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Adds committed vectors (in commit order) and marks them live.
+    pub(crate) fn add(&self, items: &[(VectorKey, Vec<f32>, Option<i64>)]) -> Result<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let points = || items.iter().map(|(k, v, _)| (*k, v.as_slice()));
+        self.check_dimensions(points())?;
+        read_lock(&self.graph)?.with(|g| insert_into(g, points()));
+        let mut s = write_lock(&self.state)?;
+        s.points += items.len();
+        s.unsaved += items.len();
+        for (k, v, exp) in items {
+            s.set(*k, *exp);
+            s.arena.insert(*k, v);
+            s.max_key = s.max_key.max(*k);
+        }
+        Ok(())
+    }
+
+    /// Masks retired keys.
+    pub(crate) fn retire(&self, keys: &[VectorKey]) -> Result<()> {
+        let mut s = write_lock(&self.state)?;
+        for k in keys {
+            s.clear(*k);
+        }
+        Ok(())
+    }
+
+    /// The parameters the index was opened with.
+    pub(crate) fn params(&self) -> &IndexParams {
+        &self.params
+    }
+
+    /// Live vectors known to the index (expired ones included).
+    pub(crate) fn live_count(&self) -> Result<usize> {
+        Ok(read_lock(&self.state)?.live)
+    }
+
+    /// Retired points still held by the graph.
+    pub(crate) fn dead_count(&self) -> Result<usize> {
+        let s = read_lock(&self.state)?;
+        Ok(s.points.saturating_sub(s.live))
+    }
+
+    /// Points added since the last save.
+    pub(crate) fn unsaved(&self) -> Result<usize> {
+        Ok(read_lock(&self.state)?.unsaved)
+    }
+
+    /// Exact ranking of a unit query against live vectors: `keys` (any order), or every live
+    /// vector when `None`. `(key, cosine)` best first, at most `k`.
+    pub(crate) fn exact(
+        &self,
+        query: &[f32],
+        keys: Option<&[VectorKey]>,
+        k: usize,
+        now: i64,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        let s = read_lock(&self.state)?;
+        let score = |key: VectorKey| {
+            s.is_live(key, now)
+                .then(|| s.arena.get(key).map(|v| (key, dot(query, v))))
+                .flatten()
+        };
+        let scored: Vec<(VectorKey, f32)> = match keys {
+            Some(keys) => keys.iter().filter_map(|key| score(*key)).collect(),
+            None => s.arena.slots.keys().filter_map(|key| score(*key)).collect(),
+        };
+        Ok(top_k(scored, k))
+    }
+
+    /// Exact cosines of a unit query with live vectors, for the given keys (dead or unknown
+    /// keys are skipped).
+    pub(crate) fn cosines(
+        &self,
+        query: &[f32],
+        keys: &[VectorKey],
+        now: i64,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        let s = read_lock(&self.state)?;
+        Ok(keys
+            .iter()
+            .filter(|key| s.is_live(**key, now))
+            .filter_map(|key| s.arena.get(*key).map(|v| (*key, dot(query, v))))
+            .collect())
+    }
+
+    /// The vectors of live keys (expired included), in the order given; other keys are
+    /// skipped.
+    pub(crate) fn vectors(&self, keys: &[VectorKey]) -> Result<Vec<(VectorKey, Vec<f32>)>> {
+        let s = read_lock(&self.state)?;
+        Ok(keys
+            .iter()
+            .filter(|key| s.is_live(**key, i64::MIN))
+            .filter_map(|key| s.arena.get(*key).map(|v| (*key, v.to_vec())))
+            .collect())
+    }
+
+    /// Approximate nearest live neighbours of a unit query: `(key, cosine)` best first.
+    /// `allowed` (sorted) restricts the result to those keys.
+    pub(crate) fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        now: i64,
+        allowed: Option<&[VectorKey]>,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        if query.len() != self.dimension {
+            return Err(Error::DimensionMismatch {
+                expected: self.dimension,
+                actual: query.len(),
+            });
+        }
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        // Lock order, everywhere: graph before state.
+        let graph = read_lock(&self.graph)?;
+        let s = read_lock(&self.state)?;
+        let ef = self.params.ef_search.max(k);
+        let quantized = quantize(query);
+        // The whole beam comes back from the walk and is re-ranked exactly from the arena.
+        let rerank = |found: Vec<hnsw_rs::hnsw::Neighbour>| -> Vec<(VectorKey, f32)> {
+            let scored = found
+                .into_iter()
+                .map(|n| n.d_id as VectorKey)
+                .filter(|key| {
+                    s.is_live(*key, now) && allowed.is_none_or(|a| a.binary_search(key).is_ok())
+                })
+                .filter_map(|key| s.arena.get(key).map(|v| (key, dot(query, v))))
+                .collect();
+            top_k(scored, k)
+        };
+        if allowed.is_none() {
+            // hnsw_rs walks much further when given any filter, so skip masked points
+            // afterwards instead: widen the beam to cover the masked share, and fall back to
+            // the filtered walk only if that was not enough.
+            let masked = s.masked();
+            let share = masked as f64 / s.points.max(1) as f64;
+            let beam = if masked == 0 {
+                ef
+            } else {
+                ((ef as f64 / (1.0 - share).max(0.05)) * 1.5).ceil() as usize
+            }
+            .clamp(ef, 4096);
+            let hits = rerank(graph.with(|g| g.search(&quantized, beam, beam)));
+            if hits.len() == k || hits.len() >= s.live {
+                return Ok(hits);
+            }
+        }
+        let mut ef = ef;
+        if let Some(allowed) = allowed {
+            // A selective filter leaves few eligible nodes along the walk; widen the beam in
+            // proportion so that the graph still yields k of them.
+            let share = allowed.len().max(1) as f64 / s.live.max(1) as f64;
+            ef = ((ef as f64 / share.max(0.01)).ceil() as usize).clamp(ef, 4096);
+        }
+        let filter = |id: &usize| {
+            let key = *id as VectorKey;
+            s.is_live(key, now) && allowed.is_none_or(|a| a.binary_search(&key).is_ok())
+        };
+        Ok(rerank(graph.with(|g| {
+            g.search_filter(&quantized, ef, ef, Some(&filter))
+        })))
+    }
+
+    /// Rebuilds the graph from the store's live vectors, dropping retired points. The new
+    /// graph is built aside and swapped in, so searches meanwhile use the old one. The caller
+    /// holds the engine's write gate.
+    pub(crate) async fn rebuild(self: &Arc<Self>, store: &dyn Store) -> Result<()> {
+        let mut fresh = new_graph(&self.params, self.live_count()?);
+        let mut next = State::default();
+        let mut after = 0;
+        loop {
+            let chunk = vectors_after(store, after).await?;
+            let Some(last) = chunk.last().map(|v| v.key) else {
+                break;
+            };
+            self.check_dimensions(chunk.iter().map(|v| (v.key, v.vector.as_slice())))?;
+            let (graph, chunk) = blocking(move || {
+                insert_into(&fresh, chunk.iter().map(|v| (v.key, v.vector.as_slice())));
+                Ok((fresh, chunk))
+            })
+            .await?;
+            fresh = graph;
+            for v in &chunk {
+                next.set(v.key, v.expires_at);
+                next.arena.insert(v.key, &v.vector);
+            }
+            next.points += chunk.len();
+            after = last;
+        }
+        next.max_key = after;
+        next.unsaved = next.points;
+        let mut graph = write_lock(&self.graph)?;
+        *graph = GraphHolder::Fresh(fresh);
+        *write_lock(&self.state)? = next;
+        Ok(())
+    }
+}
+
+/// The `k` best of scored keys, best first; ties go to the lower key.
+fn top_k(mut scored: Vec<(VectorKey, f32)>, k: usize) -> Vec<(VectorKey, f32)> {
+    let by_score =
+        |a: &(VectorKey, f32), b: &(VectorKey, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if scored.len() > k {
+        scored.select_nth_unstable_by(k, by_score);
+        scored.truncate(k);
+    }
+    scored.sort_by(by_score);
+    scored
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_k_ranks_by_score_then_key() {
+        let scored = vec![(1, 0.0), (3, 1.0), (2, 1.0), (4, 0.6)];
+        let r = top_k(scored, 3);
+        assert_eq!(r.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2, 3, 4]);
+    }
+}

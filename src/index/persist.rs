@@ -1,0 +1,297 @@
+//! Saving the graph as checksummed generations, and loading the current one.
+
+use std::io::Write as _;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+use hnsw_rs::api::AnnT;
+use hnsw_rs::hnswio::HnswIo;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::graph::{GraphHolder, LoadedGraph, QuantizedCosine};
+use super::{read_lock, write_lock, IndexParams, VectorIndex};
+
+use crate::error::{Error, Result};
+use crate::store::VectorKey;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    format: u32,
+    store_id: String,
+    dimension: usize,
+    max_connections: usize,
+    ef_construction: usize,
+    max_key: VectorKey,
+    points: usize,
+    basename: String,
+    graph_sha256: String,
+    data_sha256: String,
+}
+
+/// Version of the saved index; 2: int8 graph.
+const FORMAT: u32 = 2;
+
+fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
+    Error::Storage {
+        detail: format!("{what} {}", path.display()),
+        source: Some(Box::new(e)),
+    }
+}
+
+fn sha256_file(path: &Path) -> Result<String> {
+    let mut file = std::fs::File::open(path).map_err(|e| io_err("cannot read", path, e))?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(|e| io_err("cannot read", path, e))?;
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+impl VectorIndex {
+    /// Writes the graph as a new generation and points `CURRENT` at it. The caller holds the
+    /// engine's write gate, so no insert runs concurrently. Blocking.
+    pub(crate) fn save(&self) -> Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let (max_key, points) = {
+            let s = read_lock(&self.state)?;
+            (s.max_key, s.points)
+        };
+        if points == 0 {
+            // Nothing to dump; an empty index is rebuilt for free on open.
+            let current = dir.join("CURRENT");
+            if current.exists() {
+                std::fs::remove_file(&current).map_err(|e| io_err("cannot remove", &current, e))?;
+            }
+            return Ok(());
+        }
+        std::fs::create_dir_all(dir).map_err(|e| io_err("cannot create", dir, e))?;
+        let generation = next_generation(dir);
+        let name = format!("g-{generation}");
+        let tmp = dir.join(format!("{name}.tmp-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&tmp).map_err(|e| io_err("cannot create", &tmp, e))?;
+        let basename = {
+            let graph = read_lock(&self.graph)?;
+            let dumped = catch_unwind(AssertUnwindSafe(|| {
+                graph.with(|g| g.file_dump(&tmp, "graph"))
+            }));
+            match dumped {
+                Ok(Ok(name)) => name,
+                Ok(Err(e)) => return Err(Error::internal(format!("index dump failed: {e}"))),
+                Err(_) => return Err(Error::internal("index dump panicked")),
+            }
+        };
+        let graph_file = tmp.join(format!("{basename}.hnsw.graph"));
+        let data_file = tmp.join(format!("{basename}.hnsw.data"));
+        for f in [&graph_file, &data_file] {
+            sync_file(f)?;
+        }
+        let manifest = Manifest {
+            format: FORMAT,
+            store_id: self.store_id.clone(),
+            dimension: self.dimension,
+            max_connections: self.params.max_connections,
+            ef_construction: self.params.ef_construction,
+            max_key,
+            points,
+            basename,
+            graph_sha256: sha256_file(&graph_file)?,
+            data_sha256: sha256_file(&data_file)?,
+        };
+        let manifest_json = serde_json::to_vec_pretty(&manifest)
+            .map_err(|e| Error::internal(format!("cannot serialise the index manifest: {e}")))?;
+        write_synced(&tmp.join("manifest.json"), &manifest_json)?;
+        let final_dir = dir.join(&name);
+        std::fs::rename(&tmp, &final_dir).map_err(|e| io_err("cannot rename", &tmp, e))?;
+        write_synced(&dir.join("CURRENT.tmp"), name.as_bytes())?;
+        std::fs::rename(dir.join("CURRENT.tmp"), dir.join("CURRENT"))
+            .map_err(|e| io_err("cannot rename", &dir.join("CURRENT.tmp"), e))?;
+        sync_dir(dir);
+        // Older generations are garbage now, and so are temporary directories a crash left
+        // behind (an hour old: younger ones may be another handle's save in progress).
+        // Failing to remove them costs only disk.
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                let n = entry.file_name().to_string_lossy().into_owned();
+                let stale_tmp = n.contains(".tmp-")
+                    && entry
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age.as_secs() > 3600);
+                if n.starts_with("g-") && n != name && (!n.contains(".tmp-") || stale_tmp) {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+        write_lock(&self.state)?.unsaved = 0;
+        Ok(())
+    }
+}
+
+fn next_generation(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.strip_prefix("g-")?
+                        .trim_end_matches(".tmp")
+                        .parse::<u64>()
+                        .ok()
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+        + 1
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = std::fs::File::create(path).map_err(|e| io_err("cannot create", path, e))?;
+    f.write_all(bytes)
+        .map_err(|e| io_err("cannot write", path, e))?;
+    f.sync_all().map_err(|e| io_err("cannot sync", path, e))
+}
+
+fn sync_file(path: &Path) -> Result<()> {
+    std::fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io_err("cannot sync", path, e))
+}
+
+fn sync_dir(dir: &Path) {
+    // Best effort: not every platform can fsync a directory.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Loads the current generation if every check passes; `None` means "rebuild".
+pub(super) fn load(
+    dir: &Path,
+    store_id: &str,
+    dimension: usize,
+    params: &IndexParams,
+) -> Option<(GraphHolder, VectorKey, usize)> {
+    let name = std::fs::read_to_string(dir.join("CURRENT")).ok()?;
+    let gen_dir = dir.join(name.trim());
+    let manifest: Manifest =
+        serde_json::from_slice(&std::fs::read(gen_dir.join("manifest.json")).ok()?).ok()?;
+    let reject = |why: &str| {
+        tracing::warn!(dir = %dir.display(), "vector index not loaded ({why}); rebuilding from the store");
+    };
+    if manifest.format != FORMAT
+        || manifest.store_id != store_id
+        || manifest.dimension != dimension
+        || manifest.max_connections != params.max_connections
+        || manifest.ef_construction != params.ef_construction
+    {
+        reject("it was built for another store, model or parameters");
+        return None;
+    }
+    let graph_file = gen_dir.join(format!("{}.hnsw.graph", manifest.basename));
+    let data_file = gen_dir.join(format!("{}.hnsw.data", manifest.basename));
+    if sha256_file(&graph_file).ok()? != manifest.graph_sha256
+        || sha256_file(&data_file).ok()? != manifest.data_sha256
+    {
+        reject("its files do not match their checksums");
+        return None;
+    }
+    let io = HnswIo::new(&gen_dir, &manifest.basename);
+    let loaded = catch_unwind(AssertUnwindSafe(|| {
+        LoadedGraph::try_new(io, |io| io.load_hnsw_with_dist(QuantizedCosine))
+    }));
+    let graph = match loaded {
+        Ok(Ok(g)) => g,
+        _ => {
+            reject("hnsw_rs could not read it");
+            return None;
+        }
+    };
+    let points = graph.with_dependent(|_, g| g.get_nb_point());
+    if points != manifest.points {
+        reject("its point count disagrees with its manifest");
+        return None;
+    }
+    Some((GraphHolder::Loaded(graph), manifest.max_key, points))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{apply, MemStore, NewMemory, Write, WriteBatch};
+
+    fn unit(i: usize, dim: usize) -> Vec<f32> {
+        let mut state = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut v: Vec<f32> = (0..dim)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state % 1000) as f32 / 500.0 - 1.0
+            })
+            .collect();
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= n);
+        v
+    }
+
+    #[tokio::test]
+    async fn insert_after_load_keeps_keys_and_vectors_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MemStore::new();
+        let dim = 16;
+        let writes = |range: std::ops::Range<usize>| -> Vec<Write> {
+            range
+                .map(|i| {
+                    let mut r = crate::record::MemoryRecord {
+                        id: uuid::Uuid::new_v4(),
+                        memory: format!("m{i}"),
+                        owners: Default::default(),
+                        metadata: Default::default(),
+                        categories: vec![],
+                        immutable: false,
+                        expiration_date: None,
+                        created_at: crate::record::now(),
+                        updated_at: crate::record::now(),
+                        hash: String::new(),
+                        context: None,
+                    };
+                    r.owners.user_id = Some("u".into());
+                    Write::Insert(NewMemory::new(r, unit(i, dim), vec![]))
+                })
+                .collect()
+        };
+        apply(&store, WriteBatch::new(writes(0..30), 0))
+            .await
+            .unwrap();
+        let params = IndexParams::default();
+        let index = VectorIndex::open(&store, dim, params, Some(dir.path().into()), "s".into())
+            .await
+            .unwrap();
+        index.save().unwrap();
+        drop(index);
+        apply(&store, WriteBatch::new(writes(30..35), 0))
+            .await
+            .unwrap();
+        let index = VectorIndex::open(&store, dim, params, Some(dir.path().into()), "s".into())
+            .await
+            .unwrap();
+        assert!(matches!(
+            *index.graph.read().unwrap(),
+            GraphHolder::Loaded(_)
+        ));
+        for i in 0..35 {
+            let hits = index.search(&unit(i, dim), 1, 0, None).unwrap();
+            assert_eq!(hits[0].0, i as u64 + 1, "query {i}: {hits:?}");
+            assert!((hits[0].1 - 1.0).abs() < 1e-4, "query {i}: {hits:?}");
+        }
+    }
+}

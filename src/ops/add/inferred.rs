@@ -1,0 +1,253 @@
+//! `add` with inference: extract facts, reconcile them with what the owner already has,
+//! and commit every change of the call in one transaction.
+//!
+//! 1. The model extracts facts, guided by the project's policy and labels. Relative dates
+//!    it left in a fact get their absolute date appended ([`dates::annotate`]).
+//! 2. Each fact is embedded and searched (hybrid) among the owner's live memories. A fact
+//!    whose text a memory already has is known (NONE) without asking the model.
+//! 3. Facts with similar memories go to the model with those memories, numbered 0, 1, …
+//!    (never real ids): ADD, UPDATE, DELETE or NONE each. Facts with none are ADDed.
+//! 4. The decisions are made safe: an immutable memory is never changed (the fact is added
+//!    instead); a memory is changed at most once per call; a contradicted memory is deleted
+//!    *and* the new fact is added, so a DELETE never loses the fact.
+//! 5. Under the write gate, every memory the plan changes is re-read: if another call
+//!    changed it meanwhile, the whole add is a 409 and nothing is written. Otherwise all
+//!    inserts, updates and deletes commit together with their history (the input messages
+//!    included) and credit charge.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::plan::{self, Context, FactPlan};
+use super::{AddResult, AddedMemory};
+use crate::error::{Error, Result};
+use crate::infer::{self, dates, Existing, Fact};
+use crate::llm::{Llm, Usage};
+use crate::memory::Memory;
+use crate::record::{content_hash, indexed_text, Owners};
+use crate::store::{owner_filter, Row, WriteBatch};
+
+/// Similar memories fetched per fact.
+const CANDIDATES_PER_FACT: usize = 5;
+/// Most existing memories shown to the model in one call.
+const MAX_EXISTING: usize = 30;
+/// Hybrid score below which a memory is not similar enough to reconcile with. A memory that
+/// shares no word with the fact needs a cosine of about 0.33 to reach it.
+const MIN_SIMILARITY: f32 = 0.1;
+
+/// The owners a fact is reconciled against: the same user, agent and app in any session;
+/// the session only when it is the one owner given.
+fn reconcile_scope(owners: &Owners) -> Owners {
+    let mut scope = owners.clone();
+    if scope.user_id.is_some() || scope.agent_id.is_some() || scope.app_id.is_some() {
+        scope.run_id = None;
+    }
+    scope
+}
+
+pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResult> {
+    let llm: Arc<dyn Llm> = memory.inner.llm.clone().ok_or_else(|| Error::Unavailable {
+        detail: "add with inference needs a language model, and none is configured; \
+                 configure one with Memory::builder().llm(…), or call .infer(false) to store \
+                 the messages verbatim"
+            .into(),
+    })?;
+    let config = memory.config().await?;
+    let prices = memory.prices().await?;
+    memory.check_affordable(prices.inference).await?;
+    let labels = config.labels();
+    let (at, spoken_at) = (cx.at, cx.spoken_at);
+    let extracted = infer::extract_facts(
+        &*llm,
+        &cx.messages,
+        spoken_at,
+        &config.extraction_policy,
+        &labels,
+    )
+    .await?;
+    let mut usage = extracted.usage;
+    let facts: Vec<Fact> = extracted
+        .value
+        .into_iter()
+        .map(|mut f| {
+            f.text = dates::annotate(&f.text, spoken_at);
+            f
+        })
+        .collect();
+    if facts.is_empty() {
+        let remaining = memory.charge(prices.inference).await?;
+        return Ok(AddResult::new(
+            Vec::new(),
+            prices.inference,
+            remaining,
+            usage,
+        ));
+    }
+    let texts: Vec<String> = facts.iter().map(|f| f.text.clone()).collect();
+    let vectors = memory.embed_documents(&texts).await?;
+
+    // Similar memories of the owner, each listed once.
+    let filter = owner_filter(&reconcile_scope(&cx.owners));
+    let mut existing: Vec<Row> = Vec::new();
+    let mut slot: HashMap<Uuid, usize> = HashMap::new();
+    let mut known: Vec<Option<FactPlan>> = vec![None; facts.len()];
+    let mut asked: Vec<usize> = Vec::new();
+    let similar = memory
+        .similar(&texts, vectors.clone(), &filter, CANDIDATES_PER_FACT, at)
+        .await?;
+    for (i, (text, hits)) in texts.iter().zip(similar).enumerate() {
+        let hash = content_hash(text);
+        if hits.iter().any(|(row, _)| row.record.hash == hash) {
+            known[i] = Some(FactPlan::None);
+            continue;
+        }
+        let mut any = false;
+        for (row, _) in hits
+            .into_iter()
+            .filter(|(_, score)| *score >= MIN_SIMILARITY)
+        {
+            if existing.len() >= MAX_EXISTING && !slot.contains_key(&row.record.id) {
+                break;
+            }
+            any = true;
+            slot.entry(row.record.id).or_insert_with(|| {
+                existing.push(row);
+                existing.len() - 1
+            });
+        }
+        if any {
+            asked.push(i);
+        } else {
+            known[i] = Some(FactPlan::Add);
+        }
+    }
+
+    // The model decides for the facts that have neighbours.
+    let mut decisions = Vec::new();
+    if !asked.is_empty() {
+        let asked_texts: Vec<String> = asked.iter().map(|&i| texts[i].clone()).collect();
+        let shown: Vec<Existing> = existing
+            .iter()
+            .map(|row| Existing {
+                text: row.record.memory.clone(),
+                immutable: row.record.immutable,
+            })
+            .collect();
+        let decided = infer::reconcile(&*llm, &asked_texts, &shown, spoken_at).await?;
+        usage += decided.usage;
+        decisions = decided.value;
+    }
+    let plan = plan::decide(known, &asked, &existing, decisions, spoken_at, |t| {
+        dates::annotate(t, spoken_at)
+    });
+
+    // Updated texts need vectors, read with the memory's context as `update` does.
+    let update_texts: Vec<String> = plan
+        .facts
+        .iter()
+        .filter_map(|p| match p {
+            FactPlan::Update { memory: m, text } => {
+                Some(indexed_text(text, existing[*m].record.context.as_deref()))
+            }
+            _ => None,
+        })
+        .collect();
+    let update_vectors = if update_texts.is_empty() {
+        Vec::new()
+    } else {
+        memory.embed_documents(&update_texts).await?
+    };
+    let plan::Writes {
+        writes,
+        vectors: keyed,
+        credits,
+    } = plan::writes(
+        &plan,
+        &facts,
+        vectors,
+        update_vectors,
+        &existing,
+        &cx,
+        &prices,
+    );
+    let credits = credits + prices.inference;
+    if writes.is_empty() {
+        let remaining = memory.charge(credits).await?;
+        return Ok(AddResult::new(Vec::new(), credits, remaining, usage));
+    }
+    // Every memory the plan changes is written only if it is still the version the model
+    // saw (checked in the store's transaction): otherwise the whole add is a 409.
+    let outcome = memory
+        .commit(WriteBatch::new(writes, credits), keyed)
+        .await
+        .map_err(|e| match e {
+            Error::Conflict { detail } => Error::Conflict {
+                detail: format!("{detail} (while this add was reconciling with it; nothing was stored: retry the add)"),
+            },
+            other => other,
+        })?;
+    let previous: HashMap<Uuid, String> = existing
+        .into_iter()
+        .map(|row| (row.record.id, row.record.memory))
+        .collect();
+    let results = outcome
+        .changes
+        .into_iter()
+        .map(|c| {
+            let mut added =
+                AddedMemory::new(c.record.id, c.record.memory, c.event, c.record.metadata);
+            if c.event != crate::record::HistoryEvent::Add {
+                added.previous_memory = previous.get(&added.id).cloned();
+            }
+            added
+        })
+        .collect();
+    Ok(AddResult::new(
+        results,
+        credits,
+        outcome.credits_remaining,
+        usage,
+    ))
+}
+
+impl Memory {
+    /// For each text with its vector, the `k` live memories most similar to it (hybrid
+    /// score), among `filter`.
+    async fn similar(
+        &self,
+        texts: &[String],
+        vectors: Vec<Vec<f32>>,
+        filter: &crate::filter::Filter,
+        k: usize,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<Vec<(Row, f32)>>> {
+        let ranked = self
+            .hybrid_ranked_many(texts, vectors, filter, k, false, at)
+            .await?;
+        let mut out = Vec::with_capacity(ranked.len());
+        for ranked in ranked {
+            out.push(self.hydrate_rows(ranked, filter, false, at).await?);
+        }
+        Ok(out)
+    }
+}
+
+/// Usage is part of every inferred add's result.
+impl AddResult {
+    pub(crate) fn new(
+        results: Vec<AddedMemory>,
+        credits_used: u64,
+        credits_remaining: u64,
+        usage: Usage,
+    ) -> Self {
+        AddResult {
+            results,
+            credits_used,
+            credits_remaining,
+            usage,
+        }
+    }
+}

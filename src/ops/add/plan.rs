@@ -1,0 +1,495 @@
+//! The plan of an inferred add, as pure functions: from the new facts, the similar memories
+//! they were compared with and the model's decisions, to what happens to each fact and each
+//! memory, and from that plan to the writes of one batch. No model, no store: the rules of
+//! reconciliation live here and are tested here.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::credits::Prices;
+use crate::infer::{Decision, Event, Fact};
+use crate::record::{content_hash, union, Core, MemoryRecord, Message, Owners};
+use crate::store::{MemoryUpdate, NewMemory, Row, Write};
+
+/// What happens to one new fact.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum FactPlan {
+    /// Stored as a new memory.
+    Add,
+    /// Merged into similar memory `memory` (an index into the memories shown), whose text
+    /// becomes `text`.
+    Update { memory: usize, text: String },
+    /// Already known: nothing is stored.
+    None,
+}
+
+/// What happens to the facts and to the memories shown to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Plan {
+    /// One entry per fact.
+    pub(crate) facts: Vec<FactPlan>,
+    /// Memories (indexes into those shown) contradicted by a fact, to delete.
+    pub(crate) deletes: Vec<usize>,
+}
+
+/// Applies the model's decisions for the facts that were asked about (`asked[i]` is the
+/// fact the model calls `i`) to the plans known without it (`None`: to decide), and makes
+/// them safe:
+/// - an immutable memory is never changed: a DELETE of it is skipped, an UPDATE of it
+///   becomes an ADD of the fact;
+/// - a memory is changed at most once per call (a second UPDATE becomes an ADD);
+/// - a DELETE removes the contradicted memory and leaves the fact to be added, so that a
+///   contradiction never loses the new fact;
+/// - an UPDATE that changes nothing is NONE;
+/// - a fact older than the memory it would update or delete (the conversation took place
+///   before the memory's `created_at`, as when old chats are imported) never replaces it:
+///   the memory stays and the fact, superseded, is not stored;
+/// - a fact the model did not decide on is added.
+///
+/// `annotate` is applied to an UPDATE's text (relative dates get their absolute date).
+pub(crate) fn decide(
+    mut plans: Vec<Option<FactPlan>>,
+    asked: &[usize],
+    shown: &[Row],
+    decisions: Vec<Decision>,
+    spoken_at: DateTime<Utc>,
+    annotate: impl Fn(&str) -> String,
+) -> Plan {
+    let mut touched = vec![false; shown.len()];
+    let mut deletes = Vec::new();
+    for d in decisions {
+        let Some(&fact) = asked.get(d.fact) else {
+            continue;
+        };
+        let target = d
+            .memory
+            .and_then(|m| shown.get(m).map(|row| (m, &row.record)));
+        if let (Event::Update | Event::Delete, Some((_, r))) = (d.event, target) {
+            if r.created_at > spoken_at {
+                tracing::debug!(memory = %r.id, "an older fact does not replace a newer memory");
+                plans[fact].get_or_insert(FactPlan::None);
+                continue;
+            }
+        }
+        match (d.event, target) {
+            (Event::Delete, Some((m, r))) => {
+                if r.immutable || touched[m] {
+                    tracing::debug!(memory = %r.id, "DELETE skipped: immutable or already changed");
+                } else {
+                    touched[m] = true;
+                    deletes.push(m);
+                }
+            }
+            _ if plans[fact].is_some() => {}
+            (Event::Update, Some((m, r))) => {
+                let text = annotate(d.text.as_deref().unwrap_or("").trim());
+                plans[fact] = Some(if text == r.memory {
+                    FactPlan::None
+                } else if r.immutable || touched[m] {
+                    FactPlan::Add
+                } else {
+                    touched[m] = true;
+                    FactPlan::Update { memory: m, text }
+                });
+            }
+            (Event::None, _) => plans[fact] = Some(FactPlan::None),
+            _ => plans[fact] = Some(FactPlan::Add),
+        }
+    }
+    Plan {
+        facts: plans
+            .into_iter()
+            .map(|p| p.unwrap_or(FactPlan::Add))
+            .collect(),
+        deletes,
+    }
+}
+
+/// What the caller gave `add`, checked, as the plan's writes need it.
+#[derive(Debug, Clone)]
+pub(crate) struct Context {
+    pub(crate) messages: Vec<Message>,
+    pub(crate) owners: Owners,
+    pub(crate) metadata: Map<String, Value>,
+    pub(crate) categories: Vec<String>,
+    pub(crate) expiry: Option<DateTime<Utc>>,
+    pub(crate) immutable: bool,
+    /// When the memories are stored.
+    pub(crate) at: DateTime<Utc>,
+    /// When the conversation took place: the new memories' `created_at`, and what relative
+    /// dates are counted from.
+    pub(crate) spoken_at: DateTime<Utc>,
+}
+
+/// The writes of a plan.
+#[derive(Debug)]
+pub(crate) struct Writes {
+    /// Inserts, updates and deletes, in the order of the facts, deletes last.
+    pub(crate) writes: Vec<Write>,
+    /// The vector each write adds, by memory id.
+    pub(crate) vectors: Vec<(Uuid, Vec<f32>)>,
+    /// Credits the writes cost (the model call's price not included).
+    pub(crate) credits: u64,
+}
+
+/// Turns a plan into writes. `vectors` holds one vector per fact, `update_vectors` one per
+/// UPDATE in fact order (the new text read with the memory's context).
+pub(crate) fn writes(
+    plan: &Plan,
+    facts: &[Fact],
+    vectors: Vec<Vec<f32>>,
+    update_vectors: Vec<Vec<f32>>,
+    shown: &[Row],
+    cx: &Context,
+    prices: &Prices,
+) -> Writes {
+    let mut out = Writes {
+        writes: Vec::new(),
+        vectors: Vec::new(),
+        credits: 0,
+    };
+    let mut update_vectors = update_vectors.into_iter();
+    for ((fact, vector), plan) in facts.iter().zip(vectors).zip(&plan.facts) {
+        match plan {
+            FactPlan::None => {}
+            FactPlan::Add => {
+                let record = new_record(Uuid::now_v7(), fact, cx);
+                out.vectors.push((record.id, vector.clone()));
+                out.writes.push(Write::Insert(NewMemory::new(
+                    record,
+                    vector,
+                    cx.messages.clone(),
+                )));
+                out.credits += prices.add;
+            }
+            FactPlan::Update { memory, text } => {
+                let (Some(row), Some(vector)) = (shown.get(*memory), update_vectors.next()) else {
+                    continue;
+                };
+                let old = &row.record;
+                let categories = union(&old.categories, &fact.categories);
+                let mut metadata = old.metadata.clone();
+                Core::revised(
+                    &old.metadata,
+                    text,
+                    &categories,
+                    &fact.entities,
+                    Some(fact.importance),
+                )
+                .insert_into(&mut metadata);
+                // Written only if the memory is still as the model saw it.
+                let mut update = MemoryUpdate::new(old.id, cx.at);
+                update.expect = Some(row.version);
+                out.vectors.push((old.id, vector.clone()));
+                update.text = Some((text.clone(), vector));
+                update.metadata = Some(metadata);
+                update.categories = Some(categories);
+                update.input = cx.messages.clone();
+                out.writes.push(Write::Update(update));
+                out.credits += prices.update;
+            }
+        }
+    }
+    for row in plan.deletes.iter().filter_map(|&m| shown.get(m)) {
+        out.writes.push(Write::Delete {
+            id: row.record.id,
+            at: cx.at,
+            input: cx.messages.clone(),
+            expect: Some(row.version),
+        });
+    }
+    out
+}
+
+/// A new memory for a fact.
+fn new_record(id: Uuid, fact: &Fact, cx: &Context) -> MemoryRecord {
+    let categories = union(&cx.categories, &fact.categories);
+    let mut metadata = cx.metadata.clone();
+    Core::of_text(
+        &fact.text,
+        &categories,
+        fact.entities.clone(),
+        fact.importance,
+    )
+    .insert_into(&mut metadata);
+    MemoryRecord {
+        id,
+        hash: content_hash(&fact.text),
+        memory: fact.text.clone(),
+        owners: cx.owners.clone(),
+        metadata,
+        categories,
+        immutable: cx.immutable,
+        expiration_date: cx.expiry,
+        created_at: cx.spoken_at,
+        updated_at: cx.at,
+        context: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::now;
+
+    fn memory(text: &str, immutable: bool) -> Row {
+        let at = now();
+        let record = MemoryRecord {
+            id: Uuid::now_v7(),
+            memory: text.into(),
+            owners: Owners::default(),
+            metadata: Map::new(),
+            categories: vec!["food".into()],
+            immutable,
+            expiration_date: None,
+            created_at: at,
+            updated_at: at,
+            hash: content_hash(text),
+            context: None,
+        };
+        Row::new(record, 1, 3, 1, None)
+    }
+
+    fn fact(text: &str) -> Fact {
+        Fact {
+            text: text.into(),
+            categories: vec!["travel".into()],
+            entities: vec!["Ana".into()],
+            importance: 7,
+        }
+    }
+
+    fn decision(fact: usize, event: Event, memory: Option<usize>, text: Option<&str>) -> Decision {
+        Decision {
+            fact,
+            event,
+            memory,
+            text: text.map(str::to_string),
+        }
+    }
+
+    fn same(s: &str) -> String {
+        s.to_string()
+    }
+
+    /// A conversation after every memory of the tests was created.
+    fn later() -> DateTime<Utc> {
+        now() + chrono::Duration::days(1)
+    }
+
+    #[test]
+    fn an_older_fact_never_replaces_a_newer_memory() {
+        let shown = vec![
+            memory("Lives in Valencia", false),
+            memory("Has a cat", false),
+        ];
+        let old_chat = now() - chrono::Duration::days(3 * 365);
+        let decisions = || {
+            vec![
+                decision(0, Event::Delete, Some(0), None),
+                decision(1, Event::Update, Some(1), Some("Has a cat named Tom")),
+            ]
+        };
+        let plan = decide(
+            vec![None, None],
+            &[0, 1],
+            &shown,
+            decisions(),
+            old_chat,
+            same,
+        );
+        assert_eq!(plan.facts, vec![FactPlan::None, FactPlan::None]);
+        assert!(plan.deletes.is_empty(), "the newer memory stays");
+        // The same decisions from a conversation after the memories apply.
+        let plan = decide(
+            vec![None, None],
+            &[0, 1],
+            &shown,
+            decisions(),
+            later(),
+            same,
+        );
+        assert_eq!(plan.deletes, vec![0]);
+        assert_eq!(
+            plan.facts,
+            vec![
+                FactPlan::Add,
+                FactPlan::Update {
+                    memory: 1,
+                    text: "Has a cat named Tom".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn decisions_become_plans_and_only_safe_ones_stand() {
+        let shown = vec![
+            memory("Lives in Madrid", false),
+            memory("Blood type O", true),
+            memory("Likes tea", false),
+        ];
+        // Facts 0..=5; 6 is an exact repeat found without the model.
+        let mut known = vec![None; 7];
+        known[6] = Some(FactPlan::None);
+        let asked = [0, 1, 2, 3, 4, 5];
+        let plan = decide(
+            known,
+            &asked,
+            &shown,
+            vec![
+                // A contradiction: the memory goes, the fact is added.
+                decision(0, Event::Delete, Some(0), None),
+                // An immutable memory is never deleted, nor updated: the fact is added.
+                decision(1, Event::Delete, Some(1), None),
+                decision(1, Event::Update, Some(1), Some("Blood type A")),
+                // An update.
+                decision(2, Event::Update, Some(2), Some("Likes green tea")),
+                // A second change of the same memory becomes an add.
+                decision(3, Event::Update, Some(2), Some("Likes black tea")),
+                // Known already.
+                decision(4, Event::None, None, None),
+                // An update to the same text is nothing; fact 5 also has no decision of
+                // its own beyond that.
+                decision(5, Event::Update, Some(0), Some("Lives in Madrid")),
+                // Out-of-range numbers from the model are ignored.
+                decision(9, Event::Add, None, None),
+                decision(4, Event::Delete, Some(7), None),
+            ],
+            later(),
+            same,
+        );
+        assert_eq!(
+            plan.facts,
+            vec![
+                FactPlan::Add,
+                FactPlan::Add,
+                FactPlan::Update {
+                    memory: 2,
+                    text: "Likes green tea".into()
+                },
+                FactPlan::Add,
+                FactPlan::None,
+                FactPlan::None,
+                FactPlan::None,
+            ]
+        );
+        assert_eq!(plan.deletes, vec![0]);
+    }
+
+    #[test]
+    fn undecided_facts_are_added_and_update_texts_are_annotated() {
+        let shown = vec![memory("Dentist on Monday", false)];
+        let plan = decide(
+            vec![None, None],
+            &[0, 1],
+            &shown,
+            vec![decision(
+                0,
+                Event::Update,
+                Some(0),
+                Some("Dentist tomorrow"),
+            )],
+            later(),
+            |t| format!("{t} (2026-03-05)"),
+        );
+        assert_eq!(
+            plan.facts,
+            vec![
+                FactPlan::Update {
+                    memory: 0,
+                    text: "Dentist tomorrow (2026-03-05)".into()
+                },
+                FactPlan::Add
+            ]
+        );
+    }
+
+    #[test]
+    fn a_plan_becomes_writes_with_digests_history_input_and_credits() {
+        let shown = vec![memory("Likes tea", false), memory("Lives in Madrid", false)];
+        let plan = Plan {
+            facts: vec![
+                FactPlan::Add,
+                FactPlan::Update {
+                    memory: 0,
+                    text: "Likes green tea".into(),
+                },
+                FactPlan::None,
+            ],
+            deletes: vec![1],
+        };
+        let facts = [fact("Moved to Lisbon"), fact("Likes green tea"), fact("x")];
+        let at = now();
+        let cx = Context {
+            messages: vec![Message::user("I moved to Lisbon and now drink green tea")],
+            owners: Owners {
+                user_id: Some("ann".into()),
+                ..Owners::default()
+            },
+            metadata: Map::new(),
+            categories: vec!["personal".into()],
+            expiry: None,
+            immutable: false,
+            at,
+            spoken_at: at - chrono::Duration::days(400),
+        };
+        let prices = Prices {
+            add: 3,
+            update: 5,
+            inference: 100,
+        };
+        let out = writes(
+            &plan,
+            &facts,
+            vec![vec![1.0], vec![2.0], vec![3.0]],
+            vec![vec![4.0]],
+            &shown,
+            &cx,
+            &prices,
+        );
+        assert_eq!(
+            out.credits, 8,
+            "one add and one update; the model call is not here"
+        );
+        assert_eq!(out.writes.len(), 3);
+        let Write::Insert(new) = &out.writes[0] else {
+            panic!("{:?}", out.writes[0])
+        };
+        assert_eq!(new.record.memory, "Moved to Lisbon");
+        assert_eq!(new.record.categories, vec!["personal", "travel"]);
+        assert_eq!(new.input, cx.messages);
+        assert_eq!(
+            (new.record.created_at, new.record.updated_at),
+            (cx.spoken_at, cx.at),
+            "dated when it was said, updated when stored"
+        );
+        let core = new.record.core().unwrap();
+        assert_eq!(
+            (core.importance, core.entities.clone()),
+            (7, vec!["Ana".to_string()])
+        );
+        let Write::Update(update) = &out.writes[1] else {
+            panic!("{:?}", out.writes[1])
+        };
+        assert_eq!(update.id, shown[0].record.id);
+        assert_eq!(
+            update.expect,
+            Some(3),
+            "written only over the version shown"
+        );
+        assert_eq!(update.text.as_ref().map(|t| t.1.clone()), Some(vec![4.0]));
+        assert_eq!(
+            update.categories,
+            Some(vec!["food".into(), "travel".into()])
+        );
+        assert!(
+            matches!(&out.writes[2], Write::Delete { id, expect: Some(3), .. } if *id == shown[1].record.id),
+            "{:?}",
+            out.writes[2]
+        );
+        let keyed: Vec<Uuid> = out.vectors.iter().map(|v| v.0).collect();
+        assert_eq!(keyed, vec![new.record.id, shown[0].record.id]);
+    }
+}

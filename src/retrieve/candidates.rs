@@ -1,0 +1,212 @@
+//! Candidates per mode: the nearest vectors, the best keyword matches, or both, fused; and
+//! the in-process candidate source of stores without one of their own.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::clock;
+use super::fusion::squash;
+use crate::error::{Error, Result};
+use crate::filter::Filter;
+use crate::index::VectorIndex;
+use crate::limits;
+use crate::memory::Memory;
+use crate::store::keyword::rank_rows;
+use crate::store::{Among, CandidateSource, KeywordHits, KeywordQuery, Store, VectorKey};
+use crate::text;
+
+/// Candidates from the engine's in-process vector index and, for keywords, the store's own
+/// keyword index (or, without one, its rows read in process).
+pub(crate) struct InProcess {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) index: Arc<VectorIndex>,
+}
+
+impl std::fmt::Debug for InProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcess")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl CandidateSource for InProcess {
+    async fn nearest(
+        &self,
+        queries: Vec<Vec<f32>>,
+        among: Among<'_>,
+        k: usize,
+    ) -> Result<Vec<Vec<(VectorKey, f32)>>> {
+        let max_exact = self.index.params().exact_search_max;
+        let index = Arc::clone(&self.index);
+        let now = clock(among.include_expired, among.now);
+        let keys = if among.filter.is_all() {
+            None
+        } else {
+            Some(
+                self.store
+                    .keys(among.filter, among.now, among.include_expired)
+                    .await?,
+            )
+        };
+        let candidates = keys.as_ref().map_or(index.live_count()?, Vec::len);
+        let work = candidates.saturating_mul(queries.len());
+        let rank = move || {
+            queries
+                .iter()
+                .map(|query| match &keys {
+                    _ if candidates <= max_exact => index.exact(query, keys.as_deref(), k, now),
+                    keys => index.search(query, k, now, keys.as_deref()),
+                })
+                .collect()
+        };
+        // Small exact rankings are cheap enough for the async worker; anything bigger runs
+        // on the blocking pool.
+        if work <= 4096 {
+            rank()
+        } else {
+            tokio::task::spawn_blocking(rank)
+                .await
+                .map_err(|e| Error::internal(format!("search task failed: {e}")))?
+        }
+    }
+
+    async fn keyword(
+        &self,
+        queries: &[Vec<String>],
+        among: Among<'_>,
+        k: usize,
+    ) -> Result<KeywordHits> {
+        let query = KeywordQuery {
+            queries,
+            filter: among.filter,
+            now: among.now,
+            include_expired: among.include_expired,
+            limit: k,
+        };
+        match self.store.keyword_index() {
+            Some(index) => index.search(query).await,
+            None => rank_rows(&*self.store, query).await,
+        }
+    }
+
+    async fn cosines(
+        &self,
+        query: &[f32],
+        keys: &[VectorKey],
+        among: Among<'_>,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        self.index
+            .cosines(query, keys, clock(among.include_expired, among.now))
+    }
+}
+
+impl Memory {
+    /// The `k` nearest live vectors among the memories matching `filter`, with their cosine.
+    pub(crate) async fn vector_ranked(
+        &self,
+        query: &[f32],
+        filter: &Filter,
+        k: usize,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        let among = Among {
+            filter,
+            now: at,
+            include_expired,
+        };
+        let mut ranked = self
+            .inner
+            .candidates
+            .nearest(vec![query.to_vec()], among, k)
+            .await?;
+        Ok(ranked.pop().unwrap_or_default())
+    }
+
+    /// Keyword ranking: BM25, squashed into [0, 1].
+    pub(crate) async fn keyword_ranked(
+        &self,
+        text: &str,
+        filter: &Filter,
+        k: usize,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        let among = Among {
+            filter,
+            now: at,
+            include_expired,
+        };
+        let mut hits = self
+            .inner
+            .candidates
+            .keyword(&[text::query_terms(text)], among, k)
+            .await?;
+        Ok(hits
+            .pop()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(key, bm25)| (key, squash(bm25)))
+            .collect())
+    }
+
+    /// Hybrid ranking: the vector and keyword candidates together, fused (see
+    /// [`super::fusion`]).
+    pub(crate) async fn hybrid_ranked(
+        &self,
+        text: &str,
+        query: &[f32],
+        filter: &Filter,
+        k: usize,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<(VectorKey, f32)>> {
+        let mut ranked = self
+            .hybrid_ranked_many(
+                &[text.to_string()],
+                vec![query.to_vec()],
+                filter,
+                k,
+                include_expired,
+                at,
+            )
+            .await?;
+        Ok(ranked.pop().unwrap_or_default())
+    }
+
+    /// [`Memory::hybrid_ranked`] for several texts with their vectors, sharing the reads of
+    /// the filter's memories between them.
+    pub(crate) async fn hybrid_ranked_many(
+        &self,
+        texts: &[String],
+        queries: Vec<Vec<f32>>,
+        filter: &Filter,
+        k: usize,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<Vec<(VectorKey, f32)>>> {
+        let among = Among {
+            filter,
+            now: at,
+            include_expired,
+        };
+        // Over-fetch from each side, as the best hybrid hit may rank low on one of them.
+        let fetch = (4 * k).clamp(60, limits::MAX_TOP_K);
+        let terms: Vec<Vec<String>> = texts.iter().map(|t| text::query_terms(t)).collect();
+        let candidates = &self.inner.candidates;
+        // The two sides read the store on their own connections, side by side.
+        let (vectors, keywords) = tokio::try_join!(
+            candidates.nearest(queries.clone(), among, fetch),
+            candidates.keyword(&terms, among, fetch),
+        )?;
+        let mut out = Vec::with_capacity(queries.len());
+        for ((query, vector), keyword) in queries.iter().zip(vectors).zip(keywords) {
+            out.push(self.fuse(query, vector, keyword, k, among).await?);
+        }
+        Ok(out)
+    }
+}

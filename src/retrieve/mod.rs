@@ -1,0 +1,212 @@
+//! The ranking engine: from a query to scored memories.
+//!
+//! 1. **Candidates** per mode ([`candidates`]): the nearest vectors (exact within a small
+//!    filtered set, the HNSW graph otherwise), the best BM25 matches, or both.
+//! 2. **Fusion** ([`fusion`]): hybrid scores from the two signals.
+//! 3. **Hydration**: every candidate is read back from the store, so a memory deleted,
+//!    changed out of the filter or expired since its key was ranked never comes back.
+//! 4. **Rerank**: a configured [`Reranker`](crate::Reranker) re-scores a window of the best.
+//! 5. **Feedback** ([`feedback`]): NEGATIVE halves a score, VERY_NEGATIVE removes the memory;
+//!    extra candidates refill what leaves.
+//! 6. **Cut**: `top_k`, then the threshold.
+//!
+//! `ops/search.rs` and `ops/engine.rs` only build the request and shape the result.
+
+pub(crate) mod candidates;
+pub(crate) mod feedback;
+pub(crate) mod fusion;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::embed::EmbedMode;
+use crate::error::{Error, Result};
+use crate::filter::Filter;
+use crate::memory::Memory;
+use crate::record::{now, MemoryRecord};
+use crate::rerank::{self, RERANK_WINDOW};
+use crate::store::{Row, VectorKey};
+
+/// One search hit: the memory and its score.
+///
+/// `score` lies in [0, 1], higher is better; what it measures depends on the search's
+/// [`SearchMode`] (a cosine, a squashed BM25, or their weighted sum), on a configured
+/// [`Reranker`](crate::Reranker), and on negative feedback, which halves it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ScoredMemory {
+    /// The memory (its `id`, `memory`, `categories`, owners, metadata, timestamps).
+    #[serde(flatten)]
+    pub record: MemoryRecord,
+    /// Relevance to the query, in [0, 1] (see [`SearchMode`]).
+    pub score: f32,
+}
+
+/// How a search ranks memories.
+///
+/// Every mode reports a score in [0, 1], so `threshold` means the same in each:
+/// - `Vector`: the cosine similarity of query and memory embeddings.
+/// - `Keyword`: BM25 over the memory text, squashed as `b / (b + 5)`.
+/// - `Hybrid`: `0.3 · vector + 0.7 · keyword`, over the candidates of both.
+///
+/// Keyword matching ignores English function words in the query ("what", "for", …) and
+/// matches words by their stem ("painting" finds "painted"). A memory's context (see
+/// [`MemoryRecord::context`]) counts in both signals, its words at 0.3 of the text's.
+///
+/// With a [`Reranker`](crate::Reranker) configured, the score is the reranker's, in [0, 1].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum SearchMode {
+    /// Semantic similarity only.
+    Vector,
+    /// Words in common only.
+    Keyword,
+    /// Both, fused: the default, because it measures best (see the README's LoCoMo table).
+    #[default]
+    Hybrid,
+}
+
+/// What to rank: a text (embedded when the mode needs a vector), or a vector of the caller's.
+#[derive(Debug)]
+pub(crate) enum Query {
+    Text(String),
+    Vector(Vec<f32>),
+}
+
+/// One ranking, validated by the operation that asks for it.
+#[derive(Debug)]
+pub(crate) struct Retrieval<'a> {
+    pub(crate) query: Query,
+    pub(crate) mode: SearchMode,
+    pub(crate) filter: &'a Filter,
+    pub(crate) top_k: usize,
+    pub(crate) threshold: f32,
+    pub(crate) include_expired: bool,
+    /// Whether a configured reranker re-scores the hits (text queries only).
+    pub(crate) rerank: bool,
+}
+
+impl Memory {
+    /// Runs a ranking: candidates, fusion, hydration, rerank, feedback, `top_k`, threshold.
+    pub(crate) async fn ranked(&self, r: Retrieval<'_>) -> Result<Vec<ScoredMemory>> {
+        let reranker = match (&r.query, &self.inner.reranker) {
+            (Query::Text(text), Some(reranker)) if r.rerank => {
+                Some((text.clone(), Arc::clone(reranker)))
+            }
+            _ => None,
+        };
+        // A reranker sees a wider window than top_k, and picks the top_k from it; memories
+        // with negative feedback may leave or sink, so as many more are fetched.
+        let k = match reranker {
+            Some(_) => r.top_k.max(RERANK_WINDOW),
+            None => r.top_k,
+        } + self.feedback_refill().await?;
+        let at = now();
+        let (filter, expired) = (r.filter, r.include_expired);
+        let ranked = match (r.mode, r.query) {
+            (SearchMode::Vector, Query::Vector(v)) => {
+                let v = crate::embed::normalize(v, self.inner.embedder.dimension())?;
+                self.vector_ranked(&v, filter, k, expired, at).await?
+            }
+            (_, Query::Vector(_)) => return Err(Error::invalid(
+                "keyword and hybrid search need a text query; search_vector ranks by vector only",
+            )),
+            (SearchMode::Keyword, Query::Text(text)) => {
+                self.keyword_ranked(&text, filter, k, expired, at).await?
+            }
+            (mode, Query::Text(text)) => {
+                let v = self
+                    .embed_texts(std::slice::from_ref(&text), EmbedMode::Query)
+                    .await?
+                    .pop()
+                    .ok_or_else(|| Error::internal("no query vector"))?;
+                if mode == SearchMode::Hybrid {
+                    self.hybrid_ranked(&text, &v, filter, k, expired, at)
+                        .await?
+                } else {
+                    self.vector_ranked(&v, filter, k, expired, at).await?
+                }
+            }
+        };
+        let mut hits = self.hydrate(ranked, filter, expired, at).await?;
+        if let Some((query, reranker)) = reranker {
+            let documents: Vec<String> = hits.iter().map(|h| h.record.indexed_text()).collect();
+            let scores = rerank::checked(
+                reranker.rerank(&query, &documents).await?,
+                documents.len(),
+                reranker.model_id(),
+            )?;
+            for (hit, score) in hits.iter_mut().zip(scores) {
+                hit.score = score;
+            }
+            // Stable: equal scores keep the first ranking's order.
+            hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+        }
+        self.apply_feedback(&mut hits, r.top_k).await?;
+        hits.retain(|hit| hit.score >= r.threshold);
+        Ok(hits)
+    }
+
+    /// Reads ranked keys back from the store, best first. A memory deleted, changed out of
+    /// the filter, or expired since its key was ranked is dropped.
+    pub(crate) async fn hydrate(
+        &self,
+        ranked: Vec<(VectorKey, f32)>,
+        filter: &Filter,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<ScoredMemory>> {
+        Ok(self
+            .hydrate_rows(ranked, filter, include_expired, at)
+            .await?
+            .into_iter()
+            .map(|(row, score)| ScoredMemory {
+                record: row.record,
+                score,
+            })
+            .collect())
+    }
+
+    /// [`Memory::hydrate`], keeping each memory's row (its version included).
+    pub(crate) async fn hydrate_rows(
+        &self,
+        ranked: Vec<(VectorKey, f32)>,
+        filter: &Filter,
+        include_expired: bool,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<(Row, f32)>> {
+        let keys: Vec<VectorKey> = ranked.iter().map(|(key, _)| *key).collect();
+        let mut rows: HashMap<VectorKey, Row> = self
+            .inner
+            .store
+            .rows_by_key(&keys)
+            .await?
+            .into_iter()
+            .map(|row| (row.key, row))
+            .collect();
+        Ok(ranked
+            .into_iter()
+            .filter_map(|(key, score)| {
+                let row = rows.remove(&key)?;
+                let r = &row.record;
+                if !filter.matches(r) || (!include_expired && r.is_expired_at(at)) {
+                    return None;
+                }
+                Some((row, score.clamp(0.0, 1.0)))
+            })
+            .collect())
+    }
+}
+
+/// The expiry clock of the index: `i64::MIN` when expired memories are wanted too.
+pub(crate) fn clock(include_expired: bool, at: DateTime<Utc>) -> i64 {
+    if include_expired {
+        i64::MIN
+    } else {
+        at.timestamp_micros()
+    }
+}

@@ -1,0 +1,56 @@
+//! Where a search gets its candidates.
+//!
+//! A store on a database server ranks in the database; a store in a file is ranked by the
+//! engine's in-process indexes, derived from it. Either way the ranking engine asks a
+//! [`CandidateSource`] for the nearest vectors and the best keyword matches, and fuses,
+//! hydrates, reranks and cuts the same way.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::{KeywordHits, VectorKey};
+use crate::error::Result;
+use crate::filter::Filter;
+
+/// What a search asks its candidates for: the live memories matching a filter at a time.
+#[derive(Debug, Clone, Copy)]
+pub struct Among<'a> {
+    /// Which memories.
+    pub filter: &'a Filter,
+    /// The current time, for expiry.
+    pub now: DateTime<Utc>,
+    /// Whether expired memories count too.
+    pub include_expired: bool,
+}
+
+/// A source of search candidates.
+#[async_trait]
+pub trait CandidateSource: Send + Sync + std::fmt::Debug {
+    /// For each unit query vector, the `k` nearest live vectors among the memories, with
+    /// their cosine, best first. One memory's or a small filter's candidates are ranked
+    /// exactly; a large set may be ranked approximately.
+    async fn nearest(
+        &self,
+        queries: Vec<Vec<f32>>,
+        among: Among<'_>,
+        k: usize,
+    ) -> Result<Vec<Vec<(VectorKey, f32)>>>;
+
+    /// For each query's terms (see [`crate::text::query_terms`]), the `k` best BM25 matches
+    /// among the memories (see [`crate::store::keyword`] for the scores).
+    async fn keyword(
+        &self,
+        queries: &[Vec<String>],
+        among: Among<'_>,
+        k: usize,
+    ) -> Result<KeywordHits>;
+
+    /// The exact cosines of a unit query with the vectors of these keys (keys of memories
+    /// no longer live, or outside `among`'s time, are left out).
+    async fn cosines(
+        &self,
+        query: &[f32],
+        keys: &[VectorKey],
+        among: Among<'_>,
+    ) -> Result<Vec<(VectorKey, f32)>>;
+}

@@ -1,0 +1,695 @@
+//! The store conformance suite (feature `test-util`): every [`Store`] — the SQLite store,
+//! the in-memory reference, a database server's, one of your own — runs the same checks
+//! with one call, as tantivy runs one directory suite against every `Directory`.
+//!
+//! ```no_run
+//! # async fn run() -> memlane::Result<()> {
+//! let store = memlane::store::SqliteStore::in_memory()?;
+//! memlane::store::conformance::run(&store).await;
+//! # Ok(()) }
+//! ```
+//!
+//! The checks panic on the first disagreement, naming it. Run them on an empty store: they
+//! write memories of their own owners, and count them.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use chrono::{DateTime, TimeZone, Utc};
+use serde_json::{json, Map};
+use uuid::Uuid;
+
+use super::keyword::rank_rows;
+use super::{
+    apply, Feedback, FeedbackKind, KeywordQuery, LogKind, MemoryUpdate, NewMemory, Row, RowWrite,
+    Scan, Store, Transaction, VectorQuery, Write, WriteBatch,
+};
+use crate::filter::Filter;
+use crate::record::{content_hash, HistoryEvent, MemoryRecord, Message, Owners};
+use crate::text;
+
+/// Runs every check on `store`, which must start empty.
+pub async fn run(store: &dyn Store) {
+    rules(store).await;
+    preconditions(store).await;
+    scans(store).await;
+    keyword(store).await;
+}
+
+/// Checks that a write built from what one handle read is refused (409) when another
+/// handle of the same store changed the memory in between: `a` and `b` are two handles on
+/// one store (two connections, two processes' files, two clients of one server).
+pub async fn run_two_handles(a: &dyn Store, b: &dyn Store) {
+    let r = record("shared fact", "two-handles", t(0));
+    insert_all(a, &[&r]).await;
+    let seen_by_a = row(a, r.id).await;
+    let mut update = MemoryUpdate::new(r.id, t(1));
+    update.categories = Some(vec!["b".into()]);
+    apply(b, batch(vec![Write::Update(update)])).await.unwrap();
+    // `a` writes what it built from its read: the store refuses it inside the transaction.
+    let mut stale = seen_by_a.record.clone();
+    stale.categories = vec!["a".into()];
+    let refused = a
+        .commit(Transaction::new(
+            vec![RowWrite::Replace {
+                record: stale,
+                vector: None,
+                expect: seen_by_a.version,
+            }],
+            0,
+        ))
+        .await;
+    assert_eq!(refused.err().map(|e| e.status()), Some(409));
+    assert_eq!(row(a, r.id).await.record.categories, vec!["b".to_string()]);
+    // A delete decided on the old version is refused the same way; on the current one it
+    // goes through, and the other handle sees it at once.
+    let stale_delete = a
+        .commit(Transaction::new(
+            vec![RowWrite::Delete {
+                id: r.id,
+                at: t(2),
+                expect: seen_by_a.version,
+            }],
+            0,
+        ))
+        .await;
+    assert_eq!(stale_delete.err().map(|e| e.status()), Some(409));
+    let current = row(a, r.id).await.version;
+    a.commit(Transaction::new(
+        vec![RowWrite::Delete {
+            id: r.id,
+            at: t(3),
+            expect: current,
+        }],
+        0,
+    ))
+    .await
+    .unwrap();
+    assert!(row(b, r.id).await.deleted_at.is_some());
+}
+
+/// An instant, `seconds` after a fixed origin.
+fn t(seconds: i64) -> DateTime<Utc> {
+    Utc.timestamp_opt(1_700_000_000 + seconds, 0)
+        .single()
+        .unwrap()
+}
+
+fn record(text: &str, user: &str, at: DateTime<Utc>) -> MemoryRecord {
+    MemoryRecord {
+        id: Uuid::new_v4(),
+        memory: text.into(),
+        owners: Owners {
+            user_id: Some(user.into()),
+            ..Owners::default()
+        },
+        metadata: Map::new(),
+        categories: Vec::new(),
+        immutable: false,
+        expiration_date: None,
+        created_at: at,
+        updated_at: at,
+        hash: content_hash(text),
+        context: None,
+    }
+}
+
+fn batch(writes: Vec<Write>) -> WriteBatch {
+    WriteBatch::new(writes, 0)
+}
+
+fn insert(r: &MemoryRecord, vector: Vec<f32>) -> Write {
+    Write::Insert(NewMemory::new(
+        r.clone(),
+        vector,
+        vec![Message::user(&r.memory)],
+    ))
+}
+
+async fn insert_all(store: &dyn Store, records: &[&MemoryRecord]) -> Vec<u64> {
+    let writes = records.iter().map(|r| insert(r, vec![1.0, 0.0])).collect();
+    let out = apply(store, batch(writes)).await.unwrap();
+    out.changes.iter().filter_map(|c| c.added_key).collect()
+}
+
+async fn row(store: &dyn Store, id: Uuid) -> Row {
+    store
+        .rows(&[id])
+        .await
+        .unwrap()
+        .pop()
+        .unwrap_or_else(|| panic!("no row {id}"))
+}
+
+async fn live(store: &dyn Store, id: Uuid) -> Option<MemoryRecord> {
+    store
+        .rows(&[id])
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.deleted_at.is_none())
+        .map(|r| r.record)
+}
+
+async fn history(store: &dyn Store, id: Uuid) -> Vec<HistoryEvent> {
+    store
+        .log(0, usize::MAX, Some(id))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|(_, r)| super::history_of(r).map(|h| h.event))
+        .collect()
+}
+
+/// The change-log record at `cursor`.
+async fn logged(store: &dyn Store, cursor: u64) -> super::LogRecord {
+    store
+        .log(0, usize::MAX, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|(c, _)| *c == cursor)
+        .map(|(_, r)| r)
+        .unwrap_or_else(|| panic!("no log record at cursor {cursor}"))
+}
+
+async fn scan_all(store: &dyn Store, filter: Filter, now: DateTime<Utc>) -> Vec<MemoryRecord> {
+    let page = store.scan(&Scan::new(filter, now, 10_000)).await.unwrap();
+    page.rows.into_iter().map(|r| r.record).collect()
+}
+
+/// The rules of [`apply`] over the store's primitives.
+async fn rules(store: &dyn Store) {
+    // Insert, read, keys.
+    let a = record("alice likes tea", "alice", t(0));
+    let mut b = record("bob likes coffee", "bob", t(1));
+    b.immutable = true;
+    let keys = insert_all(store, &[&a, &b]).await;
+    assert_eq!(keys.len(), 2);
+    assert!(keys[0] < keys[1], "keys grow in commit order");
+    assert_eq!(live(store, a.id).await, Some(a.clone()));
+    assert_eq!(row(store, a.id).await.version, 1);
+    assert_eq!(store.counters().await.unwrap().max_key, keys[1]);
+
+    // A duplicate id is a conflict, and the whole batch rolls back.
+    let c = record("carol likes juice", "carol", t(2));
+    let dup = apply(
+        store,
+        batch(vec![insert(&c, vec![0.5, 0.5]), insert(&a, vec![1.0, 0.0])]),
+    )
+    .await;
+    assert_eq!(dup.err().map(|e| e.status()), Some(409));
+    assert_eq!(live(store, c.id).await, None, "rolled back");
+
+    // Updating text retires the old key and adds a new one; history keeps old and new.
+    let mut upd = MemoryUpdate::new(a.id, t(10));
+    upd.text = Some(("alice likes green tea".into(), vec![0.9, 0.1]));
+    let out = apply(store, batch(vec![Write::Update(upd)])).await.unwrap();
+    let change = &out.changes[0];
+    assert_eq!(change.retired_key, Some(keys[0]));
+    let new_key = change.added_key.unwrap();
+    assert!(new_key > keys[1]);
+    assert_eq!(change.version, 2);
+    let a2 = live(store, a.id).await.unwrap();
+    assert_eq!(a2.memory, "alice likes green tea");
+    assert_eq!(a2.hash, content_hash("alice likes green tea"));
+    assert_eq!((a2.updated_at, a2.created_at), (t(10), t(0)));
+
+    // Immutable memories refuse updates; nothing changes.
+    let mut upd = MemoryUpdate::new(b.id, t(11));
+    upd.categories = Some(vec!["x".into()]);
+    let err = apply(store, batch(vec![Write::Update(upd)])).await;
+    assert_eq!(err.err().map(|e| e.status()), Some(409));
+    assert_eq!(live(store, b.id).await, Some(b.clone()));
+
+    // Reads by key skip retired keys.
+    let mut found: Vec<u64> = store
+        .rows_by_key(&[keys[0], keys[1], new_key])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.key)
+        .collect();
+    found.sort_unstable();
+    assert_eq!(found, vec![keys[1], new_key]);
+
+    // Delete: gone from reads and scans, a second delete is a 404, history is complete.
+    let delete = |id, at, input| Write::Delete {
+        id,
+        at,
+        input,
+        expect: None,
+    };
+    apply(
+        store,
+        batch(vec![delete(
+            a.id,
+            t(20),
+            vec![Message::user("forget that")],
+        )]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(live(store, a.id).await, None);
+    assert_eq!(row(store, a.id).await.deleted_at, Some(t(20)));
+    let again = apply(store, batch(vec![delete(a.id, t(21), Vec::new())])).await;
+    assert_eq!(again.err().map(|e| e.status()), Some(404));
+    assert_eq!(
+        history(store, a.id).await,
+        vec![
+            HistoryEvent::Add,
+            HistoryEvent::Update,
+            HistoryEvent::Delete
+        ]
+    );
+    let log: Vec<_> = store
+        .log(0, usize::MAX, Some(a.id))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect();
+    assert_eq!(log[0].old, None);
+    assert_eq!(log[0].input, vec![Message::user("alice likes tea")]);
+    assert_eq!(log[1].old.as_deref(), Some("alice likes tea"));
+    assert_eq!(log[1].new.as_deref(), Some("alice likes green tea"));
+    assert_eq!(log[2].new, None);
+    assert_eq!(log[2].input, vec![Message::user("forget that")]);
+    assert!(history(store, Uuid::new_v4()).await.is_empty());
+
+    // Updating a deleted memory is a 404.
+    let mut upd = MemoryUpdate::new(a.id, t(22));
+    upd.categories = Some(vec![]);
+    let err = apply(store, batch(vec![Write::Update(upd)])).await;
+    assert_eq!(err.err().map(|e| e.status()), Some(404));
+
+    // Catch-up reads see only live vectors, with their expiry.
+    let after = store
+        .vectors(VectorQuery::After { key: 0, limit: 10 })
+        .await
+        .unwrap();
+    assert_eq!(
+        after
+            .iter()
+            .map(|v| (v.key, v.vector.clone()))
+            .collect::<Vec<_>>(),
+        vec![(keys[1], vec![1.0, 0.0])]
+    );
+    let of = store.vectors(VectorQuery::Of(&[a.id, b.id])).await.unwrap();
+    assert_eq!(of.iter().map(|v| v.id).collect::<Vec<_>>(), vec![b.id]);
+
+    // Credits: an unaffordable batch is a 402 and writes nothing.
+    let before = store.counters().await.unwrap().credits;
+    let d = record("dave", "dave", t(30));
+    let err = apply(
+        store,
+        WriteBatch::new(vec![insert(&d, vec![1.0, 0.0])], before + 1),
+    )
+    .await;
+    assert_eq!(err.err().map(|e| e.status()), Some(402));
+    assert_eq!(live(store, d.id).await, None);
+    let out = apply(store, WriteBatch::new(vec![insert(&d, vec![1.0, 0.0])], 3))
+        .await
+        .unwrap();
+    assert_eq!(out.credits_remaining, before - 3);
+    let out = apply(store, batch(vec![Write::Credit(5)])).await.unwrap();
+    assert_eq!(out.credits_remaining, before + 2);
+    assert_eq!(store.counters().await.unwrap().credits, before + 2);
+
+    // Bulk delete by filter deletes exactly the matches, expired ones included.
+    let e1 = record("eve one", "eve", t(40));
+    let mut e2 = record("eve two", "eve", t(41));
+    e2.expiration_date = Some(t(41));
+    insert_all(store, &[&e1, &e2]).await;
+    let out = apply(
+        store,
+        batch(vec![Write::DeleteWhere {
+            filter: Filter::user("eve"),
+            at: t(42),
+        }]),
+    )
+    .await
+    .unwrap();
+    let mut gone: Vec<Uuid> = out.changes.iter().map(|c| c.record.id).collect();
+    gone.sort();
+    let mut want = vec![e1.id, e2.id];
+    want.sort();
+    assert_eq!(gone, want);
+    assert_eq!(live(store, d.id).await.map(|r| r.id), Some(d.id));
+
+    // Feedback: set, read, cleared, logged with old and new; a 404 on a deleted memory.
+    let feedback = |kind, reason: Option<&str>| Feedback {
+        memory_id: d.id,
+        feedback: kind,
+        feedback_reason: reason.map(str::to_string),
+        updated_at: Some(t(50)),
+    };
+    let negatives = store.counters().await.unwrap().negative_feedback;
+    apply(
+        store,
+        batch(vec![Write::Feedback(feedback(
+            Some(FeedbackKind::Negative),
+            Some("wrong"),
+        ))]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        store.feedback(&[d.id]).await.unwrap(),
+        vec![feedback(Some(FeedbackKind::Negative), Some("wrong"))]
+    );
+    assert_eq!(
+        store.counters().await.unwrap().negative_feedback,
+        negatives + 1
+    );
+    let out = apply(store, batch(vec![Write::Feedback(feedback(None, None))]))
+        .await
+        .unwrap();
+    let cleared = logged(store, out.cursor.unwrap()).await;
+    assert_eq!(cleared.kind, LogKind::Feedback);
+    assert_eq!(cleared.memory_id, Some(d.id));
+    assert!(cleared.old.unwrap().contains("NEGATIVE") && cleared.new.is_none());
+    let err = apply(
+        store,
+        batch(vec![Write::Feedback(Feedback {
+            memory_id: a.id,
+            ..feedback(Some(FeedbackKind::Positive), None)
+        })]),
+    )
+    .await;
+    assert_eq!(err.err().map(|e| e.status()), Some(404));
+
+    // Metadata; a logged change records the old and new values.
+    assert_eq!(store.meta("k").await.unwrap(), None);
+    let meta = |value: &str, log| Write::Meta {
+        key: "k".into(),
+        value: value.into(),
+        log,
+        at: t(60),
+    };
+    apply(store, batch(vec![meta("v1", false)])).await.unwrap();
+    let out = apply(store, batch(vec![meta("v2", true)])).await.unwrap();
+    assert_eq!(store.meta("k").await.unwrap().as_deref(), Some("v2"));
+    let config = logged(store, out.cursor.unwrap()).await;
+    assert_eq!(config.kind, LogKind::Config);
+    assert_eq!(config.memory_id, None);
+    assert_eq!(
+        (config.old.as_deref(), config.new.as_deref()),
+        (Some("v1"), Some("v2"))
+    );
+
+    // The log: cursors strictly increasing, the counters' last one the newest.
+    let log = store.log(0, usize::MAX, None).await.unwrap();
+    assert!(log.windows(2).all(|w| w[0].0 < w[1].0));
+    assert_eq!(
+        store.counters().await.unwrap().last_cursor,
+        log.last().unwrap().0
+    );
+    let tail = store.log(log[2].0, 2, None).await.unwrap();
+    assert_eq!(tail.len(), 2);
+    assert_eq!(tail[0].0, log[3].0, "a page starts after its cursor");
+}
+
+/// Preconditions are checked inside the transaction; a failed one rolls all back.
+async fn preconditions(store: &dyn Store) {
+    let r = record("precondition", "pre", t(100));
+    let other = record("bystander", "pre", t(101));
+    insert_all(store, &[&r]).await;
+    let v1 = row(store, r.id).await.version;
+    let mut changed = r.clone();
+    changed.categories = vec!["x".into()];
+    let replace = |record: MemoryRecord, expect| RowWrite::Replace {
+        record,
+        vector: None,
+        expect,
+    };
+    store
+        .commit(Transaction::new(vec![replace(changed.clone(), v1)], 0))
+        .await
+        .unwrap();
+    let v2 = row(store, r.id).await.version;
+    assert!(v2 > v1, "a change moves the version");
+    // A stale version: 409, and the insert in the same transaction is rolled back.
+    let stale = store
+        .commit(Transaction::new(
+            vec![
+                RowWrite::Insert {
+                    record: other.clone(),
+                    vector: vec![1.0, 0.0],
+                },
+                replace(r.clone(), v1),
+            ],
+            0,
+        ))
+        .await;
+    assert_eq!(stale.err().map(|e| e.status()), Some(409));
+    assert_eq!(live(store, other.id).await, None);
+    assert_eq!(
+        row(store, r.id).await.record.categories,
+        vec!["x".to_string()]
+    );
+    // A charge the balance cannot cover: 402, nothing written.
+    let credits = store.counters().await.unwrap().credits;
+    let unaffordable = store
+        .commit(Transaction::new(vec![replace(r.clone(), v2)], credits + 1))
+        .await;
+    assert_eq!(unaffordable.err().map(|e| e.status()), Some(402));
+    assert_eq!(row(store, r.id).await.version, v2);
+    // A deleted row: 404.
+    store
+        .commit(Transaction::new(
+            vec![RowWrite::Delete {
+                id: r.id,
+                at: t(102),
+                expect: v2,
+            }],
+            0,
+        ))
+        .await
+        .unwrap();
+    let gone = store
+        .commit(Transaction::new(vec![replace(r.clone(), v2 + 1)], 0))
+        .await;
+    assert_eq!(gone.err().map(|e| e.status()), Some(404));
+}
+
+/// Scans: newest first by `created_at` (backdated rows sort where they happened), stable
+/// pages under concurrent inserts, counts, expiry, and the keys of a filter.
+async fn scans(store: &dyn Store) {
+    let mut records = Vec::new();
+    for i in 0..25 {
+        // Inserted in an order that is not the order of `created_at`.
+        let at = t((i * 7) % 25);
+        let mut r = record(&format!("fact {i}"), "pat", at);
+        if i % 5 == 0 {
+            r.expiration_date = Some(t(100));
+        }
+        records.push(r);
+    }
+    let refs: Vec<&MemoryRecord> = records.iter().collect();
+    insert_all(store, &refs).await;
+    let mut newest_first: Vec<&MemoryRecord> = records.iter().collect();
+    newest_first.sort_by_key(|r| std::cmp::Reverse(r.created_at));
+    let want: Vec<Uuid> = newest_first.iter().map(|r| r.id).collect();
+
+    // Pages of 7, the count over all pages; a row arriving mid-way shifts nothing.
+    let mut seen = Vec::new();
+    let mut after = None;
+    let mut pages = 0;
+    loop {
+        let mut scan = Scan::new(Filter::user("pat"), t(50), 7);
+        scan.after = after;
+        let page = store.scan(&scan).await.unwrap();
+        assert_eq!(page.count, if pages == 0 { 25 } else { 26 });
+        seen.extend(page.rows.iter().map(|r| r.record.id));
+        pages += 1;
+        if pages == 1 {
+            let late = record("late fact", "pat", t(60));
+            insert_all(store, &[&late]).await;
+        }
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, want, "every row once, newest first");
+
+    // Expired rows are hidden at `now` unless asked for.
+    assert_eq!(
+        scan_all(store, Filter::user("pat"), t(200)).await.len(),
+        26 - 5
+    );
+    let mut scan = Scan::new(Filter::user("pat"), t(200), 1000);
+    scan.include_expired = true;
+    assert_eq!(store.scan(&scan).await.unwrap().rows.len(), 26);
+    assert_eq!(
+        scan_all(
+            store,
+            Filter::from_json(&json!({"user_id": "pat", "created_at": {"lt": t(5).to_rfc3339()}}))
+                .unwrap(),
+            t(50)
+        )
+        .await
+        .len(),
+        5,
+        "filters on created_at see when the rows happened"
+    );
+
+    // Keys: live, unexpired (unless asked), ascending.
+    let keys = store
+        .keys(&Filter::user("pat"), t(50), false)
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 26);
+    assert!(keys.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(
+        store
+            .keys(&Filter::user("pat"), t(200), false)
+            .await
+            .unwrap()
+            .len(),
+        21
+    );
+    assert_eq!(
+        store
+            .keys(&Filter::user("pat"), t(200), true)
+            .await
+            .unwrap()
+            .len(),
+        26
+    );
+    assert!(store
+        .keys(&Filter::user("nobody"), t(0), true)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// Keyword search: the store's own index (if any) gives exactly the reference BM25
+/// ([`rank_rows`]), for pinned owners and other filters, alone and several at once; deleted
+/// memories are never hits.
+async fn keyword(store: &dyn Store) {
+    let users = ["kim", "o'brien \"x\"", "Zoë", "lee"];
+    let words = [
+        "tea", "green", "mint", "coffee", "Lisbon", "jazz", "hiking", "bread", "Malmö",
+    ];
+    let mut records = Vec::new();
+    for i in 0..60 {
+        let text = format!(
+            "{} and {} {} note {i}",
+            words[i % words.len()],
+            words[(i / 3) % words.len()],
+            words[(i * 7) % words.len()]
+        );
+        let mut r = record(&text, users[i % users.len()], t(1_000 + i as i64));
+        if i % 5 == 0 {
+            r.context = Some(format!("talking about {}", words[(i / 2) % words.len()]));
+        }
+        if i % 2 == 0 {
+            r.owners.agent_id = Some("helper".into());
+        }
+        records.push(r);
+    }
+    let refs: Vec<&MemoryRecord> = records.iter().collect();
+    insert_all(store, &refs).await;
+    let gone = records[0].id;
+    apply(
+        store,
+        batch(vec![Write::Delete {
+            id: gone,
+            at: t(2_000),
+            input: Vec::new(),
+            expect: None,
+        }]),
+    )
+    .await
+    .unwrap();
+    let queries: Vec<Vec<String>> = [
+        "green tea",
+        "tea tea Lisbon?",
+        "what about malmo bread and jazz",
+        "\"mint\" OR coffee*",
+        "nothing matches this",
+        "",
+    ]
+    .iter()
+    .map(|q| text::query_terms(q))
+    .collect();
+    let mut compared = 0;
+    for user in users {
+        for filter in [
+            Filter::user(user),
+            Filter::user(user).and(Filter::agent("helper")),
+            Filter::Or(vec![Filter::user(user)]),
+        ] {
+            let query = KeywordQuery {
+                queries: &queries,
+                filter: &filter,
+                now: t(3_000),
+                include_expired: false,
+                limit: 100,
+            };
+            let want = rank_rows(store, query).await.unwrap();
+            let Some(index) = store.keyword_index() else {
+                continue;
+            };
+            let got = index.search(query).await.unwrap();
+            assert_eq!(got.len(), queries.len());
+            for ((g, w), q) in got.iter().zip(&want).zip(&queries) {
+                let ids = |hits: &[(u64, f32)]| hits.iter().map(|h| h.0).collect::<Vec<_>>();
+                assert_eq!(ids(g), ids(w), "{user} / {q:?}");
+                for ((_, a), (_, b)) in g.iter().zip(w) {
+                    assert!(
+                        (a - b).abs() <= 1e-4 * b.abs().max(1.0),
+                        "{q:?}: {a} vs {b}"
+                    );
+                }
+                compared += g.len();
+            }
+            // One search alone ranks as it does among others.
+            for (i, q) in queries.iter().enumerate() {
+                let alone = index
+                    .search(KeywordQuery {
+                        queries: std::slice::from_ref(q),
+                        ..query
+                    })
+                    .await
+                    .unwrap();
+                assert_eq!(alone[0], got[i], "{q:?}");
+            }
+        }
+    }
+    if store.keyword_index().is_some() {
+        assert!(compared > 50, "the queries match: {compared}");
+    }
+    // Deleted memories and other owners' memories are never hits.
+    let all_hits = {
+        let filter = Filter::all();
+        let query = KeywordQuery {
+            queries: &queries,
+            filter: &filter,
+            now: t(3_000),
+            include_expired: false,
+            limit: 1_000,
+        };
+        match store.keyword_index() {
+            Some(index) => index.search(query).await.unwrap(),
+            None => rank_rows(store, query).await.unwrap(),
+        }
+    };
+    let gone_key = row(store, gone).await.key;
+    assert!(all_hits.iter().flatten().all(|(key, _)| *key != gone_key));
+    assert!(all_hits[4].is_empty() && all_hits[5].is_empty());
+    let nobody = Filter::user("nobody");
+    let none = rank_rows(
+        store,
+        KeywordQuery {
+            queries: &queries,
+            filter: &nobody,
+            now: t(3_000),
+            include_expired: false,
+            limit: 10,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(none.iter().all(Vec::is_empty));
+}

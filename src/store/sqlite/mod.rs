@@ -1,0 +1,557 @@
+//! The SQLite store: one file, WAL, schema migrations, every call off the async runtime.
+//!
+//! - `schema.rs`: migrations and the SQL functions every connection registers;
+//! - `filter_sql.rs`: filters compiled to SQL;
+//! - `keyword.rs` and `fts.rs`: the keyword index (FTS5 over the crate's terms);
+//! - `rows.rs`: row codecs;
+//! - `write.rs`: the transaction, with every precondition checked inside it.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params, params_from_iter, Connection, OpenFlags, OptionalExtension};
+use uuid::Uuid;
+
+mod filter_sql;
+mod fts;
+mod keyword;
+mod rows;
+mod schema;
+mod write;
+
+use filter_sql::visible;
+use rows::{COLUMNS, LOG_COLUMNS};
+
+use super::{
+    Committed, Counters, Entity, EntityKind, Feedback, FeedbackKind, KeywordHits, KeywordIndex,
+    KeywordQuery, LogRecord, Row, Scan, ScanCursor, ScanPage, Store, StoredVector, Transaction,
+    VectorKey, VectorQuery,
+};
+use crate::error::{Error, Result};
+use crate::filter::Filter;
+
+const LIVE: &str = "m.deleted_at IS NULL";
+
+/// Idle read connections kept open for reuse.
+const MAX_IDLE_READERS: usize = 4;
+
+/// The SQLite store: memories, vectors, the change log and metadata in one file.
+///
+/// - WAL journal with `synchronous = FULL`: an acknowledged write survives a crash of the
+///   process or the machine.
+/// - One writer connection; reads use their own connections and never wait for a write.
+/// - Every call runs on tokio's blocking pool, never on an async worker.
+/// - The schema is versioned and migrated forward on open.
+#[derive(Clone)]
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+    /// `None` for an in-memory database, which has one connection for everything.
+    path: Option<PathBuf>,
+    frequencies: Mutex<keyword::DocFrequencies>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.shared.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn sql_err(e: rusqlite::Error) -> Error {
+    Error::storage("SQLite failed", e)
+}
+
+fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    m.lock()
+        .map_err(|_| Error::internal("a storage lock was poisoned by a panic"))
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and migrates its schema. Blocks the
+    /// calling thread briefly; [`Memory::open`](crate::Memory::open) calls it off the runtime.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore> {
+        let path = path.as_ref().to_path_buf();
+        let conn = Self::connect(&path, false)?;
+        schema::init(&conn)?;
+        Ok(Self::with(conn, Some(path)))
+    }
+
+    /// A fresh database that lives in memory and is gone when the store is dropped.
+    pub fn in_memory() -> Result<SqliteStore> {
+        let conn = Connection::open_in_memory().map_err(sql_err)?;
+        schema::register_functions(&conn)?;
+        schema::init(&conn)?;
+        Ok(Self::with(conn, None))
+    }
+
+    fn with(writer: Connection, path: Option<PathBuf>) -> SqliteStore {
+        SqliteStore {
+            shared: Arc::new(Shared {
+                writer: Mutex::new(writer),
+                readers: Mutex::new(Vec::new()),
+                path,
+                frequencies: Mutex::default(),
+            }),
+        }
+    }
+
+    /// The database file, or `None` in memory.
+    pub fn path(&self) -> Option<&Path> {
+        self.shared.path.as_deref()
+    }
+
+    fn connect(path: &Path, read_only: bool) -> Result<Connection> {
+        let flags = if read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| Error::Storage {
+            detail: format!("cannot open the database {}", path.display()),
+            source: Some(Box::new(e)),
+        })?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(sql_err)?;
+        conn.execute_batch("PRAGMA cache_size = -65536; PRAGMA foreign_keys = ON;")
+            .map_err(sql_err)?;
+        if !read_only {
+            conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0))
+                .map_err(sql_err)?;
+            conn.pragma_update(None, "synchronous", "FULL")
+                .map_err(sql_err)?;
+        }
+        schema::register_functions(&conn)?;
+        Ok(conn)
+    }
+
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        spawn(move || {
+            let Some(path) = &shared.path else {
+                let conn = lock(&shared.writer)?;
+                return f(&conn);
+            };
+            let pooled = lock(&shared.readers)?.pop();
+            let conn = match pooled {
+                Some(c) => c,
+                None => Self::connect(path, true)?,
+            };
+            let out = f(&conn);
+            let mut idle = lock(&shared.readers)?;
+            if idle.len() < MAX_IDLE_READERS {
+                idle.push(conn);
+            }
+            out
+        })
+        .await
+    }
+
+    async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        spawn(move || {
+            let mut conn = lock(&shared.writer)?;
+            f(&mut conn)
+        })
+        .await
+    }
+}
+
+async fn spawn<T, F>(f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::internal(format!("storage task failed: {e}")))?
+}
+
+/// Rows read with [`COLUMNS`].
+fn query_rows(conn: &Connection, sql: &str, params: Vec<SqlValue>) -> Result<Vec<Row>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
+    let rows = stmt
+        .query_map(params_from_iter(params), rows::row)
+        .map_err(sql_err)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+}
+
+/// Runs `sql` (with `?` marks for a chunk of values) over values in chunks of 500.
+fn chunked<V: Clone + rusqlite::ToSql>(
+    conn: &Connection,
+    values: &[V],
+    sql: impl Fn(&str) -> String,
+) -> Result<Vec<Row>> {
+    let mut out = Vec::with_capacity(values.len());
+    for chunk in values.chunks(500) {
+        let marks = vec!["?"; chunk.len()].join(", ");
+        let mut stmt = conn.prepare_cached(&sql(&marks)).map_err(sql_err)?;
+        let rows = stmt
+            .query_map(params_from_iter(chunk.iter()), rows::row)
+            .map_err(sql_err)?;
+        for row in rows {
+            out.push(row.map_err(sql_err)?);
+        }
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn commit(&self, tx: Transaction) -> Result<Committed> {
+        self.write(move |conn| write::commit(conn, tx)).await
+    }
+
+    async fn rows(&self, ids: &[Uuid]) -> Result<Vec<Row>> {
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        self.read(move |conn| {
+            chunked(conn, &ids, |marks| {
+                format!("SELECT {COLUMNS} FROM memories m WHERE m.id IN ({marks})")
+            })
+        })
+        .await
+    }
+
+    async fn rows_by_key(&self, keys: &[VectorKey]) -> Result<Vec<Row>> {
+        let keys: Vec<i64> = keys.iter().map(|k| *k as i64).collect();
+        self.read(move |conn| {
+            chunked(conn, &keys, |marks| {
+                format!(
+                    "SELECT {COLUMNS} FROM memories m WHERE m.vector_key IN ({marks}) AND {LIVE}"
+                )
+            })
+        })
+        .await
+    }
+
+    async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
+        let scan = scan.clone();
+        self.read(move |conn| {
+            // One read transaction: the count and the page see the same snapshot.
+            let conn = conn.unchecked_transaction().map_err(sql_err)?;
+            let mut params = Vec::new();
+            let clause = visible(&scan.filter, scan.now, scan.include_expired, &mut params);
+            let count: i64 = conn
+                .query_row(
+                    &format!("SELECT COUNT(*) FROM memories m WHERE {clause}"),
+                    params_from_iter(params.clone()),
+                    |r| r.get(0),
+                )
+                .map_err(sql_err)?;
+            let mut sql = format!("SELECT {COLUMNS} FROM memories m WHERE {clause}");
+            if let Some(after) = scan.after {
+                sql.push_str(" AND (m.created_at < ? OR (m.created_at = ? AND m.seq < ?))");
+                let seq = after.seq.min(i64::MAX as u64) as i64;
+                params.extend([
+                    SqlValue::Integer(after.created_at),
+                    SqlValue::Integer(after.created_at),
+                    SqlValue::Integer(seq),
+                ]);
+            }
+            sql.push_str(" ORDER BY m.created_at DESC, m.seq DESC LIMIT ?");
+            params.push(SqlValue::Integer(
+                scan.limit.saturating_add(1).min(i64::MAX as usize) as i64,
+            ));
+            let mut page = query_rows(&conn, &sql, params)?;
+            let more = page.len() > scan.limit;
+            page.truncate(scan.limit);
+            Ok(ScanPage {
+                next: if more {
+                    page.last().map(ScanCursor::of)
+                } else {
+                    None
+                },
+                rows: page,
+                count: count.max(0) as u64,
+            })
+        })
+        .await
+    }
+
+    async fn keys(
+        &self,
+        filter: &Filter,
+        now: DateTime<Utc>,
+        include_expired: bool,
+    ) -> Result<Vec<VectorKey>> {
+        let filter = filter.clone();
+        self.read(move |conn| {
+            let mut params = Vec::new();
+            let clause = visible(&filter, now, include_expired, &mut params);
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT m.vector_key FROM memories m WHERE {clause} ORDER BY m.vector_key"
+                ))
+                .map_err(sql_err)?;
+            let keys = stmt
+                .query_map(params_from_iter(params), |r| {
+                    Ok(r.get::<_, i64>(0)? as VectorKey)
+                })
+                .map_err(sql_err)?;
+            keys.collect::<rusqlite::Result<_>>().map_err(sql_err)
+        })
+        .await
+    }
+
+    async fn vectors(&self, query: VectorQuery<'_>) -> Result<Vec<StoredVector>> {
+        let decode = |r: &rusqlite::Row<'_>| -> rusqlite::Result<StoredVector> {
+            let bytes: Vec<u8> = r.get(2)?;
+            let id: String = r.get(1)?;
+            Ok(StoredVector {
+                key: r.get::<_, i64>(0)? as VectorKey,
+                id: Uuid::parse_str(&id).map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        1,
+                        rusqlite::types::Type::Text,
+                        Box::new(e),
+                    )
+                })?,
+                vector: rows::vector_from_bytes(&bytes),
+                expires_at: r.get(3)?,
+            })
+        };
+        const SELECT: &str =
+            "SELECT m.vector_key, m.id, m.vector, m.expiration_date FROM memories m";
+        match query {
+            VectorQuery::After { key, limit } => {
+                self.read(move |conn| {
+                    let mut stmt = conn
+                        .prepare_cached(&format!(
+                            "{SELECT} WHERE m.vector_key > ?1 AND {LIVE} ORDER BY m.vector_key LIMIT ?2"
+                        ))
+                        .map_err(sql_err)?;
+                    let rows = stmt
+                        .query_map(
+                            params![
+                                key.min(i64::MAX as u64) as i64,
+                                limit.min(i64::MAX as usize) as i64
+                            ],
+                            decode,
+                        )
+                        .map_err(sql_err)?;
+                    rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+                })
+                .await
+            }
+            VectorQuery::Of(ids) => {
+                let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+                self.read(move |conn| {
+                    let mut out = Vec::with_capacity(ids.len());
+                    for chunk in ids.chunks(500) {
+                        let marks = vec!["?"; chunk.len()].join(", ");
+                        let mut stmt = conn
+                            .prepare_cached(&format!("{SELECT} WHERE m.id IN ({marks}) AND {LIVE}"))
+                            .map_err(sql_err)?;
+                        let rows = stmt
+                            .query_map(params_from_iter(chunk), decode)
+                            .map_err(sql_err)?;
+                        for row in rows {
+                            out.push(row.map_err(sql_err)?);
+                        }
+                    }
+                    Ok(out)
+                })
+                .await
+            }
+        }
+    }
+
+    async fn log(
+        &self,
+        cursor: u64,
+        limit: usize,
+        memory: Option<Uuid>,
+    ) -> Result<Vec<(u64, LogRecord)>> {
+        self.read(move |conn| {
+            let cursor = cursor.min(i64::MAX as u64) as i64;
+            let limit = limit.min(i64::MAX as usize) as i64;
+            let mut stmt = match memory {
+                None => conn.prepare_cached(&format!(
+                    "SELECT {LOG_COLUMNS} FROM history WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+                )),
+                Some(_) => conn.prepare_cached(&format!(
+                    "SELECT {LOG_COLUMNS} FROM history WHERE seq > ?1 AND memory_id = ?3 \
+                     ORDER BY seq LIMIT ?2"
+                )),
+            }
+            .map_err(sql_err)?;
+            let rows = match memory {
+                None => stmt.query_map(params![cursor, limit], rows::log),
+                Some(id) => stmt.query_map(params![cursor, limit, id.to_string()], rows::log),
+            }
+            .map_err(sql_err)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
+        })
+        .await
+    }
+
+    async fn entities(
+        &self,
+        kind: Option<EntityKind>,
+        after: Option<(EntityKind, String)>,
+        limit: usize,
+    ) -> Result<Vec<Entity>> {
+        self.read(move |conn| {
+            let mut out = Vec::new();
+            for k in EntityKind::ALL {
+                if kind.is_some_and(|want| want != k) {
+                    continue;
+                }
+                let after_id = match &after {
+                    Some((ak, _)) if *ak > k => continue,
+                    Some((ak, id)) if *ak == k => Some(id.clone()),
+                    _ => None,
+                };
+                let left = limit.saturating_sub(out.len());
+                if left == 0 {
+                    break;
+                }
+                // The owner columns are fixed names, never caller input.
+                let column = format!("{}_id", k.as_str());
+                let mut stmt = conn
+                    .prepare_cached(&format!(
+                        "SELECT m.{column}, COUNT(*), MIN(m.created_at), MAX(m.updated_at) \
+                         FROM memories m WHERE {LIVE} AND m.{column} IS NOT NULL \
+                         AND (?1 IS NULL OR m.{column} > ?1) \
+                         GROUP BY m.{column} ORDER BY m.{column} LIMIT ?2"
+                    ))
+                    .map_err(sql_err)?;
+                let rows = stmt
+                    .query_map(params![after_id, left.min(i64::MAX as usize) as i64], |r| {
+                        Ok(Entity {
+                            id: r.get(0)?,
+                            kind: k,
+                            memory_count: r.get::<_, i64>(1)?.max(0) as u64,
+                            created_at: rows::time(r.get(2)?)?,
+                            updated_at: rows::time(r.get(3)?)?,
+                        })
+                    })
+                    .map_err(sql_err)?;
+                for row in rows {
+                    out.push(row.map_err(sql_err)?);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn feedback(&self, ids: &[Uuid]) -> Result<Vec<Feedback>> {
+        let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+        self.read(move |conn| {
+            let mut out = Vec::new();
+            for chunk in ids.chunks(500) {
+                let marks = vec!["?"; chunk.len()].join(", ");
+                let mut stmt = conn
+                    .prepare_cached(&format!(
+                        "SELECT memory_id, feedback, reason, updated_at FROM feedback \
+                         WHERE memory_id IN ({marks})"
+                    ))
+                    .map_err(sql_err)?;
+                let rows = stmt
+                    .query_map(params_from_iter(chunk), |r| {
+                        let id: String = r.get(0)?;
+                        let kind: Option<String> = r.get(1)?;
+                        Ok(Feedback {
+                            memory_id: Uuid::parse_str(&id).map_err(|e| {
+                                rusqlite::Error::FromSqlConversionFailure(
+                                    0,
+                                    rusqlite::types::Type::Text,
+                                    Box::new(e),
+                                )
+                            })?,
+                            feedback: kind.as_deref().and_then(FeedbackKind::parse),
+                            feedback_reason: r.get(2)?,
+                            updated_at: Some(rows::time(r.get(3)?)?),
+                        })
+                    })
+                    .map_err(sql_err)?;
+                for row in rows {
+                    out.push(row.map_err(sql_err)?);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn meta(&self, key: &str) -> Result<Option<String>> {
+        let key = key.to_owned();
+        self.read(move |conn| {
+            conn.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(sql_err)
+        })
+        .await
+    }
+
+    async fn counters(&self) -> Result<Counters> {
+        self.read(|conn| {
+            conn.query_row(
+                "SELECT credits, max_key, \
+                 (SELECT COUNT(*) FROM feedback WHERE feedback IN ('NEGATIVE', 'VERY_NEGATIVE')), \
+                 (SELECT COALESCE(MAX(seq), 0) FROM history) \
+                 FROM state WHERE id = 1",
+                [],
+                |r| {
+                    Ok(Counters {
+                        credits: r.get::<_, i64>(0)?.max(0) as u64,
+                        max_key: r.get::<_, i64>(1)?.max(0) as VectorKey,
+                        negative_feedback: r.get::<_, i64>(2)?.max(0) as u64,
+                        last_cursor: r.get::<_, i64>(3)?.max(0) as u64,
+                    })
+                },
+            )
+            .map_err(sql_err)
+        })
+        .await
+    }
+
+    fn keyword_index(&self) -> Option<&dyn KeywordIndex> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl KeywordIndex for SqliteStore {
+    async fn search(&self, query: KeywordQuery<'_>) -> Result<KeywordHits> {
+        let queries = query.queries.to_vec();
+        let filter = query.filter.clone();
+        let (now, include_expired, limit) = (query.now, query.include_expired, query.limit);
+        let shared = Arc::clone(&self.shared);
+        self.read(move |conn| {
+            keyword::search(
+                conn,
+                &shared.frequencies,
+                KeywordQuery {
+                    queries: &queries,
+                    filter: &filter,
+                    now,
+                    include_expired,
+                    limit,
+                },
+            )
+        })
+        .await
+    }
+}

@@ -1,0 +1,349 @@
+//! The schema, its migrations, and the SQL functions every connection registers.
+
+use rusqlite::functions::FunctionFlags;
+use rusqlite::{params, Connection, Transaction};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::filter_sql::decode_op;
+use super::{fts, sql_err};
+use crate::error::{Error, Result};
+use crate::filter::{icontains, metadata_matches, Op};
+use crate::store::{DEFAULT_CREDITS, META_STORE_ID};
+use crate::text;
+
+/// One step of the schema's history.
+enum Migration {
+    Sql(&'static str),
+    /// A step SQL cannot express (the crate's tokenizer runs in Rust).
+    Rust(fn(&Transaction<'_>) -> Result<()>),
+}
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
+const MIGRATIONS: &[Migration] = &[
+    Migration::Sql(
+        r#"
+CREATE TABLE memories (
+    seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+    id              TEXT    NOT NULL UNIQUE,
+    memory          TEXT    NOT NULL,
+    user_id         TEXT,
+    agent_id        TEXT,
+    app_id          TEXT,
+    run_id          TEXT,
+    metadata        TEXT    NOT NULL,
+    categories      TEXT    NOT NULL,
+    immutable       INTEGER NOT NULL,
+    expiration_date INTEGER,
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,
+    hash            TEXT    NOT NULL,
+    deleted_at      INTEGER,
+    vector_key      INTEGER NOT NULL UNIQUE,
+    vector          BLOB    NOT NULL
+);
+CREATE INDEX memories_user  ON memories (user_id, seq)  WHERE deleted_at IS NULL;
+CREATE INDEX memories_agent ON memories (agent_id, seq) WHERE deleted_at IS NULL;
+CREATE INDEX memories_app   ON memories (app_id, seq)   WHERE deleted_at IS NULL;
+CREATE INDEX memories_run   ON memories (run_id, seq)   WHERE deleted_at IS NULL;
+CREATE TABLE history (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    id         TEXT    NOT NULL,
+    memory_id  TEXT    NOT NULL,
+    event      TEXT    NOT NULL,
+    old_memory TEXT,
+    new_memory TEXT,
+    input      TEXT    NOT NULL,
+    user_id    TEXT,
+    agent_id   TEXT,
+    app_id     TEXT,
+    run_id     TEXT,
+    categories TEXT    NOT NULL,
+    metadata   TEXT    NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX history_memory ON history (memory_id, seq);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE state (
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    credits INTEGER NOT NULL,
+    max_key INTEGER NOT NULL
+);
+"#,
+    ),
+    // Covering indexes: an owner-scoped search reads its candidate keys from the index alone.
+    Migration::Sql(
+        r#"
+CREATE INDEX memories_user_keys  ON memories (user_id, vector_key, expiration_date)  WHERE deleted_at IS NULL;
+CREATE INDEX memories_agent_keys ON memories (agent_id, vector_key, expiration_date) WHERE deleted_at IS NULL;
+CREATE INDEX memories_app_keys   ON memories (app_id, vector_key, expiration_date)   WHERE deleted_at IS NULL;
+CREATE INDEX memories_run_keys   ON memories (run_id, vector_key, expiration_date)   WHERE deleted_at IS NULL;
+"#,
+    ),
+    // Keyword index (BM25) over the text of live memories. Triggers keep it in the
+    // transaction that changes the rows, so it never disagrees with them.
+    Migration::Sql(
+        r#"
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    memory, content = 'memories', content_rowid = 'seq', tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (rowid, memory) VALUES (new.seq, new.memory);
+END;
+CREATE TRIGGER memories_fts_update AFTER UPDATE OF memory, deleted_at ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, memory)
+        SELECT 'delete', old.seq, old.memory WHERE old.deleted_at IS NULL;
+    INSERT INTO memories_fts (rowid, memory)
+        SELECT new.seq, new.memory WHERE new.deleted_at IS NULL;
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, memory) VALUES ('delete', old.seq, old.memory);
+END;
+INSERT INTO memories_fts (rowid, memory) SELECT seq, memory FROM memories WHERE deleted_at IS NULL;
+"#,
+    ),
+    // A memory's conversational context, indexed beside its text; words are stemmed
+    // (Porter), so "painting" finds "paint". The keyword index is rebuilt for both.
+    Migration::Sql(
+        r#"
+ALTER TABLE memories ADD COLUMN context TEXT;
+DROP TRIGGER memories_fts_insert;
+DROP TRIGGER memories_fts_update;
+DROP TRIGGER memories_fts_delete;
+DROP TABLE memories_fts;
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    memory, context, content = 'memories', content_rowid = 'seq',
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (rowid, memory, context) VALUES (new.seq, new.memory, new.context);
+END;
+CREATE TRIGGER memories_fts_update AFTER UPDATE OF memory, context, deleted_at ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, memory, context)
+        SELECT 'delete', old.seq, old.memory, old.context WHERE old.deleted_at IS NULL;
+    INSERT INTO memories_fts (rowid, memory, context)
+        SELECT new.seq, new.memory, new.context WHERE new.deleted_at IS NULL;
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, memory, context)
+        VALUES ('delete', old.seq, old.memory, old.context);
+END;
+INSERT INTO memories_fts (rowid, memory, context)
+    SELECT seq, memory, context FROM memories WHERE deleted_at IS NULL;
+"#,
+    ),
+    // The owners of a memory as keyword tokens (see `owner_token`), indexed beside its text
+    // so that a keyword search for one user's memories reads only that user's rows. The
+    // column weighs nothing in ranking.
+    Migration::Sql(
+        r#"
+ALTER TABLE memories ADD COLUMN owners TEXT GENERATED ALWAYS AS (trim(
+    iif(user_id IS NULL, '', ' u' || hex(user_id)) || iif(agent_id IS NULL, '', ' a' || hex(agent_id)) ||
+    iif(app_id IS NULL, '', ' p' || hex(app_id)) || iif(run_id IS NULL, '', ' r' || hex(run_id))
+)) VIRTUAL;
+DROP TRIGGER memories_fts_insert;
+DROP TRIGGER memories_fts_update;
+DROP TRIGGER memories_fts_delete;
+DROP TABLE memories_fts;
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    memory, context, owners, content = 'memories', content_rowid = 'seq',
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (rowid, memory, context, owners)
+        VALUES (new.seq, new.memory, new.context, new.owners);
+END;
+CREATE TRIGGER memories_fts_update
+AFTER UPDATE OF memory, context, deleted_at, user_id, agent_id, app_id, run_id ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, memory, context, owners)
+        SELECT 'delete', old.seq, old.memory, old.context, old.owners WHERE old.deleted_at IS NULL;
+    INSERT INTO memories_fts (rowid, memory, context, owners)
+        SELECT new.seq, new.memory, new.context, new.owners WHERE new.deleted_at IS NULL;
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, memory, context, owners)
+        VALUES ('delete', old.seq, old.memory, old.context, old.owners);
+END;
+INSERT INTO memories_fts (rowid, memory, context, owners)
+    SELECT seq, memory, context, owners FROM memories WHERE deleted_at IS NULL;
+"#,
+    ),
+    // Feedback on memories, one row per memory that ever had some.
+    Migration::Sql(
+        r#"
+CREATE TABLE feedback (
+    memory_id  TEXT PRIMARY KEY,
+    feedback   TEXT,
+    reason     TEXT,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX feedback_negative ON feedback (feedback) WHERE feedback IN ('NEGATIVE', 'VERY_NEGATIVE');
+"#,
+    ),
+    // Versions for preconditions, the crate's own terms for keyword search (the same in
+    // every store), and indexes for scans in `created_at` order. The old keyword index,
+    // built by FTS5's own stemmer, goes.
+    Migration::Sql(
+        r#"
+ALTER TABLE memories ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE memories ADD COLUMN terms TEXT NOT NULL DEFAULT '';
+ALTER TABLE memories ADD COLUMN context_terms TEXT NOT NULL DEFAULT '';
+DROP TRIGGER memories_fts_insert;
+DROP TRIGGER memories_fts_update;
+DROP TRIGGER memories_fts_delete;
+DROP TABLE memories_fts;
+DROP INDEX memories_user;
+DROP INDEX memories_agent;
+DROP INDEX memories_app;
+DROP INDEX memories_run;
+CREATE INDEX memories_created       ON memories (created_at, seq)           WHERE deleted_at IS NULL;
+CREATE INDEX memories_user_created  ON memories (user_id, created_at, seq)  WHERE deleted_at IS NULL;
+CREATE INDEX memories_agent_created ON memories (agent_id, created_at, seq) WHERE deleted_at IS NULL;
+CREATE INDEX memories_app_created   ON memories (app_id, created_at, seq)   WHERE deleted_at IS NULL;
+CREATE INDEX memories_run_created   ON memories (run_id, created_at, seq)   WHERE deleted_at IS NULL;
+"#,
+    ),
+    Migration::Rust(backfill_terms),
+    // The keyword index over the terms; FTS5 only splits them at spaces.
+    Migration::Sql(
+        r#"
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    terms, context_terms, owners, content = 'memories', content_rowid = 'seq',
+    tokenize = 'unicode61 remove_diacritics 0'
+);
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (rowid, terms, context_terms, owners)
+        VALUES (new.seq, new.terms, new.context_terms, new.owners);
+END;
+CREATE TRIGGER memories_fts_update
+AFTER UPDATE OF terms, context_terms, deleted_at, user_id, agent_id, app_id, run_id ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, terms, context_terms, owners)
+        SELECT 'delete', old.seq, old.terms, old.context_terms, old.owners WHERE old.deleted_at IS NULL;
+    INSERT INTO memories_fts (rowid, terms, context_terms, owners)
+        SELECT new.seq, new.terms, new.context_terms, new.owners WHERE new.deleted_at IS NULL;
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, terms, context_terms, owners)
+        VALUES ('delete', old.seq, old.terms, old.context_terms, old.owners);
+END;
+INSERT INTO memories_fts (rowid, terms, context_terms, owners)
+    SELECT seq, terms, context_terms, owners FROM memories WHERE deleted_at IS NULL;
+"#,
+    ),
+];
+
+/// How many migrations this build knows: the schema version it writes.
+pub(super) const VERSION: usize = MIGRATIONS.len();
+
+/// The terms of a text as the keyword index stores them: [`text::terms`], space-separated.
+pub(super) fn terms_column(text: &str) -> String {
+    text::terms(text).join(" ")
+}
+
+/// Fills the term columns of rows written before they existed (deleted rows too, so that
+/// every row looks as if written now).
+fn backfill_terms(tx: &Transaction<'_>) -> Result<()> {
+    let rows: Vec<(i64, String, Option<String>)> = {
+        let mut stmt = tx
+            .prepare("SELECT seq, memory, context FROM memories")
+            .map_err(sql_err)?;
+        let mapped = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(sql_err)?;
+        mapped.collect::<rusqlite::Result<_>>().map_err(sql_err)?
+    };
+    let mut update = tx
+        .prepare("UPDATE memories SET terms = ?1, context_terms = ?2 WHERE seq = ?3")
+        .map_err(sql_err)?;
+    for (seq, memory, context) in rows {
+        let context = context.as_deref().map(terms_column).unwrap_or_default();
+        update
+            .execute(params![terms_column(&memory), context, seq])
+            .map_err(sql_err)?;
+    }
+    Ok(())
+}
+
+/// Creates or migrates the schema. IMMEDIATE: two processes opening the same database
+/// cannot both migrate it; the second waits (busy timeout) and finds it current.
+pub(super) fn init(conn: &Connection) -> Result<()> {
+    let tx = Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)
+        .map_err(sql_err)?;
+    let version: usize = tx
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(sql_err)?;
+    if version > VERSION {
+        return Err(Error::Unavailable {
+            detail: format!(
+                "the database has schema version {version}, newer than this memlane understands \
+                 ({VERSION}); upgrade memlane"
+            ),
+        });
+    }
+    for (i, migration) in MIGRATIONS.iter().enumerate().skip(version) {
+        match migration {
+            Migration::Sql(sql) => tx.execute_batch(sql).map_err(sql_err)?,
+            Migration::Rust(step) => step(&tx)?,
+        }
+        if i == 0 {
+            tx.execute(
+                "INSERT INTO state (id, credits, max_key) VALUES (1, ?1, 0)",
+                params![DEFAULT_CREDITS as i64],
+            )
+            .map_err(sql_err)?;
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2)",
+                params![META_STORE_ID, Uuid::new_v4().to_string()],
+            )
+            .map_err(sql_err)?;
+        }
+    }
+    tx.pragma_update(None, "user_version", VERSION)
+        .map_err(sql_err)?;
+    tx.commit().map_err(sql_err)
+}
+
+/// The Rust functions SQL calls: the keyword index's term counts, and what the compiled
+/// filters need to evaluate exactly as [`Filter::matches`](crate::Filter::matches) does.
+pub(super) fn register_functions(conn: &Connection) -> Result<()> {
+    fts::register(conn).map_err(sql_err)?;
+    let flags = FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC;
+    conn.create_scalar_function("memlane_icontains", 2, flags, |ctx| {
+        let hay: Option<String> = ctx.get(0)?;
+        let needle: String = ctx.get(1)?;
+        Ok(hay.is_some_and(|h| icontains(&h, &needle)))
+    })
+    .map_err(sql_err)?;
+    conn.create_scalar_function("memlane_meta", 2, flags, |ctx| {
+        let op = ctx.get_or_create_aux(1, |v| -> std::result::Result<Op<Value>, String> {
+            let text = v.as_str().map_err(|e| e.to_string())?;
+            decode_op(text).ok_or_else(|| "malformed metadata operator".to_string())
+        })?;
+        let value: Option<String> = ctx.get(0)?;
+        let value: Option<Value> = value
+            .and_then(|v| serde_json::from_str(&v).ok())
+            .filter(|v: &Value| !v.is_null());
+        Ok(metadata_matches(value.as_ref(), &op))
+    })
+    .map_err(sql_err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_idempotent_and_versioned() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        for _ in 0..2 {
+            assert!(crate::store::SqliteStore::open(&path).is_ok());
+        }
+        let conn = Connection::open(&path).unwrap();
+        let version: usize = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, VERSION);
+    }
+}

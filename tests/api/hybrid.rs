@@ -1,0 +1,404 @@
+//! Keyword and hybrid search on a real SQLite file: same filters, threshold and lifecycle
+//! guarantees as vector search, and a keyword index that always agrees with the rows.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{Duration, Utc};
+use memlane::store::MemStore;
+use memlane::{HashEmbedder, Memory, Message, SearchMode};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::common::add;
+
+async fn open(path: &Path) -> Memory {
+    crate::common::open(path, 384).await
+}
+
+async fn ids(memory: &Memory, query: &str, mode: SearchMode) -> Vec<Uuid> {
+    let hits = memory.search(query).mode(mode).top_k(20).await.unwrap();
+    assert!(hits.results.iter().all(|h| (0.0..=1.0).contains(&h.score)));
+    assert!(hits.results.windows(2).all(|w| w[0].score >= w[1].score));
+    hits.results.iter().map(|h| h.record.id).collect()
+}
+
+#[tokio::test]
+async fn keyword_index_follows_add_update_delete_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kw.db");
+    let (zed, other) = {
+        let memory = open(&path).await;
+        let zed = add(&memory, "alice", "My cousin Zebedee lives in Reykjavik").await;
+        let other = add(&memory, "alice", "I like long walks").await;
+        for mode in [SearchMode::Keyword, SearchMode::Hybrid] {
+            assert_eq!(
+                ids(&memory, "Reykjavik", mode).await.first(),
+                Some(&zed),
+                "{mode:?}"
+            );
+        }
+        // The word leaves with an update and arrives with another.
+        memory
+            .update(zed)
+            .text("My cousin Zebedee moved to Oslo")
+            .await
+            .unwrap();
+        assert!(!ids(&memory, "Reykjavik", SearchMode::Keyword)
+            .await
+            .contains(&zed));
+        assert_eq!(ids(&memory, "Oslo", SearchMode::Keyword).await, vec![zed]);
+        memory
+            .update(other)
+            .text("I like long walks around Oslo")
+            .await
+            .unwrap();
+        let mut both = ids(&memory, "Oslo", SearchMode::Keyword).await;
+        both.sort();
+        let mut want = vec![zed, other];
+        want.sort();
+        assert_eq!(both, want);
+        (zed, other)
+    };
+    let memory = open(&path).await;
+    assert_eq!(
+        ids(&memory, "Zebedee", SearchMode::Keyword).await,
+        vec![zed]
+    );
+    memory.delete(zed).await.unwrap();
+    for mode in [SearchMode::Keyword, SearchMode::Hybrid, SearchMode::Vector] {
+        assert!(
+            !ids(&memory, "Zebedee Oslo", mode).await.contains(&zed),
+            "{mode:?} returned a deleted memory"
+        );
+    }
+    memory.delete_all().user("alice").await.unwrap();
+    for mode in [SearchMode::Keyword, SearchMode::Hybrid] {
+        assert!(
+            ids(&memory, "walks Oslo", mode).await.is_empty(),
+            "{mode:?}: {other} came back"
+        );
+    }
+}
+
+#[tokio::test]
+async fn filters_threshold_and_expiry_apply_to_every_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(&dir.path().join("f.db")).await;
+    let a = memory
+        .add("The wifi password is hunter2")
+        .user("alice")
+        .metadata(json!({"room": "office"}))
+        .categories(["secrets"])
+        .infer(false)
+        .await
+        .unwrap()
+        .results[0]
+        .id;
+    let b = add(&memory, "bob", "The wifi password is swordfish").await;
+    let soon = memory
+        .add("The guest wifi password is temporary")
+        .user("alice")
+        .expiry(Utc::now() + Duration::milliseconds(300))
+        .infer(false)
+        .await
+        .unwrap()
+        .results[0]
+        .id;
+    for mode in [SearchMode::Keyword, SearchMode::Hybrid, SearchMode::Vector] {
+        let only_alice = memory
+            .search("wifi password")
+            .user("alice")
+            .mode(mode)
+            .await
+            .unwrap();
+        assert!(
+            only_alice
+                .results
+                .iter()
+                .all(|h| h.record.owners.user_id.as_deref() == Some("alice")),
+            "{mode:?}"
+        );
+        assert!(
+            only_alice.results.iter().any(|h| h.record.id == a),
+            "{mode:?}"
+        );
+        let by_meta = memory
+            .search("wifi password")
+            .metadata(json!({"room": "office"}))
+            .mode(mode)
+            .await
+            .unwrap();
+        assert_eq!(
+            by_meta
+                .results
+                .iter()
+                .map(|h| h.record.id)
+                .collect::<Vec<_>>(),
+            vec![a],
+            "{mode:?}"
+        );
+        let by_cat = memory
+            .search("wifi")
+            .categories(["secrets"])
+            .mode(mode)
+            .await
+            .unwrap();
+        assert_eq!(by_cat.results.len(), 1, "{mode:?}");
+        let by_json = memory
+            .search("wifi")
+            .filters(json!({"NOT": {"user_id": "alice"}}))
+            .mode(mode)
+            .await
+            .unwrap();
+        assert_eq!(
+            by_json
+                .results
+                .iter()
+                .map(|h| h.record.id)
+                .collect::<Vec<_>>(),
+            vec![b],
+            "{mode:?}"
+        );
+        let all = memory.search("wifi password").mode(mode).await.unwrap();
+        let cut = all.results[1].score;
+        let strict = memory
+            .search("wifi password")
+            .mode(mode)
+            .threshold(cut)
+            .await
+            .unwrap();
+        assert!(
+            strict.results.iter().all(|h| h.score >= cut) && strict.results.len() >= 2,
+            "{mode:?}"
+        );
+        assert!(
+            strict.results.len() < all.results.len() || all.results.iter().all(|h| h.score >= cut)
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    for mode in [SearchMode::Keyword, SearchMode::Hybrid, SearchMode::Vector] {
+        let hits = memory
+            .search("guest wifi temporary")
+            .mode(mode)
+            .await
+            .unwrap();
+        assert!(
+            hits.results.iter().all(|h| h.record.id != soon),
+            "{mode:?} returned an expired memory"
+        );
+        let hits = memory
+            .search("guest wifi temporary")
+            .mode(mode)
+            .include_expired(true)
+            .await
+            .unwrap();
+        assert!(hits.results.iter().any(|h| h.record.id == soon), "{mode:?}");
+    }
+}
+
+#[tokio::test]
+async fn query_text_is_data_not_fts_syntax() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(&dir.path().join("q.db")).await;
+    let id = add(
+        &memory,
+        "u",
+        "Meeting at NEAR the \"old\" mill (north) at 5pm",
+    )
+    .await;
+    // (query, shares a word with the memory)
+    for (q, shares) in [
+        ("NEAR(old mill)", true),
+        ("\"old\" AND mill*", true),
+        ("north) OR (", true),
+        ("col:mill ^old", true),
+        ("' ; DROP TABLE memories; --", false),
+        ("***", false),
+        ("-", false),
+    ] {
+        let hits = memory
+            .search(q)
+            .mode(SearchMode::Keyword)
+            .await
+            .unwrap_or_else(|e| panic!("{q:?}: {e}"));
+        let found = hits.results.first().map(|h| h.record.id) == Some(id);
+        assert_eq!(found, shares, "{q:?}");
+        memory
+            .search(q)
+            .mode(SearchMode::Hybrid)
+            .await
+            .unwrap_or_else(|e| panic!("{q:?}: {e}"));
+    }
+    assert!(
+        memory.get(id).await.unwrap().memory.starts_with("Meeting"),
+        "the table is still there"
+    );
+    assert_eq!(
+        memory
+            .search_vector(vec![1.0; 384])
+            .mode(SearchMode::Keyword)
+            .await
+            .unwrap_err()
+            .status(),
+        400
+    );
+}
+
+#[tokio::test]
+async fn a_store_from_before_the_keyword_index_is_backfilled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let id = {
+        let memory = open(&path).await;
+        add(&memory, "u", "The spare key hides under the blue flowerpot").await
+    };
+    // Put the file back to schema version 2, as written before the keyword index existed.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP TRIGGER memories_fts_insert; DROP TRIGGER memories_fts_update; \
+             DROP TRIGGER memories_fts_delete; DROP TABLE memories_fts; \
+             DROP INDEX memories_created; DROP INDEX memories_user_created; \
+             DROP INDEX memories_agent_created; DROP INDEX memories_app_created; \
+             DROP INDEX memories_run_created; \
+             CREATE INDEX memories_user ON memories (user_id, seq) WHERE deleted_at IS NULL; \
+             CREATE INDEX memories_agent ON memories (agent_id, seq) WHERE deleted_at IS NULL; \
+             CREATE INDEX memories_app ON memories (app_id, seq) WHERE deleted_at IS NULL; \
+             CREATE INDEX memories_run ON memories (run_id, seq) WHERE deleted_at IS NULL; \
+             ALTER TABLE memories DROP COLUMN owners; ALTER TABLE memories DROP COLUMN context; \
+             ALTER TABLE memories DROP COLUMN version; ALTER TABLE memories DROP COLUMN terms; \
+             ALTER TABLE memories DROP COLUMN context_terms; \
+             DROP TABLE feedback; PRAGMA user_version = 2;",
+        )
+        .unwrap();
+    }
+    let memory = open(&path).await;
+    // Every migration since ran: the keyword index (3, rebuilt by 4, 5 and 9), context (4),
+    // owners (5), feedback (6), versions and terms (7, backfilled by 8).
+    assert_eq!(
+        ids(&memory, "flowerpots", SearchMode::Keyword).await,
+        vec![id]
+    );
+    let scoped = memory
+        .search("flowerpots")
+        .mode(SearchMode::Keyword)
+        .user("u")
+        .await
+        .unwrap();
+    assert_eq!(scoped.results.len(), 1);
+    assert_eq!(memory.get(id).await.unwrap().context, None);
+}
+
+/// A conversation stored verbatim: each message is indexed with the one before it.
+async fn lisbon(memory: &Memory) -> (Uuid, Uuid) {
+    let out = memory
+        .add(vec![
+            Message::new("Mel", "Did you ever make it to Lisbon?"),
+            Message::new("Caro", "Yes, last May, for a whole week."),
+        ])
+        .user("u")
+        .metadata(json!({"session": 3}))
+        .infer(false)
+        .await
+        .unwrap();
+    (out.results[0].id, out.results[1].id)
+}
+
+#[tokio::test]
+async fn an_answer_is_found_by_its_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let memory = open(&path).await;
+    add(&memory, "u", "Lisbon has steep hills and yellow trams").await;
+    let (question, answer) = lisbon(&memory).await;
+    add(&memory, "u", "Caro liked the week of rest").await;
+
+    let q = memory.get(question).await.unwrap();
+    let a = memory.get(answer).await.unwrap();
+    assert_eq!(q.context, None);
+    assert_eq!(
+        a.context.as_deref(),
+        Some("Did you ever make it to Lisbon?")
+    );
+    // The role is kept in metadata, beside the caller's; the caller's own `role` wins.
+    assert_eq!(a.metadata["role"], "Caro");
+    assert_eq!(a.metadata["session"], 3);
+    let own = memory
+        .add(vec![Message::user("I prefer tea")])
+        .user("u")
+        .metadata(json!({"role": "customer"}))
+        .infer(false)
+        .await
+        .unwrap();
+    assert_eq!(own.results[0].metadata["role"], "customer");
+    // Messages in a row from one role are a list of facts, each read on its own.
+    let list = memory
+        .add(vec![
+            Message::user("I like jazz"),
+            Message::user("I own a cat"),
+        ])
+        .user("u")
+        .infer(false)
+        .await
+        .unwrap();
+    for added in &list.results {
+        assert_eq!(memory.get(added.id).await.unwrap().context, None);
+    }
+
+    // "lisbon" is in the answer's context only: found, below the memories that say it.
+    let hits = ids(&memory, "lisbon", SearchMode::Keyword).await;
+    assert_eq!(hits.len(), 2 + 1, "{hits:?}");
+    assert_eq!(hits[2], answer);
+    // Words match by their stem.
+    assert_eq!(ids(&memory, "resting", SearchMode::Keyword).await.len(), 1);
+
+    // An update changes the text and keeps the context, through reopening.
+    memory
+        .update(answer)
+        .text("Yes, in June, for ten days.")
+        .await
+        .unwrap();
+    drop(memory);
+    let memory = open(&path).await;
+    let a = memory.get(answer).await.unwrap();
+    assert_eq!(
+        a.context.as_deref(),
+        Some("Did you ever make it to Lisbon?")
+    );
+    assert!(ids(&memory, "lisbon", SearchMode::Keyword)
+        .await
+        .contains(&answer));
+    assert!(!ids(&memory, "may", SearchMode::Keyword)
+        .await
+        .contains(&answer));
+    assert!(ids(&memory, "june", SearchMode::Keyword)
+        .await
+        .contains(&answer));
+
+    // Deleted: found by neither its text nor its context.
+    memory.delete(answer).await.unwrap();
+    for mode in [SearchMode::Keyword, SearchMode::Hybrid, SearchMode::Vector] {
+        assert!(!ids(&memory, "lisbon june", mode).await.contains(&answer));
+    }
+}
+
+#[tokio::test]
+async fn the_reference_store_matches_context_and_stems_too() {
+    let memory = Memory::builder()
+        .store(Arc::new(MemStore::new()))
+        .embedder(Arc::new(HashEmbedder::new(384)))
+        .build()
+        .await
+        .unwrap();
+    add(&memory, "u", "Lisbon has steep hills and yellow trams").await;
+    let (question, answer) = lisbon(&memory).await;
+    assert_eq!(
+        ids(&memory, "lisbon", SearchMode::Keyword).await.last(),
+        Some(&answer)
+    );
+    assert_eq!(
+        ids(&memory, "making", SearchMode::Keyword).await,
+        vec![question, answer]
+    );
+}

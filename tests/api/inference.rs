@@ -1,0 +1,654 @@
+//! `add` with inference, `extract`, project configuration and `consolidate`, through the
+//! public API on a real SQLite file and HNSW index, with a scripted language model (the
+//! logic under test is memlane's; `tests/local_llm.rs` runs the real local model).
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use async_trait::async_trait;
+use chrono::{TimeZone, Utc};
+use memlane::{
+    ChatRequest, ChatResponse, Error, HistoryEvent, Label, Llm, Memory, Message, ProductVariant,
+    ProjectConfig, ScriptedLlm,
+};
+use serde_json::json;
+
+async fn open(dir: &tempfile::TempDir, llm: Option<Arc<dyn Llm>>) -> Memory {
+    crate::common::open_with_llm(&dir.path().join("m.db"), 256, llm).await
+}
+
+fn facts(items: &[&str]) -> String {
+    let facts: Vec<_> = items
+        .iter()
+        .map(|t| json!({"text": t, "categories": ["personal_details"], "entities": [], "importance": 6}))
+        .collect();
+    json!({ "facts": facts }).to_string()
+}
+
+async fn live(memory: &Memory, user: &str) -> Vec<String> {
+    let mut texts: Vec<String> = memory
+        .list()
+        .user(user)
+        .await
+        .unwrap()
+        .results
+        .into_iter()
+        .map(|r| r.memory)
+        .collect();
+    texts.sort();
+    texts
+}
+
+#[tokio::test]
+async fn facts_are_stored_with_core_categories_and_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([json!({"facts": [
+        {"text": "Alice is vegetarian", "categories": ["diet", "invented"], "entities": ["Alice"], "importance": 8},
+        {"text": "Alice lives in Lisbon", "categories": ["home"], "entities": ["Alice", "Lisbon"]}
+    ]})
+    .to_string()]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    memory
+        .put_config(&json!({
+            "extraction_policy": "Never store health data.",
+            "label_taxonomy": [{"diet": "what they eat"}, {"home": "where they live"}]
+        }))
+        .await
+        .unwrap();
+    let messages = vec![
+        Message::user("Hi! I'm Alice, I live in Lisbon and I don't eat meat."),
+        Message::assistant("Nice to meet you, Alice!"),
+    ];
+    let out = memory
+        .add(messages.clone())
+        .user("alice")
+        .categories(["onboarding"])
+        .metadata(json!({"source": "chat"}))
+        .await
+        .unwrap();
+    assert_eq!(out.results.len(), 2);
+    assert_eq!(out.credits_used, 2);
+    assert!(out.usage.prompt_tokens > 0 && out.usage.completion_tokens > 0);
+    let first = &out.results[0];
+    assert_eq!(first.event, HistoryEvent::Add);
+    assert_eq!(first.memory, "Alice is vegetarian");
+    let core = &first.metadata["core"];
+    assert_eq!(core["entities"], json!(["Alice"]));
+    assert_eq!(core["importance"], json!(8));
+    assert_eq!(core["tags"], json!(["onboarding", "diet"]));
+    assert_eq!(first.metadata["source"], json!("chat"));
+
+    let record = memory.get(first.id).await.unwrap();
+    assert_eq!(record.categories, vec!["onboarding", "diet"]);
+    let history = memory.history(first.id).await.unwrap();
+    assert_eq!(history[0].input, messages);
+
+    // The prompt carried the project's policy, labels and the conversation.
+    let system = &llm.requests()[0].messages[0].content;
+    assert!(system.contains("Never store health data."), "{system}");
+    assert!(system.contains("home (where they live)"));
+    assert!(llm.requests()[0].messages[1]
+        .content
+        .contains("user: Hi! I'm Alice"));
+    // One call: an empty store has nothing to reconcile with.
+    assert_eq!(llm.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn small_talk_stores_nothing_and_costs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([r#"{"facts": []}"#]);
+    let memory = open(&dir, Some(Arc::new(llm))).await;
+    let before = memory.credits().await.unwrap();
+    let out = memory
+        .add("hey, how's it going?")
+        .user("bob")
+        .await
+        .unwrap();
+    assert!(out.results.is_empty());
+    assert_eq!(out.credits_used, 0);
+    assert_eq!(out.credits_remaining, before);
+    assert!(live(&memory, "bob").await.is_empty());
+}
+
+#[tokio::test]
+async fn an_update_keeps_the_id_and_records_its_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([
+        facts(&["Alice lives in Lisbon"]),
+        facts(&["Alice lives in Lisbon, in the Alfama district"]),
+        json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 0,
+                              "text": "Alice lives in the Alfama district of Lisbon"}]})
+        .to_string(),
+    ]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let id = memory
+        .add("I live in Lisbon")
+        .user("alice")
+        .await
+        .unwrap()
+        .results[0]
+        .id;
+    let input = vec![Message::user("I'm in Alfama, actually")];
+    let out = memory.add(input.clone()).user("alice").await.unwrap();
+    assert_eq!(out.results.len(), 1);
+    let updated = &out.results[0];
+    assert_eq!(updated.event, HistoryEvent::Update);
+    assert_eq!(updated.id, id);
+    assert_eq!(
+        updated.memory,
+        "Alice lives in the Alfama district of Lisbon"
+    );
+    assert_eq!(
+        updated.previous_memory.as_deref(),
+        Some("Alice lives in Lisbon")
+    );
+    assert_eq!(out.credits_used, 1);
+    assert_eq!(
+        live(&memory, "alice").await,
+        vec!["Alice lives in the Alfama district of Lisbon"]
+    );
+    let history = memory.history(id).await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1].event, HistoryEvent::Update);
+    assert_eq!(history[1].input, input);
+    // The model saw numbered memories, never real ids.
+    let prompt = &llm.requests()[2].messages[1].content;
+    assert!(prompt.contains(r#""memory":0"#), "{prompt}");
+    assert!(!prompt.contains(&id.to_string()));
+    // Search finds the new text.
+    let hits = memory.search("Alfama").user("alice").await.unwrap();
+    assert_eq!(hits.results[0].record.id, id);
+}
+
+#[tokio::test]
+async fn a_contradiction_deletes_the_old_memory_and_adds_the_new_fact() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([
+        facts(&["Alice lives in Lisbon"]),
+        facts(&["Alice lives in Porto"]),
+        json!({"decisions": [{"fact": 0, "event": "DELETE", "memory": 0}]}).to_string(),
+    ]);
+    let memory = open(&dir, Some(Arc::new(llm))).await;
+    let old = memory
+        .add("I live in Lisbon")
+        .user("alice")
+        .await
+        .unwrap()
+        .results[0]
+        .id;
+    let out = memory
+        .add("I moved to Porto last month")
+        .user("alice")
+        .await
+        .unwrap();
+    let events: Vec<(HistoryEvent, &str)> = out
+        .results
+        .iter()
+        .map(|r| (r.event, r.memory.as_str()))
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            (HistoryEvent::Add, "Alice lives in Porto"),
+            (HistoryEvent::Delete, "Alice lives in Lisbon"),
+        ]
+    );
+    assert_eq!(live(&memory, "alice").await, vec!["Alice lives in Porto"]);
+    let history = memory.history(old).await.unwrap();
+    assert_eq!(history.last().map(|h| h.event), Some(HistoryEvent::Delete));
+    assert_eq!(
+        history.last().map(|h| h.input.clone()),
+        Some(vec![Message::user("I moved to Porto last month")])
+    );
+    assert_eq!(memory.get(old).await.unwrap_err().status(), 404);
+}
+
+#[tokio::test]
+async fn known_facts_are_not_stored_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([
+        facts(&["Alice likes green tea"]),
+        // The same text again: known without asking the model.
+        facts(&["Alice likes green tea"]),
+        // A rephrasing: the model says NONE.
+        facts(&["Alice enjoys green tea"]),
+        json!({"decisions": [{"fact": 0, "event": "NONE", "memory": 0}]}).to_string(),
+    ]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    memory.add("I like green tea").user("alice").await.unwrap();
+    let again = memory.add("I like green tea").user("alice").await.unwrap();
+    assert!(again.results.is_empty());
+    assert_eq!(again.credits_used, 0);
+    assert_eq!(
+        llm.requests().len(),
+        2,
+        "an exact repeat needs no reconciliation"
+    );
+    let rephrased = memory
+        .add("green tea is great")
+        .user("alice")
+        .await
+        .unwrap();
+    assert!(rephrased.results.is_empty());
+    assert_eq!(live(&memory, "alice").await, vec!["Alice likes green tea"]);
+    // Another user's identical fact is theirs to keep.
+    let llm2 = ScriptedLlm::new([facts(&["Alice likes green tea"])]);
+    drop(memory);
+    let memory = open(&dir, Some(Arc::new(llm2))).await;
+    let other = memory.add("x").user("bob").await.unwrap();
+    assert_eq!(other.results.len(), 1);
+}
+
+#[tokio::test]
+async fn immutable_memories_are_never_changed_by_inference() {
+    let dir = tempfile::tempdir().unwrap();
+    // Reconciliation always targets the fixed memory with the scripted event; extraction
+    // replies are queued before each add.
+    let event = Arc::new(Mutex::new("DELETE"));
+    let chosen = Arc::clone(&event);
+    let llm = ScriptedLlm::from_fn(move |request| {
+        let prompt = &request.messages[1].content;
+        let list = prompt
+            .split("Existing memories:\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\nNew facts:").next())
+            .unwrap_or("[]");
+        let memories: Vec<serde_json::Value> = serde_json::from_str(list).unwrap();
+        let fixed = memories
+            .iter()
+            .find(|m| m.get("fixed").is_some())
+            .map(|m| m["memory"].clone())
+            .unwrap();
+        let event = *chosen.lock().unwrap();
+        Ok(
+            json!({"decisions": [{"fact": 0, "event": event, "memory": fixed,
+                                 "text": "Alice is allergic to peanuts and cashews"}]})
+            .to_string(),
+        )
+    });
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    llm.push(facts(&["Alice is allergic to peanuts"]));
+    let fixed = memory
+        .add("I'm allergic to peanuts")
+        .user("alice")
+        .immutable(true)
+        .await
+        .unwrap()
+        .results[0]
+        .id;
+    llm.push(facts(&["Alice is no longer allergic to peanuts"]));
+    let deleted = memory.add("not anymore").user("alice").await.unwrap();
+    assert_eq!(deleted.results.len(), 1);
+    assert_eq!(deleted.results[0].event, HistoryEvent::Add);
+    *event.lock().unwrap() = "UPDATE";
+    llm.push(facts(&["Alice is allergic to peanuts and cashews"]));
+    let updated = memory.add("cashews too").user("alice").await.unwrap();
+    assert_eq!(updated.results.len(), 1);
+    assert_eq!(updated.results[0].event, HistoryEvent::Add);
+    assert_ne!(updated.results[0].id, fixed);
+    let record = memory.get(fixed).await.unwrap();
+    assert_eq!(record.memory, "Alice is allergic to peanuts");
+    assert_eq!(memory.history(fixed).await.unwrap().len(), 1);
+    assert_eq!(llm.requests().len(), 5);
+}
+
+#[tokio::test]
+async fn a_failed_reconciliation_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([
+        facts(&["Alice lives in Lisbon"]),
+        facts(&["Alice lives in Porto", "Alice has a cat"]),
+        "I think memory 0 should be updated".to_string(),
+        json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 7, "text": "x"}]})
+            .to_string(),
+    ]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    memory.add("I live in Lisbon").user("alice").await.unwrap();
+    let credits = memory.credits().await.unwrap();
+    let err = memory
+        .add("Porto now, and a cat")
+        .user("alice")
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 502);
+    assert!(err.detail().contains("memory 7 does not exist"), "{err}");
+    assert!(err.detail().contains("nothing was stored"), "{err}");
+    assert_eq!(live(&memory, "alice").await, vec!["Alice lives in Lisbon"]);
+    assert_eq!(memory.credits().await.unwrap(), credits);
+    // The retry fed the first error back.
+    let retry = &llm.requests()[3].messages;
+    assert!(retry
+        .last()
+        .unwrap()
+        .content
+        .contains("no complete JSON object"));
+
+    // A provider failure half way is the provider's error, and stores nothing either.
+    llm.push(facts(&["Alice lives in Braga"]));
+    llm.push_error(Error::Provider {
+        detail: "upstream down".into(),
+        transient: true,
+    });
+    let err = memory.add("Braga now").user("alice").await.unwrap_err();
+    assert_eq!((err.status(), err.is_transient()), (502, true));
+    assert_eq!(live(&memory, "alice").await, vec!["Alice lives in Lisbon"]);
+}
+
+#[tokio::test]
+async fn relative_dates_are_stored_as_absolute_dates() {
+    let dir = tempfile::tempdir().unwrap();
+    // A model that left "next Friday" in the fact.
+    let llm = ScriptedLlm::new([facts(&["Alice flies to Oslo next Friday"])]);
+    let memory = open(&dir, Some(Arc::new(llm))).await;
+    let sunday = Utc.with_ymd_and_hms(2026, 11, 22, 9, 0, 0).unwrap();
+    let out = memory
+        .add("I fly to Oslo next Friday!")
+        .user("alice")
+        .timestamp(sunday)
+        .await
+        .unwrap();
+    assert_eq!(
+        out.results[0].memory,
+        "Alice flies to Oslo next Friday (2026-11-27)"
+    );
+}
+
+#[tokio::test]
+async fn inference_without_a_model_is_a_503_and_input_is_checked_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(&dir, None).await;
+    let err = memory.add("I like tea").user("a").await.unwrap_err();
+    assert_eq!(err.status(), 503);
+    assert!(err.detail().contains("infer(false)"));
+    let err = memory.add("I like tea").await.unwrap_err();
+    assert_eq!(err.status(), 400);
+    let llm = ScriptedLlm::new(Vec::<String>::new());
+    let memory = open(&tempfile::tempdir().unwrap(), Some(Arc::new(llm.clone()))).await;
+    let err = memory
+        .add(Vec::<Message>::new())
+        .user("a")
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 400);
+    assert!(
+        llm.requests().is_empty(),
+        "bad input never reaches the model"
+    );
+}
+
+#[tokio::test]
+async fn extract_returns_core_usage_and_stores_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest = json!({
+        "summary": "Alice is planning a trip to Japan next month",
+        "entities": ["Alice", "Japan"],
+        "tags": ["travel", "made_up"],
+        "key_facts": ["Alice plans to visit Japan", " "],
+        "importance": 7
+    })
+    .to_string();
+    let llm = ScriptedLlm::new([digest.clone(), digest]);
+    let memory = open(&dir, Some(Arc::new(llm))).await;
+    let at = Utc.with_ymd_and_hms(2026, 11, 22, 14, 5, 59).unwrap();
+    let out = memory
+        .extract("I'm going to Japan next month!")
+        .user("alice")
+        .timestamp(at)
+        .await
+        .unwrap();
+    assert_eq!(out.core.timestamp, "2026-11-22T14:05");
+    assert_eq!(
+        out.core.summary,
+        "Alice is planning a trip to Japan next month (2026-12)"
+    );
+    assert_eq!(out.core.tags, vec!["travel"]);
+    assert_eq!(out.core.key_facts, vec!["Alice plans to visit Japan"]);
+    assert_eq!(out.core.importance, 7);
+    assert!(out.extensions.is_empty());
+    assert_eq!(out.memory_id, None);
+    assert_eq!(out.usage.core.model, "scripted");
+    assert!(out.usage.core.prompt_tokens > 0);
+    let wire = serde_json::to_value(&out).unwrap();
+    assert_eq!(wire["extensions"], json!({}));
+    assert!(wire.get("memory_id").is_none());
+    assert!(live(&memory, "alice").await.is_empty());
+
+    let stored = memory
+        .extract("I'm going to Japan next month!")
+        .user("alice")
+        .store(true)
+        .metadata(json!({"channel": "sms"}))
+        .await
+        .unwrap();
+    let id = stored.memory_id.unwrap();
+    let record = memory.get(id).await.unwrap();
+    assert_eq!(record.memory, stored.core.summary);
+    assert_eq!(
+        record.metadata["core"]["entities"],
+        json!(["Alice", "Japan"])
+    );
+    assert_eq!(record.metadata["channel"], json!("sms"));
+    assert_eq!(stored.credits_used, 1);
+}
+
+#[tokio::test]
+async fn extract_is_refused_on_other_variants_and_checks_its_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new(Vec::<String>::new());
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    assert_eq!(
+        memory.product_variant().await.unwrap(),
+        ProductVariant::Structured
+    );
+    let err = memory
+        .extract("hi")
+        .extension("sentiment")
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 400);
+    let err = memory.extract("hi").store(true).await.unwrap_err();
+    assert_eq!(err.status(), 400);
+    assert!(err.detail().contains("owner"));
+    memory
+        .set_product_variant(ProductVariant::Memory)
+        .await
+        .unwrap();
+    drop(memory);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let err = memory.extract("hi").user("a").await.unwrap_err();
+    assert_eq!(err.status(), 403);
+    assert!(err.detail().contains("memory variant"), "{err}");
+    assert!(llm.requests().is_empty());
+}
+
+#[tokio::test]
+async fn project_config_round_trips_and_rejects_bad_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(&dir, None).await;
+    assert_eq!(memory.config().await.unwrap(), ProjectConfig::default());
+    let put = memory
+        .put_config(
+            &json!({"extraction_policy": "Only food.", "label_taxonomy": [{"food": "meals"}]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(put.credits_used, 0);
+    for bad in [
+        json!({"label_taxonomy": [{"food": "meals", "x": "y"}]}),
+        json!({"label_taxonomy": "food"}),
+        json!({"extraction_policy": ["x"]}),
+        json!({"label_taxonomy": [{"food": {"nested": true}}]}),
+    ] {
+        let err = memory.put_config(&bad).await.unwrap_err();
+        assert_eq!(err.status(), 400, "{bad}");
+    }
+    // A partial body keeps the other field.
+    memory
+        .put_config(&json!({"extraction_policy": "Food and drink."}))
+        .await
+        .unwrap();
+    drop(memory);
+    let memory = open(&dir, None).await;
+    let config = memory.config().await.unwrap();
+    assert_eq!(config.extraction_policy, "Food and drink.");
+    assert_eq!(config.label_taxonomy, vec![Label::new("food", "meals")]);
+    assert_eq!(
+        serde_json::to_value(&config).unwrap(),
+        json!({"extraction_policy": "Food and drink.", "label_taxonomy": [{"food": "meals"}]})
+    );
+}
+
+/// A model that, while reconciling, lets another writer change the memory it is about to
+/// update.
+#[derive(Debug)]
+struct Interfering {
+    memory: OnceLock<Memory>,
+    target: Mutex<Option<uuid::Uuid>>,
+    script: ScriptedLlm,
+}
+
+#[async_trait]
+impl Llm for Interfering {
+    fn model_id(&self) -> &str {
+        "interfering"
+    }
+
+    async fn chat(&self, request: ChatRequest) -> memlane::Result<ChatResponse> {
+        let reconciling = request.messages[0].content.contains("memory store current");
+        let target = *self.target.lock().unwrap();
+        if let (true, Some(id), Some(memory)) = (reconciling, target, self.memory.get()) {
+            memory.update(id).text("Alice lives in Faro").await?;
+        }
+        self.script.chat(request).await
+    }
+}
+
+#[tokio::test]
+async fn a_memory_changed_during_reconciliation_is_a_409_and_nothing_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = Arc::new(Interfering {
+        memory: OnceLock::new(),
+        target: Mutex::new(None),
+        script: ScriptedLlm::new([
+            facts(&["Alice lives in Lisbon"]),
+            facts(&["Alice lives in Lisbon, near the river", "Alice has a cat"]),
+            json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 0, "text": "Alice lives in Lisbon near the river"}]}).to_string(),
+        ]),
+    });
+    let memory = open(&dir, Some(llm.clone())).await;
+    llm.memory.set(memory.clone()).unwrap();
+    let id = memory.add("Lisbon").user("alice").await.unwrap().results[0].id;
+    *llm.target.lock().unwrap() = Some(id);
+    let err = memory
+        .add("near the river; I have a cat")
+        .user("alice")
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), 409, "{err}");
+    assert!(err.detail().contains("retry"));
+    // The other writer's change stands; neither the update nor the new fact was written.
+    assert_eq!(live(&memory, "alice").await, vec!["Alice lives in Faro"]);
+}
+
+#[tokio::test]
+async fn consolidate_merges_near_duplicates_per_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm =
+        ScriptedLlm::new([json!({"text": "Alice loves green tea, especially sencha"}).to_string()]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let add = |user: &'static str, text: &'static str| {
+        let memory = memory.clone();
+        async move {
+            memory
+                .add(text)
+                .user(user)
+                .infer(false)
+                .await
+                .unwrap()
+                .results[0]
+                .id
+        }
+    };
+    let a1 = add("alice", "Alice loves green tea").await;
+    let a2 = add("alice", "Alice loves green tea, especially sencha").await;
+    let a3 = add("alice", "Alice plays the cello on weekends").await;
+    let b1 = add("bob", "Alice loves green tea").await;
+    let fixed = memory
+        .add("Alice loves green tea!")
+        .user("alice")
+        .infer(false)
+        .immutable(true)
+        .await
+        .unwrap()
+        .results[0]
+        .id;
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let dry = memory
+        .consolidate()
+        .threshold(0.75)
+        .dry_run(true)
+        .on_progress(move |p| log.lock().unwrap().push(p))
+        .await
+        .unwrap();
+    assert!(dry.dry_run);
+    assert_eq!(dry.clusters.len(), 1, "{dry:?}");
+    assert_eq!(dry.clusters[0].kept, a2);
+    assert_eq!(dry.clusters[0].merged, vec![a1]);
+    assert_eq!(dry.examined, 4, "the immutable memory is left out");
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    assert_eq!(seen.lock().unwrap()[1].owners_done, 2);
+    assert!(llm.requests().is_empty(), "a dry run calls no model");
+    assert_eq!(live(&memory, "alice").await.len(), 4);
+
+    let done = memory.consolidate().threshold(0.75).await.unwrap();
+    assert_eq!(done.clusters.len(), 1);
+    assert_eq!(
+        done.clusters[0].memory,
+        "Alice loves green tea, especially sencha"
+    );
+    assert_eq!(memory.get(a1).await.unwrap_err().status(), 404);
+    for id in [a2, a3, b1, fixed] {
+        memory.get(id).await.unwrap();
+    }
+    let history = memory.history(a1).await.unwrap();
+    assert!(history.last().unwrap().input[0]
+        .content
+        .contains(&a2.to_string()));
+    let err = memory.consolidate().threshold(0.2).await.unwrap_err();
+    assert_eq!(err.status(), 400);
+}
+
+#[tokio::test]
+async fn consolidate_with_a_model_rewrites_the_kept_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm =
+        ScriptedLlm::new([json!({"text": "Alice runs 10 km every Sunday morning"}).to_string()]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    for text in [
+        "Alice runs 10 km every Sunday",
+        "Alice runs 10 km every Sunday morning.",
+    ] {
+        memory.add(text).user("alice").infer(false).await.unwrap();
+    }
+    let out = memory
+        .consolidate()
+        .user("alice")
+        .threshold(0.7)
+        .await
+        .unwrap();
+    assert_eq!(out.clusters.len(), 1, "{out:?}");
+    assert_eq!(out.credits_used, 1);
+    assert_eq!(
+        live(&memory, "alice").await,
+        vec!["Alice runs 10 km every Sunday morning"]
+    );
+    let kept = out.clusters[0].kept;
+    let history = memory.history(kept).await.unwrap();
+    assert_eq!(history.last().unwrap().event, HistoryEvent::Update);
+    assert_eq!(llm.requests().len(), 1);
+    assert!(llm.requests()[0].messages[1]
+        .content
+        .contains("every Sunday"));
+}

@@ -1,0 +1,16 @@
+//! The service's operations through the public API, on real SQLite files, with a hashing
+//! embedder and scripted or loopback-served language models.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod backdating;
+mod entities;
+mod events;
+mod export;
+mod feedback;
+mod hybrid;
+mod inference;
+mod lifecycle;
+mod openai;
+mod rerank;

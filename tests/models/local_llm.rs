@@ -1,0 +1,169 @@
+//! The local language model (Qwen2.5 1.5B, GGUF on candle) end to end: its tokenizer, and
+//! `add` with inference → `search` through the real embedder, index and SQLite file.
+//! Needs `scripts/fetch-models.sh` (run by `scripts/test.sh`).
+#![cfg(all(feature = "local-llm", feature = "local-embed"))]
+
+use std::sync::{Arc, OnceLock};
+
+use chrono::{TimeZone, Utc};
+use memlane::{ChatRequest, Llm, LocalLlm, Memory, Message, MiniLm};
+
+#[path = "../../examples/eval_extraction/cases.rs"]
+mod cases;
+
+fn llm() -> LocalLlm {
+    static MODEL: OnceLock<LocalLlm> = OnceLock::new();
+    MODEL
+        .get_or_init(|| LocalLlm::load_default().unwrap_or_else(|e| panic!("{e}")))
+        .clone()
+}
+
+async fn memory(dir: &tempfile::TempDir) -> Memory {
+    Memory::builder()
+        .path(dir.path().join("m.db"))
+        .embedder(Arc::new(MiniLm::load_default().unwrap()))
+        .llm(Arc::new(llm()))
+        .build()
+        .await
+        .unwrap()
+}
+
+#[test]
+fn the_tokenizer_built_from_the_gguf_round_trips_and_knows_chatml() {
+    let model = llm();
+    let tokenizer = model.tokenizer();
+    for text in [
+        "Hello, world!",
+        "Él vive en São Paulo desde 2019 — ¿y tú?",
+        "東京に住んでいます。",
+        "  leading spaces\n\ttabs\r\nand {\"json\": [1, 2.5, null]}",
+    ] {
+        let ids = tokenizer.encode(text, false).unwrap();
+        assert_eq!(tokenizer.decode(ids.get_ids(), false).unwrap(), text);
+    }
+    // Control tokens are one token each, not spelled out.
+    let ids = tokenizer
+        .encode("<|im_start|>user\nhi<|im_end|>", false)
+        .unwrap();
+    assert_eq!(
+        ids.get_ids()[0],
+        tokenizer.token_to_id("<|im_start|>").unwrap()
+    );
+    assert_eq!(
+        *ids.get_ids().last().unwrap(),
+        tokenizer.token_to_id("<|im_end|>").unwrap()
+    );
+    // Qwen2's split keeps digits apart, so "2026" is four tokens.
+    assert_eq!(tokenizer.encode("2026", false).unwrap().get_ids().len(), 4);
+}
+
+#[tokio::test]
+async fn the_model_answers_a_json_request() {
+    let model = llm();
+    let reply = model
+        .chat(
+            ChatRequest::new(vec![
+                Message::new("system", "Reply with only JSON."),
+                Message::user(r#"Give {"capital": <the capital of France>}."#),
+            ])
+            .json(true)
+            .max_tokens(20),
+        )
+        .await
+        .unwrap();
+    let value: serde_json::Value = serde_json::from_str(&reply.text).unwrap();
+    assert_eq!(value["capital"], "Paris", "{}", reply.text);
+    assert!(reply.usage.prompt_tokens > 10);
+    assert!(reply.usage.completion_tokens > 0 && reply.usage.completion_tokens <= 20);
+}
+
+#[tokio::test]
+async fn add_extracts_facts_that_search_then_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = memory(&dir).await;
+    let monday = Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).unwrap();
+    let started = std::time::Instant::now();
+    let out = memory
+        .add(vec![
+            Message::user("Hi! I'm Dana. I'm allergic to shellfish, and I live in Porto."),
+            Message::assistant("Nice to meet you, Dana! I'll remember that."),
+        ])
+        .user("dana")
+        .timestamp(monday)
+        .await
+        .unwrap();
+    let texts: Vec<&str> = out.results.iter().map(|r| r.memory.as_str()).collect();
+    eprintln!(
+        "extracted in {:?}: {texts:?} ({:?})",
+        started.elapsed(),
+        out.usage
+    );
+    assert!(
+        texts.iter().any(|t| t.to_lowercase().contains("shellfish")),
+        "{texts:?}"
+    );
+    assert!(out.results.iter().all(|r| r.metadata.get("core").is_some()));
+    let hits = memory
+        .search("What food must Dana avoid?")
+        .user("dana")
+        .top_k(1)
+        .await
+        .unwrap();
+    assert!(
+        hits.results[0]
+            .record
+            .memory
+            .to_lowercase()
+            .contains("shellfish"),
+        "{:?}",
+        hits.results[0].record.memory
+    );
+}
+
+/// Held-out conversations of the extraction evaluation (`examples/eval_extraction`) that the
+/// suite runs through the real model: short ones, so that the suite stays fast. The
+/// evaluation itself runs every conversation, by hand.
+const HELD_OUT_IN_SUITE: [&str; 2] = ["pref-python", "de-tischlerin"];
+
+#[tokio::test]
+async fn held_out_extraction_cases_keep_their_facts_and_nothing_else() {
+    let cases: Vec<cases::Case> = cases::Set::HeldOut
+        .cases()
+        .into_iter()
+        .filter(|c| HELD_OUT_IN_SUITE.contains(&c.id.as_str()))
+        .collect();
+    assert_eq!(cases.len(), HELD_OUT_IN_SUITE.len());
+    let dir = tempfile::tempdir().unwrap();
+    let memory = memory(&dir).await;
+    for case in &cases {
+        for turn in &case.turns {
+            let messages: Vec<Message> = turn
+                .messages
+                .iter()
+                .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
+                .collect();
+            memory
+                .add(messages)
+                .user(case.id.as_str())
+                .timestamp(turn.at)
+                .await
+                .unwrap();
+        }
+        let kept: Vec<String> = memory
+            .list()
+            .user(case.id.as_str())
+            .await
+            .unwrap()
+            .results
+            .into_iter()
+            .map(|r| r.memory)
+            .collect();
+        let score = cases::Score::of(&kept, &case.facts, &case.stale);
+        assert_eq!(
+            (score.facts_stated, score.memories_stating_a_fact),
+            (score.facts, score.memories),
+            "{}: {kept:?}",
+            case.id
+        );
+    }
+}

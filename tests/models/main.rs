@@ -1,0 +1,12 @@
+//! The real local models: all-MiniLM-L6-v2 and the quantized Qwen2.5 GGUF on candle.
+//! Needs `scripts/fetch-models.sh` to have run.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+#[cfg(feature = "local-llm")]
+mod local_llm;
+#[cfg(feature = "local-embed")]
+mod minilm;
+#[cfg(feature = "local-embed")]
+mod model_files;

@@ -1,0 +1,12 @@
+//! Reliability: the store contract, model-based and concurrent schedules, crashes, and
+//! hostile input.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod concurrency;
+mod crash;
+mod fuzz;
+mod hostile;
+mod model_based;
+mod store_conformance;
