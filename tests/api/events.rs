@@ -5,7 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use memlane::{EventKind, Memory};
+use memlane::{EventKind, FeedbackKind, Memory};
+use serde_json::json;
 use uuid::Uuid;
 
 use crate::common::add;
@@ -162,4 +163,75 @@ async fn a_subscriber_resumes_after_a_restart_and_sees_other_handles() {
         .unwrap()
         .unwrap();
     assert_eq!(event.memory_id.unwrap(), remote);
+}
+
+#[tokio::test]
+async fn feedback_and_configuration_changes_are_events_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let memory = open(&path).await;
+    let a = add(&memory, "ann", "likes tea").await;
+    let cursor = memory.events_after(0, 10).await.unwrap().next_cursor;
+    memory
+        .feedback(a, Some(FeedbackKind::Negative), Some("outdated"))
+        .await
+        .unwrap();
+    memory.feedback(a, None, None).await.unwrap();
+    memory
+        .put_config(&json!({"extraction_policy": "Only food."}))
+        .await
+        .unwrap();
+    memory
+        .put_config(&json!({"label_taxonomy": [{"food": "what they eat"}]}))
+        .await
+        .unwrap();
+    // A refused change is no event.
+    assert!(memory.put_config(&json!({"labels": []})).await.is_err());
+    assert!(memory
+        .feedback(uuid::Uuid::new_v4(), Some(FeedbackKind::Positive), None)
+        .await
+        .is_err());
+
+    let events = memory.events_after(cursor, 100).await.unwrap().results;
+    let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            EventKind::MemoryFeedback,
+            EventKind::MemoryFeedback,
+            EventKind::ConfigUpdate,
+            EventKind::ConfigUpdate,
+        ]
+    );
+    // Feedback: about the memory, with the new and old values.
+    assert_eq!(events[0].memory_id, Some(a));
+    assert_eq!(
+        events[0].value,
+        Some(json!({"feedback": "NEGATIVE", "feedback_reason": "outdated"}))
+    );
+    assert_eq!(events[0].previous_value, None);
+    assert_eq!(events[1].value, None, "cleared");
+    assert_eq!(events[1].previous_value, events[0].value);
+    // Configuration: about the project, with the whole configuration before and after.
+    assert_eq!(events[2].memory_id, None);
+    assert_eq!(events[2].previous_value, None);
+    assert_eq!(
+        events[2].value.as_ref().unwrap()["extraction_policy"],
+        json!("Only food.")
+    );
+    assert_eq!(events[3].previous_value, events[2].value);
+    assert_eq!(
+        events[3].value.as_ref().unwrap()["label_taxonomy"],
+        json!([{"food": "what they eat"}])
+    );
+    assert!(events.iter().all(|e| e.created_at <= chrono::Utc::now()));
+
+    // Resumable like any event: after a reopen, from the cursor of the first.
+    drop(memory);
+    let memory = open(&path).await;
+    let resumed = memory.events_after(events[0].cursor, 100).await.unwrap();
+    assert_eq!(
+        resumed.results.iter().map(|e| e.id).collect::<Vec<_>>(),
+        events[1..].iter().map(|e| e.id).collect::<Vec<_>>()
+    );
 }

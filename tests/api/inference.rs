@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 use chrono::{TimeZone, Utc};
 use memlane::{
-    ChatRequest, ChatResponse, Error, HistoryEvent, Label, Llm, Memory, Message, ProductVariant,
-    ProjectConfig, ScriptedLlm,
+    ChatRequest, ChatResponse, Error, HistoryEvent, Label, Llm, Memory, Message, Prices,
+    ProductVariant, ProjectConfig, ScriptedLlm,
 };
 use serde_json::json;
 
@@ -651,4 +651,118 @@ async fn consolidate_with_a_model_rewrites_the_kept_memory() {
     assert!(llm.requests()[0].messages[1]
         .content
         .contains("every Sunday"));
+}
+
+/// A merging model that, on its `at`-th call, lets another writer change a memory of the
+/// cluster it is merging.
+#[derive(Debug)]
+struct RacingMerge {
+    memory: OnceLock<Memory>,
+    calls: Mutex<usize>,
+    at: usize,
+    target: OnceLock<uuid::Uuid>,
+    script: ScriptedLlm,
+}
+
+#[async_trait]
+impl Llm for RacingMerge {
+    fn model_id(&self) -> &str {
+        "racing-merge"
+    }
+
+    async fn chat(&self, request: ChatRequest) -> memlane::Result<ChatResponse> {
+        let call = {
+            let mut calls = self.calls.lock().unwrap();
+            *calls += 1;
+            *calls
+        };
+        if call == self.at {
+            let memory = self.memory.get().unwrap();
+            let id = *self.target.get().unwrap();
+            memory.update(id).text("changed meanwhile").await?;
+        }
+        self.script.chat(request).await
+    }
+}
+
+#[tokio::test]
+async fn consolidate_pays_for_every_model_call_and_stops_when_the_balance_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let merged = |text: &str| json!({ "text": text }).to_string();
+    let llm = Arc::new(RacingMerge {
+        memory: OnceLock::new(),
+        calls: Mutex::new(0),
+        at: 2,
+        target: OnceLock::new(),
+        script: ScriptedLlm::new([merged("Ann drinks green tea daily"), merged("unused")]),
+    });
+    let memory = open(&dir, Some(llm.clone())).await;
+    llm.memory.set(memory.clone()).unwrap();
+    memory
+        .set_prices(Prices {
+            add: 0,
+            update: 1,
+            inference: 10,
+        })
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for user in ["u1", "u2", "u3"] {
+        for text in ["Ann drinks green tea", "Ann drinks green tea!"] {
+            let out = memory.add(text).user(user).infer(false).await.unwrap();
+            ids.push(out.results[0].id);
+        }
+    }
+    llm.target.set(ids[2]).unwrap();
+    // Enough for: cluster 1 (a model call, 10, and an update, 1), the racing update (1),
+    // cluster 2's model call (10, paid though its cluster is skipped), and 5 more: not
+    // enough for cluster 3's call.
+    let balance = memory.credits().await.unwrap();
+    let charge = memlane::store::WriteBatch::new(Vec::new(), balance - 27);
+    memlane::store::apply(&**memory.store(), charge)
+        .await
+        .unwrap();
+
+    // A dry run calls no model and pays nothing.
+    let dry = memory
+        .consolidate()
+        .threshold(0.7)
+        .dry_run(true)
+        .await
+        .unwrap();
+    assert_eq!(dry.clusters.len(), 3);
+    assert_eq!((dry.credits_used, dry.credits_remaining), (0, 27));
+    assert_eq!(*llm.calls.lock().unwrap(), 0);
+
+    let out = memory.consolidate().threshold(0.7).await.unwrap();
+    assert_eq!(out.clusters.len(), 1, "{out:?}");
+    assert_eq!(out.skipped, 1);
+    assert_eq!(
+        *llm.calls.lock().unwrap(),
+        2,
+        "no call it could not pay for"
+    );
+    assert_eq!(
+        out.credits_used, 21,
+        "11 for the merge, 10 for the skipped call"
+    );
+    assert_eq!(out.credits_remaining, 5);
+    assert_eq!(memory.credits().await.unwrap(), 5);
+    let stopped = out.stopped.expect("the run stopped early");
+    assert_eq!(stopped.status, 402);
+    assert!(
+        stopped.detail.contains("before merging cluster 3") && stopped.detail.contains("1 cluster"),
+        "{}",
+        stopped.detail
+    );
+    assert_eq!(
+        live(&memory, "u1").await,
+        vec!["Ann drinks green tea daily"]
+    );
+    assert_eq!(
+        live(&memory, "u2").await,
+        vec!["Ann drinks green tea!", "changed meanwhile"],
+        "the skipped cluster is untouched"
+    );
+    assert_eq!(live(&memory, "u3").await.len(), 2, "never reached");
 }

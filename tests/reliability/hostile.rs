@@ -46,6 +46,9 @@ const CASES: &[Case] = &[
     case("add_metadata_too_big", 413, "metadata"),
     case("add_too_many_categories", 400, "categories"),
     case("add_expiry_in_the_past", 400, "not in the future"),
+    case("add_timestamp_at_the_end_of_time", 400, "timestamp"),
+    case("add_timestamp_at_the_start_of_time", 400, "timestamp"),
+    case("add_inferred_timestamp_in_the_future", 400, "in the future"),
     case("add_inference_without_model", 503, "language model"),
     // search
     case("search_top_k_zero", 400, "top_k"),
@@ -186,6 +189,26 @@ async fn run(name: &str, m: &Memory, ids: &Ids) -> memlane::Result<()> {
             .user("ann")
             .expiry(Utc::now() - Duration::days(1))
             .infer(false)
+            .await
+            .map(drop),
+        "add_timestamp_at_the_end_of_time" => m
+            .add("a fact")
+            .user("ann")
+            .timestamp(chrono::DateTime::<Utc>::MAX_UTC)
+            .infer(false)
+            .await
+            .map(drop),
+        "add_timestamp_at_the_start_of_time" => m
+            .add("a fact")
+            .user("ann")
+            .timestamp(chrono::DateTime::<Utc>::MIN_UTC)
+            .infer(false)
+            .await
+            .map(drop),
+        "add_inferred_timestamp_in_the_future" => m
+            .add("next Friday I fly to Oslo")
+            .user("ann")
+            .timestamp(Utc::now() + Duration::days(2))
             .await
             .map(drop),
         "add_inference_without_model" => m.add("I like tea").user("ann").await.map(drop),
