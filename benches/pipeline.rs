@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use memlane::{ChatRequest, HashEmbedder, Llm, Memory, Message, ScriptedLlm};
+use memlane::llm::ChatRequest;
+use memlane::{HashEmbedder, Llm, Memory, Message, ScriptedLlm};
 use serde_json::json;
 use tokio::runtime::Runtime;
 

@@ -14,7 +14,7 @@ pub use crate::infer::fuzz::{model_reply, relative_dates};
 
 use crate::filter::Filter;
 use crate::record::{MemoryRecord, Message, Owners};
-use crate::store::{apply, MemStore, NewMemory, SqliteStore, Store, Write, WriteBatch};
+use crate::store::{apply, Among, MemStore, NewMemory, SqliteStore, Store, Write, WriteBatch};
 
 /// Eight memories in both stores: owners with quotes, metadata of every JSON type, unicode,
 /// categories, timestamps 100 s apart.
@@ -121,8 +121,8 @@ pub fn filter(data: &[u8]) -> bool {
     let now = at(10_000);
     let (sql, reference) = f.runtime.block_on(async {
         (
-            f.sqlite.keys(&filter, now, false).await,
-            f.reference.keys(&filter, now, false).await,
+            f.sqlite.keys(Among::new(&filter, now, false)).await,
+            f.reference.keys(Among::new(&filter, now, false)).await,
         )
     });
     let sql = match sql {

@@ -207,15 +207,24 @@ pub enum HistoryEvent {
     Update,
     /// The memory was (soft-)deleted.
     Delete,
+    /// The memory's feedback was set or cleared: `old_memory` and `new_memory` hold the
+    /// feedback before and after, as JSON. In the change log only, not in `history`.
+    Feedback,
+    /// The project's configuration changed: `old_memory` and `new_memory` hold it before and
+    /// after, as JSON, and `memory_id` is the nil id. In the change log only.
+    Config,
 }
 
 impl HistoryEvent {
-    /// The event's name as stored and serialised (`ADD`, `UPDATE`, `DELETE`).
+    /// The event's name as stored and serialised (`ADD`, `UPDATE`, `DELETE`, `FEEDBACK`,
+    /// `CONFIG`).
     pub fn as_str(self) -> &'static str {
         match self {
             HistoryEvent::Add => "ADD",
             HistoryEvent::Update => "UPDATE",
             HistoryEvent::Delete => "DELETE",
+            HistoryEvent::Feedback => "FEEDBACK",
+            HistoryEvent::Config => "CONFIG",
         }
     }
 
@@ -225,12 +234,24 @@ impl HistoryEvent {
             "ADD" => Some(HistoryEvent::Add),
             "UPDATE" => Some(HistoryEvent::Update),
             "DELETE" => Some(HistoryEvent::Delete),
+            "FEEDBACK" => Some(HistoryEvent::Feedback),
+            "CONFIG" => Some(HistoryEvent::Config),
             _ => None,
         }
     }
+
+    /// Whether the event changed a memory itself (ADD, UPDATE, DELETE): what a memory's
+    /// history holds.
+    pub fn is_memory_change(self) -> bool {
+        matches!(
+            self,
+            HistoryEvent::Add | HistoryEvent::Update | HistoryEvent::Delete
+        )
+    }
 }
 
-/// One change to one memory. A memory's history is ordered oldest first.
+/// One record of the change log: a change to one memory (its history, oldest first), or a
+/// feedback or configuration change (see [`HistoryEvent`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryRecord {
     /// The history record's id.

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 /// query and the text of the first [`RERANK_WINDOW`] candidates (or `top_k`, if larger) of
 /// every text search, after filters; its scores order the results and are what `threshold`
 /// compares against. A search can opt out with
-/// [`SearchRequest::rerank(false)`](crate::SearchRequest::rerank).
+/// [`SearchRequest::rerank(false)`](crate::ops::search::SearchRequest::rerank).
 #[async_trait]
 pub trait Reranker: Send + Sync + std::fmt::Debug {
     /// A name for the model, for logs.

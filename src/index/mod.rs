@@ -13,7 +13,7 @@
 //! - **Liveness.** hnsw_rs cannot remove points. Retired keys (deleted or superseded
 //!   memories) stay in the graph but are masked by a bitset, and every result is checked
 //!   against the store again before it is returned.
-//! - **Persistence.** [`VectorIndex::save`] writes a new generation directory (graph, data,
+//! - **Persistence.** Saving writes a new generation directory (graph, data,
 //!   and a manifest with SHA-256 sums), then atomically points `CURRENT` at it. On open, a
 //!   generation whose sums, store id, dimension or parameters do not match is not loaded: the
 //!   index is rebuilt from the store. A loaded index then catches up on keys written after it
@@ -48,14 +48,33 @@ pub(crate) struct VectorIndex {
 
 const CATCH_UP_CHUNK: usize = 4096;
 
-/// The next chunk of the store's live vectors above `after`.
-async fn vectors_after(store: &dyn Store, after: VectorKey) -> Result<Vec<StoredVector>> {
-    store
-        .vectors(VectorQuery::After {
-            key: after,
-            limit: CATCH_UP_CHUNK,
-        })
-        .await
+/// The store's live vectors in key order, a chunk at a time, each checked for the index's
+/// dimension.
+#[derive(Default)]
+struct Chunks {
+    /// The last key read.
+    after: VectorKey,
+}
+
+impl Chunks {
+    async fn next(
+        &mut self,
+        index: &VectorIndex,
+        store: &dyn Store,
+    ) -> Result<Option<Vec<StoredVector>>> {
+        let chunk = store
+            .vectors(VectorQuery::After {
+                key: self.after,
+                limit: CATCH_UP_CHUNK,
+            })
+            .await?;
+        let Some(last) = chunk.last().map(|v| v.key) else {
+            return Ok(None);
+        };
+        index.check_dimensions(chunk.iter().map(|v| (v.key, v.vector.as_slice())))?;
+        self.after = last;
+        Ok(Some(chunk))
+    }
 }
 
 /// Runs CPU-heavy index work on tokio's blocking pool.
@@ -136,13 +155,8 @@ impl VectorIndex {
             s.live = 0;
             s.max_key
         };
-        let mut after = 0;
-        loop {
-            let chunk = vectors_after(store, after).await?;
-            let Some(last) = chunk.last().map(|v| v.key) else {
-                break;
-            };
-            self.check_dimensions(chunk.iter().map(|v| (v.key, v.vector.as_slice())))?;
+        let mut chunks = Chunks::default();
+        while let Some(chunk) = chunks.next(self, store).await? {
             let new: Vec<(VectorKey, Vec<f32>)> = chunk
                 .iter()
                 .filter(|v| v.key > graph_max)
@@ -165,7 +179,6 @@ impl VectorIndex {
             }
             s.points += new.len();
             s.unsaved += new.len();
-            after = last;
         }
         let store_max = store.counters().await?.max_key;
         let mut s = write_lock(&self.state)?;
@@ -374,13 +387,8 @@ impl VectorIndex {
     pub(crate) async fn rebuild(self: &Arc<Self>, store: &dyn Store) -> Result<()> {
         let mut fresh = new_graph(&self.params, self.live_count()?);
         let mut next = State::default();
-        let mut after = 0;
-        loop {
-            let chunk = vectors_after(store, after).await?;
-            let Some(last) = chunk.last().map(|v| v.key) else {
-                break;
-            };
-            self.check_dimensions(chunk.iter().map(|v| (v.key, v.vector.as_slice())))?;
+        let mut chunks = Chunks::default();
+        while let Some(chunk) = chunks.next(self, store).await? {
             let (graph, chunk) = blocking(move || {
                 insert_into(&fresh, chunk.iter().map(|v| (v.key, v.vector.as_slice())));
                 Ok((fresh, chunk))
@@ -392,9 +400,8 @@ impl VectorIndex {
                 next.arena.insert(v.key, &v.vector);
             }
             next.points += chunk.len();
-            after = last;
         }
-        next.max_key = after;
+        next.max_key = chunks.after;
         next.unsaved = next.points;
         let mut graph = write_lock(&self.graph)?;
         *graph = GraphHolder::Fresh(fresh);

@@ -31,7 +31,7 @@ use crate::llm::Usage;
 use crate::memory::Memory;
 use crate::ops::{awaitable, scope_setters, Scope};
 use crate::record::{indexed_text, now, union, Core, MemoryRecord, Message, Owners};
-use crate::store::{MemoryUpdate, Row, VectorKey, Write, WriteBatch};
+use crate::store::{Among, MemoryUpdate, Row, VectorKey, Write, WriteBatch};
 
 /// Neighbours examined per leader.
 const NEIGHBOURS: usize = 32;
@@ -183,7 +183,7 @@ impl<'a> ConsolidateRequest<'a> {
         let keys = memory
             .inner
             .store
-            .keys(&filter, at, include_expired)
+            .keys(Among::new(&filter, at, include_expired))
             .await?;
         let mut groups: HashMap<Owners, Vec<Row>> = HashMap::new();
         for chunk in keys.chunks(READ_CHUNK) {

@@ -7,10 +7,10 @@
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::memory::Memory;
-use crate::ops::awaitable;
 use crate::ops::delete::DeleteResult;
+use crate::ops::{awaitable, check_page_size, paging_setters};
 use crate::record::{now, Page, Pagination};
-use crate::store::{owner_filter, Entity, EntityKind, Write};
+use crate::store::{owner_filter, Entity, EntityKind, EntityQuery, Write};
 
 /// A page of entities; await it to run it. Built by [`Memory::entities`].
 #[derive(Debug)]
@@ -63,31 +63,22 @@ impl EntitiesRequest<'_> {
         self
     }
 
-    /// Entities per page (1–1000; default 100).
-    pub fn page_size(mut self, n: usize) -> Self {
-        self.page_size = n;
-        self
-    }
-
-    /// Continues after a previous page (its `pagination.next_cursor`).
-    pub fn cursor(mut self, cursor: impl Into<String>) -> Self {
-        self.cursor = Some(cursor.into());
-        self
-    }
+    paging_setters!();
 
     async fn send(self) -> Result<Page<Entity>> {
-        if !(1..=limits::MAX_PAGE_SIZE).contains(&self.page_size) {
-            return Err(Error::invalid(format!(
-                "page_size must be 1–{}, got {}",
-                limits::MAX_PAGE_SIZE,
-                self.page_size
-            )));
-        }
+        check_page_size(self.page_size)?;
         let after = self.cursor.as_deref().map(decode_cursor).transpose()?;
         let store = &self.memory.inner.store;
-        let count = store.entities(self.kind, None, usize::MAX).await?.len() as u64;
+        let count = store
+            .entities(EntityQuery::new(self.kind, None, usize::MAX))
+            .await?
+            .len() as u64;
         let mut results = store
-            .entities(self.kind, after, self.page_size.saturating_add(1))
+            .entities(EntityQuery::new(
+                self.kind,
+                after,
+                self.page_size.saturating_add(1),
+            ))
             .await?;
         let more = results.len() > self.page_size;
         results.truncate(self.page_size);

@@ -32,7 +32,8 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::memory::Memory;
 use crate::record::Owners;
-use crate::store::{LogKind, LogRecord};
+use crate::record::{HistoryEvent, HistoryRecord};
+use crate::store::LogQuery;
 
 /// How many events a page holds at most.
 pub const MAX_EVENTS_PAGE: usize = 1_000;
@@ -95,24 +96,24 @@ pub struct Event {
 }
 
 impl Event {
-    fn new(cursor: u64, r: LogRecord) -> Event {
+    fn new(cursor: u64, r: HistoryRecord) -> Event {
         let json = |v: Option<String>| v.and_then(|t| serde_json::from_str(&t).ok());
-        let (memory, previous_memory, value, previous_value) = if r.kind.is_history() {
-            (r.new, r.old, None, None)
+        let (memory, previous_memory, value, previous_value) = if r.event.is_memory_change() {
+            (r.new_memory, r.old_memory, None, None)
         } else {
-            (None, None, json(r.new), json(r.old))
+            (None, None, json(r.new_memory), json(r.old_memory))
         };
         Event {
             cursor,
-            kind: match r.kind {
-                LogKind::Add => EventKind::MemoryAdd,
-                LogKind::Update => EventKind::MemoryUpdate,
-                LogKind::Delete => EventKind::MemoryDelete,
-                LogKind::Feedback => EventKind::MemoryFeedback,
-                LogKind::Config => EventKind::ConfigUpdate,
+            kind: match r.event {
+                HistoryEvent::Add => EventKind::MemoryAdd,
+                HistoryEvent::Update => EventKind::MemoryUpdate,
+                HistoryEvent::Delete => EventKind::MemoryDelete,
+                HistoryEvent::Feedback => EventKind::MemoryFeedback,
+                HistoryEvent::Config => EventKind::ConfigUpdate,
             },
             id: r.id,
-            memory_id: r.memory_id,
+            memory_id: (!r.memory_id.is_nil()).then_some(r.memory_id),
             memory,
             previous_memory,
             value,
@@ -147,7 +148,7 @@ impl Memory {
         let results: Vec<Event> = self
             .inner
             .store
-            .log(cursor, limit, None)
+            .log(LogQuery::after(cursor, limit))
             .await?
             .into_iter()
             .map(|(c, h)| Event::new(c, h))
@@ -193,7 +194,13 @@ impl Memory {
                 let changed = inner.changed.notified();
                 let mut changed = std::pin::pin!(changed);
                 changed.as_mut().enable();
-                match s.memory.inner.store.log(s.cursor, STREAM_BATCH, None).await {
+                match s
+                    .memory
+                    .inner
+                    .store
+                    .log(LogQuery::after(s.cursor, STREAM_BATCH))
+                    .await
+                {
                     Err(e) => {
                         s.failed = true;
                         return Some((Err(e), s));

@@ -19,7 +19,7 @@ use crate::limits;
 use crate::memory::Memory;
 use crate::ops::{awaitable, scope_setters, Scope};
 use crate::record::{content_hash, now, HistoryRecord, MemoryRecord};
-use crate::store::{history_of, Feedback, NewMemory, Scan, VectorQuery, Write, WriteBatch};
+use crate::store::{Feedback, LogQuery, NewMemory, Scan, VectorQuery, Write, WriteBatch};
 
 /// The `format` of an export.
 pub const EXPORT_FORMAT: &str = "memlane.export";
@@ -229,10 +229,11 @@ impl ExportRequest<'_> {
                 continue;
             };
             let history: Vec<HistoryRecord> = store
-                .log(0, usize::MAX, Some(record.id))
+                .log(LogQuery::of(record.id))
                 .await?
                 .into_iter()
-                .filter_map(|(_, r)| history_of(r))
+                .map(|(_, h)| h)
+                .filter(|h| h.event.is_memory_change())
                 .collect();
             memories.push(ExportedMemory {
                 feedback: feedback.remove(&record.id),

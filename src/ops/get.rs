@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::memory::{Memory, MemoryId};
 use crate::record::{HistoryRecord, MemoryRecord};
-use crate::store::history_of;
+use crate::store::LogQuery;
 
 impl Memory {
     /// One live memory by id. Expired memories are still returned; deleted ones are a 404.
@@ -26,10 +26,11 @@ impl Memory {
         let history: Vec<HistoryRecord> = self
             .inner
             .store
-            .log(0, usize::MAX, Some(id))
+            .log(LogQuery::of(id))
             .await?
             .into_iter()
-            .filter_map(|(_, record)| history_of(record))
+            .map(|(_, h)| h)
+            .filter(|h| h.event.is_memory_change())
             .collect();
         if history.is_empty() {
             return Err(Error::NotFound { id });

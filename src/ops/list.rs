@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::memory::Memory;
-use crate::ops::{awaitable, scope_setters, Scope};
+use crate::ops::{awaitable, check_page_size, paging_setters, scope_setters, Scope};
 use crate::record::{now, MemoryRecord, Page, Pagination};
 use crate::store::{Scan, ScanCursor};
 
@@ -38,26 +38,10 @@ impl Memory {
 impl<'a> ListRequest<'a> {
     scope_setters!();
 
-    /// Memories per page (1–1000, default 100).
-    pub fn page_size(mut self, n: usize) -> Self {
-        self.page_size = n;
-        self
-    }
-
-    /// Continues after a previous page (its `pagination.next_cursor`).
-    pub fn cursor(mut self, cursor: impl Into<String>) -> Self {
-        self.cursor = Some(cursor.into());
-        self
-    }
+    paging_setters!();
 
     async fn send(self) -> Result<Page<MemoryRecord>> {
-        if !(1..=limits::MAX_PAGE_SIZE).contains(&self.page_size) {
-            return Err(Error::invalid(format!(
-                "page_size must be 1–{}, got {}",
-                limits::MAX_PAGE_SIZE,
-                self.page_size
-            )));
-        }
+        check_page_size(self.page_size)?;
         let after = match &self.cursor {
             None => None,
             Some(c) => Some(ScanCursor::parse(c).ok_or_else(|| {

@@ -104,8 +104,38 @@ macro_rules! scope_setters {
     };
 }
 
+/// Adds `page_size` and `cursor` to a request with `page_size: usize` and
+/// `cursor: Option<String>` fields; `check_page_size` validates the first.
+macro_rules! paging_setters {
+    () => {
+        /// Results per page (1–1000, default 100).
+        pub fn page_size(mut self, n: usize) -> Self {
+            self.page_size = n;
+            self
+        }
+
+        /// Continues after a previous page (its `pagination.next_cursor`).
+        pub fn cursor(mut self, cursor: impl Into<String>) -> Self {
+            self.cursor = Some(cursor.into());
+            self
+        }
+    };
+}
+
+/// Checks a page size (400 outside 1–[`limits::MAX_PAGE_SIZE`]).
+pub(crate) fn check_page_size(n: usize) -> Result<()> {
+    if !(1..=limits::MAX_PAGE_SIZE).contains(&n) {
+        return Err(Error::invalid(format!(
+            "page_size must be 1–{}, got {n}",
+            limits::MAX_PAGE_SIZE
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) use awaitable;
 pub(crate) use owner_setters;
+pub(crate) use paging_setters;
 pub(crate) use scope_setters;
 
 use serde_json::Value;

@@ -1,5 +1,5 @@
 //! `search`: semantic search with filters, `top_k` and `threshold`. The ranking itself is
-//! the engine's ([`crate::retrieve`]).
+//! the engine's (`src/retrieve/`).
 
 use serde::{Deserialize, Serialize};
 

@@ -65,11 +65,7 @@ impl<'a> UpdateRequest<'a> {
     }
 
     /// New categories, replacing the old.
-    pub fn categories<I, S>(mut self, categories: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
+    pub fn categories(mut self, categories: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.categories = Some(categories.into_iter().map(Into::into).collect());
         self
     }

@@ -4,12 +4,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 
 use super::clock;
 use super::fusion::squash;
 use crate::error::{Error, Result};
-use crate::filter::Filter;
 use crate::index::VectorIndex;
 use crate::limits;
 use crate::memory::Memory;
@@ -46,11 +44,7 @@ impl CandidateSource for InProcess {
         let keys = if among.filter.is_all() {
             None
         } else {
-            Some(
-                self.store
-                    .keys(among.filter, among.now, among.include_expired)
-                    .await?,
-            )
+            Some(self.store.keys(among).await?)
         };
         let candidates = keys.as_ref().map_or(index.live_count()?, Vec::len);
         let work = candidates.saturating_mul(queries.len());
@@ -109,16 +103,9 @@ impl Memory {
     pub(crate) async fn vector_ranked(
         &self,
         query: &[f32],
-        filter: &Filter,
+        among: Among<'_>,
         k: usize,
-        include_expired: bool,
-        at: DateTime<Utc>,
     ) -> Result<Vec<(VectorKey, f32)>> {
-        let among = Among {
-            filter,
-            now: at,
-            include_expired,
-        };
         let mut ranked = self
             .inner
             .candidates
@@ -131,16 +118,9 @@ impl Memory {
     pub(crate) async fn keyword_ranked(
         &self,
         text: &str,
-        filter: &Filter,
+        among: Among<'_>,
         k: usize,
-        include_expired: bool,
-        at: DateTime<Utc>,
     ) -> Result<Vec<(VectorKey, f32)>> {
-        let among = Among {
-            filter,
-            now: at,
-            include_expired,
-        };
         let mut hits = self
             .inner
             .candidates
@@ -154,46 +134,16 @@ impl Memory {
             .collect())
     }
 
-    /// Hybrid ranking: the vector and keyword candidates together, fused (see
-    /// [`super::fusion`]).
+    /// Hybrid ranking: for each text with its vector, the vector and keyword candidates
+    /// together, fused (see [`super::fusion`]); the texts share the reads of the filter's
+    /// memories.
     pub(crate) async fn hybrid_ranked(
-        &self,
-        text: &str,
-        query: &[f32],
-        filter: &Filter,
-        k: usize,
-        include_expired: bool,
-        at: DateTime<Utc>,
-    ) -> Result<Vec<(VectorKey, f32)>> {
-        let mut ranked = self
-            .hybrid_ranked_many(
-                &[text.to_string()],
-                vec![query.to_vec()],
-                filter,
-                k,
-                include_expired,
-                at,
-            )
-            .await?;
-        Ok(ranked.pop().unwrap_or_default())
-    }
-
-    /// [`Memory::hybrid_ranked`] for several texts with their vectors, sharing the reads of
-    /// the filter's memories between them.
-    pub(crate) async fn hybrid_ranked_many(
         &self,
         texts: &[String],
         queries: Vec<Vec<f32>>,
-        filter: &Filter,
+        among: Among<'_>,
         k: usize,
-        include_expired: bool,
-        at: DateTime<Utc>,
     ) -> Result<Vec<Vec<(VectorKey, f32)>>> {
-        let among = Among {
-            filter,
-            now: at,
-            include_expired,
-        };
         // Over-fetch from each side, as the best hybrid hit may rank low on one of them.
         let fetch = (4 * k).clamp(60, limits::MAX_TOP_K);
         let terms: Vec<Vec<String>> = texts.iter().map(|t| text::query_terms(t)).collect();

@@ -28,7 +28,7 @@ use crate::filter::Filter;
 use crate::memory::Memory;
 use crate::record::{now, MemoryRecord};
 use crate::rerank::{self, RERANK_WINDOW};
-use crate::store::{Row, VectorKey};
+use crate::store::{Among, Row, VectorKey};
 
 /// One search hit: the memory and its score.
 ///
@@ -107,16 +107,17 @@ impl Memory {
         } + self.feedback_refill().await?;
         let at = now();
         let (filter, expired) = (r.filter, r.include_expired);
+        let among = Among::new(filter, at, expired);
         let ranked = match (r.mode, r.query) {
             (SearchMode::Vector, Query::Vector(v)) => {
                 let v = crate::embed::normalize(v, self.inner.embedder.dimension())?;
-                self.vector_ranked(&v, filter, k, expired, at).await?
+                self.vector_ranked(&v, among, k).await?
             }
             (_, Query::Vector(_)) => return Err(Error::invalid(
                 "keyword and hybrid search need a text query; search_vector ranks by vector only",
             )),
             (SearchMode::Keyword, Query::Text(text)) => {
-                self.keyword_ranked(&text, filter, k, expired, at).await?
+                self.keyword_ranked(&text, among, k).await?
             }
             (mode, Query::Text(text)) => {
                 let v = self
@@ -125,10 +126,12 @@ impl Memory {
                     .pop()
                     .ok_or_else(|| Error::internal("no query vector"))?;
                 if mode == SearchMode::Hybrid {
-                    self.hybrid_ranked(&text, &v, filter, k, expired, at)
+                    self.hybrid_ranked(&[text], vec![v], among, k)
                         .await?
+                        .pop()
+                        .unwrap_or_default()
                 } else {
-                    self.vector_ranked(&v, filter, k, expired, at).await?
+                    self.vector_ranked(&v, among, k).await?
                 }
             }
         };

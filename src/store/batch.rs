@@ -20,9 +20,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::{
-    Committed, Feedback, LogKind, LogRecord, Row, RowWrite, Scan, Store, Transaction, VectorKey,
-};
+use super::{Committed, Feedback, Row, RowWrite, Scan, Store, Transaction, VectorKey};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::record::{content_hash, HistoryEvent, HistoryRecord, MemoryRecord, Message, Owners};
@@ -261,11 +259,9 @@ async fn plan(store: &dyn Store, batch: &WriteBatch) -> Result<(Transaction, Vec
                     vector: new.vector.clone(),
                 });
                 match &new.history {
-                    Some(history) => {
-                        writes.extend(history.iter().map(|h| RowWrite::Log(log_of(h))))
-                    }
+                    Some(history) => writes.extend(history.iter().cloned().map(RowWrite::Log)),
                     None => writes.push(RowWrite::Log(memory_log(
-                        LogKind::Add,
+                        HistoryEvent::Add,
                         None,
                         r,
                         &new.input,
@@ -306,7 +302,7 @@ async fn plan(store: &dyn Store, batch: &WriteBatch) -> Result<(Transaction, Vec
                     expect: update.expect.unwrap_or(row.version),
                 });
                 writes.push(RowWrite::Log(memory_log(
-                    LogKind::Update,
+                    HistoryEvent::Update,
                     Some(&old),
                     &record,
                     &update.input,
@@ -369,13 +365,13 @@ async fn plan(store: &dyn Store, batch: &WriteBatch) -> Result<(Transaction, Vec
                     .await?
                     .pop()
                     .and_then(|f| f.feedback.map(|_| f));
-                let mut log = LogRecord::new(
-                    LogKind::Feedback,
-                    Some(feedback.memory_id),
+                let mut log = change(
+                    HistoryEvent::Feedback,
+                    feedback.memory_id,
                     feedback.updated_at.unwrap_or_else(crate::record::now),
                 );
-                log.old = old.as_ref().map(feedback_json);
-                log.new = feedback.feedback.map(|_| feedback_json(feedback));
+                log.old_memory = old.as_ref().map(feedback_json);
+                log.new_memory = feedback.feedback.map(|_| feedback_json(feedback));
                 writes.push(RowWrite::Feedback(feedback.clone()));
                 writes.push(RowWrite::Log(log));
             }
@@ -386,9 +382,9 @@ async fn plan(store: &dyn Store, batch: &WriteBatch) -> Result<(Transaction, Vec
                 at,
             } => {
                 if *log {
-                    let mut record = LogRecord::new(LogKind::Config, None, *at);
-                    record.old = store.meta(key).await?;
-                    record.new = Some(value.clone());
+                    let mut record = change(HistoryEvent::Config, Uuid::nil(), *at);
+                    record.old_memory = store.meta(key).await?;
+                    record.new_memory = Some(value.clone());
                     writes.push(RowWrite::Log(record));
                 }
                 writes.push(RowWrite::Meta {
@@ -417,7 +413,7 @@ fn delete(
         expect,
     });
     writes.push(RowWrite::Log(memory_log(
-        LogKind::Delete,
+        HistoryEvent::Delete,
         Some(&r.memory),
         r,
         input,
@@ -465,18 +461,18 @@ fn feedback_json(f: &Feedback) -> String {
 
 /// The change-log record of a memory's change.
 fn memory_log(
-    kind: LogKind,
+    event: HistoryEvent,
     old: Option<&str>,
     record: &MemoryRecord,
     input: &[Message],
     at: DateTime<Utc>,
-) -> LogRecord {
-    LogRecord {
+) -> HistoryRecord {
+    HistoryRecord {
         id: Uuid::now_v7(),
-        kind,
-        memory_id: Some(record.id),
-        old: old.map(str::to_owned),
-        new: (kind != LogKind::Delete).then(|| record.memory.clone()),
+        memory_id: record.id,
+        event,
+        old_memory: old.map(str::to_owned),
+        new_memory: (event != HistoryEvent::Delete).then(|| record.memory.clone()),
         input: input.to_vec(),
         owners: record.owners.clone(),
         categories: record.categories.clone(),
@@ -485,46 +481,21 @@ fn memory_log(
     }
 }
 
-/// A history record as the change log keeps it.
-fn log_of(h: &HistoryRecord) -> LogRecord {
-    LogRecord {
-        id: h.id,
-        kind: match h.event {
-            HistoryEvent::Add => LogKind::Add,
-            HistoryEvent::Update => LogKind::Update,
-            HistoryEvent::Delete => LogKind::Delete,
-        },
-        memory_id: Some(h.memory_id),
-        old: h.old_memory.clone(),
-        new: h.new_memory.clone(),
-        input: h.input.clone(),
-        owners: h.owners.clone(),
-        categories: h.categories.clone(),
-        metadata: h.metadata.clone(),
-        created_at: h.created_at,
-    }
-}
-
-/// A memory's history record from its change-log record (`None` for other records).
-pub(crate) fn history_of(log: LogRecord) -> Option<HistoryRecord> {
-    let event = match log.kind {
-        LogKind::Add => HistoryEvent::Add,
-        LogKind::Update => HistoryEvent::Update,
-        LogKind::Delete => HistoryEvent::Delete,
-        LogKind::Feedback | LogKind::Config => return None,
-    };
-    Some(HistoryRecord {
-        id: log.id,
-        memory_id: log.memory_id?,
+/// A change-log record of `event` about `memory_id` (the nil id: the project), with no
+/// values yet.
+fn change(event: HistoryEvent, memory_id: Uuid, at: DateTime<Utc>) -> HistoryRecord {
+    HistoryRecord {
+        id: Uuid::now_v7(),
+        memory_id,
         event,
-        old_memory: log.old,
-        new_memory: log.new,
-        input: log.input,
-        owners: log.owners,
-        categories: log.categories,
-        metadata: log.metadata,
-        created_at: log.created_at,
-    })
+        old_memory: None,
+        new_memory: None,
+        input: Vec::new(),
+        owners: Owners::default(),
+        categories: Vec::new(),
+        metadata: serde_json::Map::new(),
+        created_at: at,
+    }
 }
 
 /// The 409 for changing an immutable memory.

@@ -23,6 +23,17 @@ pub struct Among<'a> {
     pub include_expired: bool,
 }
 
+impl<'a> Among<'a> {
+    /// The live memories matching `filter` at `now` (expired ones too when asked).
+    pub fn new(filter: &'a Filter, now: DateTime<Utc>, include_expired: bool) -> Self {
+        Among {
+            filter,
+            now,
+            include_expired,
+        }
+    }
+}
+
 /// A source of search candidates.
 #[async_trait]
 pub trait CandidateSource: Send + Sync + std::fmt::Debug {

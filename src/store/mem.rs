@@ -4,16 +4,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    Committed, Counters, Entity, EntityKind, Feedback, LogRecord, Row, RowOutcome, RowWrite, Scan,
-    ScanCursor, ScanPage, Store, StoredVector, Transaction, VectorKey, VectorQuery,
-    DEFAULT_CREDITS,
+    Among, Committed, Counters, Entity, EntityKind, EntityQuery, Feedback, LogQuery, Row,
+    RowOutcome, RowWrite, Scan, ScanCursor, ScanPage, Store, StoredVector, Transaction, VectorKey,
+    VectorQuery, DEFAULT_CREDITS,
 };
 use crate::error::{Error, Result};
-use crate::filter::{micros, Filter};
+use crate::filter::micros;
+use crate::record::HistoryRecord;
 
 /// A store that keeps everything in process memory and forgets it when dropped.
 ///
@@ -33,7 +33,7 @@ struct State {
     rows: Vec<Row>,
     vectors: Vec<Vec<f32>>,
     by_id: HashMap<Uuid, usize>,
-    log: Vec<LogRecord>,
+    log: Vec<HistoryRecord>,
     meta: HashMap<String, String>,
     feedback: HashMap<Uuid, Feedback>,
     credits: u64,
@@ -99,12 +99,7 @@ impl State {
                 self.by_id.insert(id, self.rows.len());
                 self.rows.push(Row::new(record, self.max_key, 1, seq, None));
                 self.vectors.push(vector);
-                out.rows.push(RowOutcome {
-                    id,
-                    retired: None,
-                    added: Some(self.max_key),
-                    version: 1,
-                });
+                out.rows.push(RowOutcome::inserted(id, self.max_key));
             }
             RowWrite::Replace {
                 record,
@@ -227,36 +222,23 @@ impl Store for MemStore {
             .collect();
         matching.sort_by_key(|r| std::cmp::Reverse(ScanCursor::of(r)));
         let count = matching.len() as u64;
-        let mut page: Vec<Row> = matching
+        let page: Vec<Row> = matching
             .into_iter()
             .filter(|r| scan.after.is_none_or(|after| after.precedes(r)))
             .take(scan.limit.saturating_add(1))
             .cloned()
             .collect();
-        let more = page.len() > scan.limit;
-        page.truncate(scan.limit);
-        Ok(ScanPage {
-            next: if more {
-                page.last().map(ScanCursor::of)
-            } else {
-                None
-            },
-            rows: page,
-            count,
-        })
+        Ok(ScanPage::cut(page, scan.limit, count))
     }
 
-    async fn keys(
-        &self,
-        filter: &Filter,
-        now: DateTime<Utc>,
-        include_expired: bool,
-    ) -> Result<Vec<VectorKey>> {
+    async fn keys(&self, among: Among<'_>) -> Result<Vec<VectorKey>> {
         let state = self.lock()?;
         let mut keys: Vec<VectorKey> = state
             .rows
             .iter()
-            .filter(|r| r.visible(now, include_expired) && filter.matches(&r.record))
+            .filter(|r| {
+                r.visible(among.now, among.include_expired) && among.filter.matches(&r.record)
+            })
             .map(|r| r.key)
             .collect();
         keys.sort_unstable();
@@ -291,31 +273,22 @@ impl Store for MemStore {
         })
     }
 
-    async fn log(
-        &self,
-        cursor: u64,
-        limit: usize,
-        memory: Option<Uuid>,
-    ) -> Result<Vec<(u64, LogRecord)>> {
+    async fn log(&self, query: LogQuery) -> Result<Vec<(u64, HistoryRecord)>> {
         let state = self.lock()?;
-        let start = usize::try_from(cursor).unwrap_or(usize::MAX);
+        let start = usize::try_from(query.after).unwrap_or(usize::MAX);
         Ok(state
             .log
             .iter()
             .enumerate()
             .skip(start)
-            .filter(|(_, r)| memory.is_none() || r.memory_id == memory)
-            .take(limit)
+            .filter(|(_, r)| query.memory.is_none_or(|id| r.memory_id == id))
+            .take(query.limit)
             .map(|(i, r)| (i as u64 + 1, r.clone()))
             .collect())
     }
 
-    async fn entities(
-        &self,
-        kind: Option<EntityKind>,
-        after: Option<(EntityKind, String)>,
-        limit: usize,
-    ) -> Result<Vec<Entity>> {
+    async fn entities(&self, query: EntityQuery) -> Result<Vec<Entity>> {
+        let EntityQuery { kind, after, limit } = query;
         let state = self.lock()?;
         let mut all: BTreeMap<(EntityKind, String), Entity> = BTreeMap::new();
         for row in state.rows.iter().filter(|r| r.deleted_at.is_none()) {

@@ -28,13 +28,11 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::error::Result;
 use crate::filter::Filter;
-use crate::record::{MemoryRecord, Message, Owners};
+use crate::record::{HistoryRecord, MemoryRecord};
 
 mod batch;
 mod candidates;
@@ -42,13 +40,15 @@ mod candidates;
 pub mod conformance;
 pub mod keyword;
 mod mem;
+mod records;
 mod sqlite;
 
 pub use batch::{apply, Change, MemoryUpdate, NewMemory, Write, WriteBatch, WriteOutcome};
-pub(crate) use batch::{history_of, immutable_error, owner_filter};
+pub(crate) use batch::{immutable_error, owner_filter};
 pub use candidates::{Among, CandidateSource};
 pub use keyword::{KeywordHits, KeywordIndex, KeywordQuery};
 pub use mem::MemStore;
+pub use records::{Entity, EntityKind, Feedback, FeedbackKind};
 pub use sqlite::SqliteStore;
 
 /// The key of one stored vector. Allocated by the store, strictly increasing.
@@ -157,7 +157,7 @@ pub enum RowWrite {
         expect: u64,
     },
     /// Appends a record to the change log, which gives it the next cursor.
-    Log(LogRecord),
+    Log(HistoryRecord),
     /// Sets (or, with `feedback: None`, clears) a memory's feedback. Precondition: the
     /// memory is live (404).
     Feedback(Feedback),
@@ -201,6 +201,18 @@ pub struct RowOutcome {
     pub added: Option<VectorKey>,
     /// The row's version after the write.
     pub version: u64,
+}
+
+impl RowOutcome {
+    /// The outcome of inserting memory `id` under `key`, at version 1.
+    pub fn inserted(id: Uuid, key: VectorKey) -> Self {
+        RowOutcome {
+            id,
+            retired: None,
+            added: Some(key),
+            version: 1,
+        }
+    }
 }
 
 /// What a committed transaction did.
@@ -252,6 +264,23 @@ pub struct ScanCursor {
     pub seq: u64,
 }
 
+impl ScanPage {
+    /// A page from the rows of a scan read one past its limit (newest first), and the count.
+    pub fn cut(mut rows: Vec<Row>, limit: usize, count: u64) -> Self {
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        ScanPage {
+            next: if more {
+                rows.last().map(ScanCursor::of)
+            } else {
+                None
+            },
+            rows,
+            count,
+        }
+    }
+}
+
 impl ScanCursor {
     /// The cursor of a row.
     pub fn of(row: &Row) -> Self {
@@ -292,97 +321,58 @@ pub struct ScanPage {
     pub count: u64,
 }
 
-/// What a change-log record is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+/// A read of the change log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum LogKind {
-    /// A memory was added.
-    Add,
-    /// A memory was changed.
-    Update,
-    /// A memory was soft-deleted.
-    Delete,
-    /// A memory's feedback was set or cleared.
-    Feedback,
-    /// The project's configuration was changed.
-    Config,
+pub struct LogQuery {
+    /// Records after this cursor.
+    pub after: u64,
+    /// At most this many.
+    pub limit: usize,
+    /// Only this memory's records (its history).
+    pub memory: Option<Uuid>,
 }
 
-impl LogKind {
-    /// The kind's name as stored: `ADD`, `UPDATE`, `DELETE`, `FEEDBACK` or `CONFIG`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LogKind::Add => "ADD",
-            LogKind::Update => "UPDATE",
-            LogKind::Delete => "DELETE",
-            LogKind::Feedback => "FEEDBACK",
-            LogKind::Config => "CONFIG",
+impl LogQuery {
+    /// At most `limit` records after `after`, of every memory.
+    pub fn after(after: u64, limit: usize) -> Self {
+        LogQuery {
+            after,
+            limit,
+            memory: None,
         }
     }
 
-    /// The kind with this stored name.
-    pub fn parse(name: &str) -> Option<Self> {
-        [
-            LogKind::Add,
-            LogKind::Update,
-            LogKind::Delete,
-            LogKind::Feedback,
-            LogKind::Config,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == name)
-    }
-
-    /// Whether records of this kind are part of a memory's history.
-    pub fn is_history(self) -> bool {
-        matches!(self, LogKind::Add | LogKind::Update | LogKind::Delete)
-    }
-}
-
-/// One record of the change log: a memory's change (its history), a feedback change, or a
-/// configuration change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct LogRecord {
-    /// The record's id.
-    pub id: Uuid,
-    /// What happened.
-    pub kind: LogKind,
-    /// The memory it is about (`None` for the project's configuration).
-    pub memory_id: Option<Uuid>,
-    /// Before: the memory's text, or the old value (JSON) of feedback and configuration.
-    pub old: Option<String>,
-    /// After: the memory's text (none on DELETE), or the new value (JSON).
-    pub new: Option<String>,
-    /// The input that caused it.
-    pub input: Vec<Message>,
-    /// The memory's owners.
-    #[serde(flatten)]
-    pub owners: Owners,
-    /// The memory's categories.
-    pub categories: Vec<String>,
-    /// The memory's metadata.
-    pub metadata: Map<String, Value>,
-    /// When the change was stored.
-    pub created_at: DateTime<Utc>,
-}
-
-impl LogRecord {
-    /// A record of `kind` about nothing yet, at `at`; its other fields are set by the caller.
-    pub fn new(kind: LogKind, memory_id: Option<Uuid>, at: DateTime<Utc>) -> Self {
-        LogRecord {
-            id: Uuid::now_v7(),
-            kind,
-            memory_id,
-            old: None,
-            new: None,
-            input: Vec::new(),
-            owners: Owners::default(),
-            categories: Vec::new(),
-            metadata: Map::new(),
-            created_at: at,
+    /// Every record of one memory.
+    pub fn of(memory: Uuid) -> Self {
+        LogQuery {
+            after: 0,
+            limit: usize::MAX,
+            memory: Some(memory),
         }
+    }
+}
+
+/// A read of entities.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct EntityQuery {
+    /// Only entities of this kind.
+    pub kind: Option<EntityKind>,
+    /// Only entities after this one (by kind, then id).
+    pub after: Option<(EntityKind, String)>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+impl EntityQuery {
+    /// At most `limit` entities of `kind` (every kind when `None`) after `after`.
+    pub fn new(
+        kind: Option<EntityKind>,
+        after: Option<(EntityKind, String)>,
+        limit: usize,
+    ) -> Self {
+        EntityQuery { kind, after, limit }
     }
 }
 
@@ -424,35 +414,20 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// A page of the live rows matching a filter, newest first, and how many match.
     async fn scan(&self, scan: &Scan) -> Result<ScanPage>;
 
-    /// The vector keys of the live rows matching `filter` at `now`, ascending.
-    async fn keys(
-        &self,
-        filter: &Filter,
-        now: DateTime<Utc>,
-        include_expired: bool,
-    ) -> Result<Vec<VectorKey>>;
+    /// The vector keys of the live rows among these memories, ascending.
+    async fn keys(&self, among: Among<'_>) -> Result<Vec<VectorKey>>;
 
     /// Stored vectors of live memories (see [`VectorQuery`]).
     async fn vectors(&self, query: VectorQuery<'_>) -> Result<Vec<StoredVector>>;
 
-    /// The change log after `cursor`, in commit order, with each record's cursor; only one
-    /// memory's records when `memory` is given. Cursors are positive, strictly increasing in
-    /// commit order and never reused; `0` is before the first record.
-    async fn log(
-        &self,
-        cursor: u64,
-        limit: usize,
-        memory: Option<Uuid>,
-    ) -> Result<Vec<(u64, LogRecord)>>;
+    /// The change log after a cursor, in commit order, with each record's cursor (see
+    /// [`LogQuery`]). Cursors are positive, strictly increasing in commit order and never
+    /// reused; `0` is before the first record.
+    async fn log(&self, query: LogQuery) -> Result<Vec<(u64, HistoryRecord)>>;
 
-    /// Entities (owner ids with live memories) ordered by kind, then id; only those after
-    /// `after` and, when given, of one kind; at most `limit`.
-    async fn entities(
-        &self,
-        kind: Option<EntityKind>,
-        after: Option<(EntityKind, String)>,
-        limit: usize,
-    ) -> Result<Vec<Entity>>;
+    /// Entities (owner ids with live memories) ordered by kind, then id (see
+    /// [`EntityQuery`]).
+    async fn entities(&self, query: EntityQuery) -> Result<Vec<Entity>>;
 
     /// The feedback given on these memories (those with none are left out).
     async fn feedback(&self, ids: &[Uuid]) -> Result<Vec<Feedback>>;
@@ -468,136 +443,6 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     fn keyword_index(&self) -> Option<&dyn KeywordIndex> {
         None
     }
-}
-
-/// The kinds of owner a memory has; each owner id is an entity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EntityKind {
-    /// `user_id`
-    User,
-    /// `agent_id`
-    Agent,
-    /// `app_id`
-    App,
-    /// `run_id`
-    Run,
-}
-
-impl EntityKind {
-    /// Every kind, in listing order.
-    pub const ALL: [EntityKind; 4] = [
-        EntityKind::User,
-        EntityKind::Agent,
-        EntityKind::App,
-        EntityKind::Run,
-    ];
-
-    /// The kind's name: `user`, `agent`, `app` or `run`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EntityKind::User => "user",
-            EntityKind::Agent => "agent",
-            EntityKind::App => "app",
-            EntityKind::Run => "run",
-        }
-    }
-
-    /// The kind with this name.
-    pub fn parse(name: &str) -> Option<EntityKind> {
-        EntityKind::ALL.into_iter().find(|k| k.as_str() == name)
-    }
-
-    /// The owner field of this kind in a record's [`Owners`].
-    pub fn of(self, owners: &Owners) -> Option<&str> {
-        match self {
-            EntityKind::User => owners.user_id.as_deref(),
-            EntityKind::Agent => owners.agent_id.as_deref(),
-            EntityKind::App => owners.app_id.as_deref(),
-            EntityKind::Run => owners.run_id.as_deref(),
-        }
-    }
-
-    /// Owners with only this kind's id set.
-    pub fn owners(self, id: &str) -> Owners {
-        let mut owners = Owners::default();
-        let slot = match self {
-            EntityKind::User => &mut owners.user_id,
-            EntityKind::Agent => &mut owners.agent_id,
-            EntityKind::App => &mut owners.app_id,
-            EntityKind::Run => &mut owners.run_id,
-        };
-        *slot = Some(id.to_string());
-        owners
-    }
-}
-
-/// An owner id with live memories.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entity {
-    /// The owner id.
-    pub id: String,
-    /// Which kind of owner.
-    #[serde(rename = "type")]
-    pub kind: EntityKind,
-    /// How many live (not deleted) memories it owns, expired ones included.
-    pub memory_count: u64,
-    /// When its oldest live memory was created.
-    pub created_at: DateTime<Utc>,
-    /// When any of its live memories last changed.
-    pub updated_at: DateTime<Utc>,
-}
-
-/// A quality signal about a memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum FeedbackKind {
-    /// The memory is right and useful.
-    Positive,
-    /// The memory is wrong or unhelpful: search halves its score.
-    Negative,
-    /// The memory must not be used: search and retrieve leave it out.
-    VeryNegative,
-}
-
-impl FeedbackKind {
-    /// The kind's name: `POSITIVE`, `NEGATIVE` or `VERY_NEGATIVE`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FeedbackKind::Positive => "POSITIVE",
-            FeedbackKind::Negative => "NEGATIVE",
-            FeedbackKind::VeryNegative => "VERY_NEGATIVE",
-        }
-    }
-
-    /// The kind with this name.
-    pub fn parse(name: &str) -> Option<FeedbackKind> {
-        [
-            FeedbackKind::Positive,
-            FeedbackKind::Negative,
-            FeedbackKind::VeryNegative,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == name)
-    }
-
-    /// Whether search demotes or removes a memory with this feedback.
-    pub fn is_negative(self) -> bool {
-        matches!(self, FeedbackKind::Negative | FeedbackKind::VeryNegative)
-    }
-}
-
-/// The feedback on a memory.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Feedback {
-    /// The memory.
-    pub memory_id: Uuid,
-    /// The signal; `None` when cleared or never given.
-    pub feedback: Option<FeedbackKind>,
-    /// Why, in the giver's words.
-    pub feedback_reason: Option<String>,
-    /// When it was last set or cleared (`None` if never).
-    pub updated_at: Option<DateTime<Utc>>,
 }
 
 /// Metadata key holding the store's random identity (so an index saved for one store is

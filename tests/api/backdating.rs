@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
-use memlane::{HistoryEvent, Llm, Memory, Message, ScriptedLlm, SearchMode};
+use memlane::record::HistoryEvent;
+use memlane::{Llm, Memory, Message, ScriptedLlm, SearchMode};
 use serde_json::json;
 
 use crate::common::{add, open, open_with_llm};

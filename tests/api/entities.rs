@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
+use memlane::ops::events::EventKind;
+use memlane::store::EntityKind;
 use memlane::store::{MemStore, Store};
-use memlane::{EntityKind, EventKind, HashEmbedder, Memory};
+use memlane::{HashEmbedder, Memory};
 
 async fn memory(store: Option<Arc<dyn Store>>, dir: &std::path::Path) -> Memory {
     let b = Memory::builder().embedder(Arc::new(HashEmbedder::new(64)));

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use memlane::{EventKind, FeedbackKind, Memory};
+use memlane::ops::events::EventKind;
+use memlane::store::FeedbackKind;
+use memlane::Memory;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -15,7 +17,7 @@ async fn open(path: &Path) -> Memory {
     crate::common::open(path, 64).await
 }
 
-async fn all_events(memory: &Memory) -> Vec<memlane::Event> {
+async fn all_events(memory: &Memory) -> Vec<memlane::ops::events::Event> {
     memory.events_after(0, 1_000).await.unwrap().results
 }
 

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 
 use chrono::{Duration, Utc};
+use memlane::ops::export::Export;
+use memlane::store::FeedbackKind;
 use memlane::store::{MemStore, Store};
-use memlane::{Export, FeedbackKind, HashEmbedder, Memory, Message};
+use memlane::{HashEmbedder, Memory, Message};
 use serde_json::json;
 
 async fn open(dir: &std::path::Path, name: &str, dim: usize) -> Memory {
@@ -166,7 +168,7 @@ async fn exports_are_filtered_and_altered_exports_are_refused() {
 
     // Every bound `add` applies holds for imported records too: one bad record among good
     // ones stores nothing, and the error names it.
-    type Spoil = fn(&mut memlane::ExportedMemory);
+    type Spoil = fn(&mut memlane::ops::export::ExportedMemory);
     let spoils: [(Spoil, u16); 8] = [
         (
             |m| m.record.categories = (0..65).map(|i| format!("c{i}")).collect(),
@@ -183,7 +185,7 @@ async fn exports_are_filtered_and_altered_exports_are_refused() {
         (|m| m.history[0].input = vec![Message::new("", "hi")], 400),
         (
             |m| {
-                m.feedback = Some(memlane::Feedback {
+                m.feedback = Some(memlane::store::Feedback {
                     memory_id: m.record.id,
                     feedback: Some(FeedbackKind::Negative),
                     feedback_reason: Some("r".repeat(3_000)),

@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
+use memlane::store::FeedbackKind;
 use memlane::store::{MemStore, Store};
-use memlane::{FeedbackKind, HashEmbedder, Memory, SearchMode};
+use memlane::{HashEmbedder, Memory, SearchMode};
 use uuid::Uuid;
 
 async fn open(store: Option<Arc<dyn Store>>, dir: &std::path::Path) -> Memory {
@@ -114,7 +115,7 @@ async fn feedback_on(memory: Memory) {
             .status(),
         400
     );
-    let long = "x".repeat(memlane::MAX_FEEDBACK_REASON_BYTES + 1);
+    let long = "x".repeat(memlane::ops::feedback::MAX_FEEDBACK_REASON_BYTES + 1);
     assert_eq!(
         memory
             .feedback(c, Some(FeedbackKind::Negative), Some(&long))

@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use chrono::{TimeZone, Utc};
-use memlane::{
-    ChatRequest, ChatResponse, Error, HistoryEvent, Label, Llm, Memory, Message, Prices,
-    ProductVariant, ProjectConfig, ScriptedLlm,
-};
+use memlane::config::{Label, ProductVariant, ProjectConfig};
+use memlane::credits::Prices;
+use memlane::llm::{ChatRequest, ChatResponse};
+use memlane::record::HistoryEvent;
+use memlane::{Error, Llm, Memory, Message, ScriptedLlm};
 use serde_json::json;
 
 async fn open(dir: &tempfile::TempDir, llm: Option<Arc<dyn Llm>>) -> Memory {

@@ -6,11 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use chrono::{Duration, Utc};
+use memlane::index::IndexParams;
+use memlane::record::HistoryEvent;
 use memlane::store::{NewMemory, SqliteStore, Write, WriteBatch};
-use memlane::{
-    EmbedMode, Filter, HashEmbedder, HistoryEvent, IndexParams, Memory, MemoryRecord, Message,
-    Owners, SearchMode,
-};
+use memlane::{EmbedMode, Filter, HashEmbedder, Memory, MemoryRecord, Message, Owners, SearchMode};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -100,7 +99,7 @@ async fn add_stores_each_message_verbatim_with_core_and_credits() {
     assert!(stored.immutable);
     assert_eq!(
         stored.core().map(|c| c.importance),
-        Some(memlane::DEFAULT_IMPORTANCE)
+        Some(memlane::record::DEFAULT_IMPORTANCE)
     );
     assert_eq!(stored.hash.len(), 64);
     let history = memory.history(stored.id).await.unwrap();
@@ -121,7 +120,7 @@ async fn bad_add_input_is_a_typed_error_and_changes_nothing() {
         .map(|i| Message::user(format!("m{i}")))
         .collect();
     let past = Utc::now() - Duration::minutes(1);
-    let cases: Vec<(memlane::Result<memlane::AddResult>, u16)> = vec![
+    let cases: Vec<(memlane::Result<memlane::ops::add::AddResult>, u16)> = vec![
         (memory.add("no owner").infer(false).await, 400),
         (
             memory

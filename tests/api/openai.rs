@@ -6,9 +6,10 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use memlane::llm::ChatRequest;
 use memlane::{
-    ChatRequest, EmbedMode, Embedder, HashEmbedder, Llm, Memory, Message, OpenAiConfig,
-    OpenAiEmbedder, OpenAiLlm,
+    EmbedMode, Embedder, HashEmbedder, Llm, Memory, Message, OpenAiConfig, OpenAiEmbedder,
+    OpenAiLlm,
 };
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

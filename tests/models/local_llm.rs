@@ -6,7 +6,8 @@
 use std::sync::{Arc, OnceLock};
 
 use chrono::{TimeZone, Utc};
-use memlane::{ChatRequest, Llm, LocalLlm, Memory, Message, MiniLm};
+use memlane::llm::ChatRequest;
+use memlane::{Llm, LocalLlm, Memory, Message, MiniLm};
 
 #[path = "../../examples/eval_extraction/cases.rs"]
 mod cases;

@@ -6,7 +6,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use memlane::{EventKind, Memory, SearchMode};
+use memlane::ops::events::EventKind;
+use memlane::{Memory, SearchMode};
 use uuid::Uuid;
 
 use crate::common::Rng;

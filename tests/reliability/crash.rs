@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use memlane::{EventKind, HistoryEvent, Memory, Message, SearchMode};
+use memlane::ops::events::EventKind;
+use memlane::record::HistoryEvent;
+use memlane::{Memory, Message, SearchMode};
 use serde_json::{json, Value};
 use uuid::Uuid;
 

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use chrono::{Duration, Utc};
-use memlane::{
-    EmbedMode, EntityKind, Export, FeedbackKind, HashEmbedder, Memory, Message, Prices, Projects,
-    SearchMode,
-};
+use memlane::credits::Prices;
+use memlane::ops::export::Export;
+use memlane::store::{EntityKind, FeedbackKind};
+use memlane::{EmbedMode, HashEmbedder, Memory, Message, Projects, SearchMode};
 use serde_json::{json, Value};
 use uuid::Uuid;
 

@@ -6,39 +6,17 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use memlane::filter::Filter;
+use memlane::store::conformance::{record, t};
 use memlane::store::{
-    apply, conformance, KeywordQuery, MemStore, NewMemory, Scan, SqliteStore, Store, VectorQuery,
-    Write, WriteBatch,
+    apply, conformance, KeywordQuery, LogQuery, MemStore, NewMemory, Scan, SqliteStore, Store,
+    VectorQuery, Write, WriteBatch,
 };
-use memlane::{MemoryRecord, Message, Owners};
+use memlane::{MemoryRecord, Message};
 use proptest::prelude::*;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use uuid::Uuid;
-
-fn t(secs: i64) -> DateTime<Utc> {
-    Utc.timestamp_opt(1_700_000_000 + secs, 0).single().unwrap()
-}
-
-fn record(text: &str, user: &str, at: DateTime<Utc>) -> MemoryRecord {
-    MemoryRecord {
-        id: Uuid::new_v4(),
-        memory: text.into(),
-        owners: Owners {
-            user_id: Some(user.into()),
-            ..Owners::default()
-        },
-        metadata: Map::new(),
-        categories: Vec::new(),
-        immutable: false,
-        expiration_date: None,
-        created_at: at,
-        updated_at: at,
-        hash: format!("hash-of-{text}"),
-        context: None,
-    }
-}
 
 fn insert(r: &MemoryRecord, v: Vec<f32>) -> Write {
     Write::Insert(NewMemory::new(r.clone(), v, vec![Message::user(&r.memory)]))
@@ -130,7 +108,7 @@ async fn sqlite_file_survives_reopen_exactly() {
         .await
         .unwrap();
     assert_eq!(vectors[0].vector, vec![0.25, -0.5, 1e-7]);
-    let log = store.log(0, 10, Some(r.id)).await.unwrap();
+    let log = store.log(LogQuery::of(r.id)).await.unwrap();
     assert_eq!(log.len(), 1);
     assert_eq!(log[0].1.metadata, r.metadata);
 }

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use memlane::{Llm, Memory, Prices, ScriptedLlm};
+use memlane::credits::Prices;
+use memlane::{Llm, Memory, ScriptedLlm};
 use serde_json::json;
 
 async fn open(path: &std::path::Path, llm: Option<Arc<dyn Llm>>) -> Memory {

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use memlane::{Error, HashEmbedder, Memory, Projects, KEY_PREFIX};
+use memlane::projects::KEY_PREFIX;
+use memlane::{Error, HashEmbedder, Memory, Projects};
 use proptest::prelude::*;
 use uuid::Uuid;
 

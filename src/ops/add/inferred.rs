@@ -28,7 +28,7 @@ use crate::infer::{self, dates, Existing, Fact};
 use crate::llm::{Llm, Usage};
 use crate::memory::Memory;
 use crate::record::{content_hash, indexed_text, Owners};
-use crate::store::{owner_filter, Row, WriteBatch};
+use crate::store::{owner_filter, Among, Row, WriteBatch};
 
 /// Similar memories fetched per fact.
 const CANDIDATES_PER_FACT: usize = 5;
@@ -225,7 +225,7 @@ impl Memory {
         at: DateTime<Utc>,
     ) -> Result<Vec<Vec<(Row, f32)>>> {
         let ranked = self
-            .hybrid_ranked_many(texts, vectors, filter, k, false, at)
+            .hybrid_ranked(texts, vectors, Among::new(filter, at, false), k)
             .await?;
         let mut out = Vec::with_capacity(ranked.len());
         for ranked in ranked {

@@ -126,7 +126,7 @@ impl Memory {
     /// Stores memories from chat messages (or from a text, taken as one user message).
     ///
     /// With inference (the default) a language model extracts the facts worth keeping,
-    /// following the project's [configuration](crate::ProjectConfig), and reconciles each
+    /// following the project's [configuration](crate::config::ProjectConfig), and reconciles each
     /// with the owner's similar memories: `ADD`, `UPDATE`, `DELETE` (a contradicted memory;
     /// the new fact is added too) or nothing (already known). Immutable memories are never
     /// changed. Every change of one call commits together, or none does. It needs a model
@@ -162,11 +162,7 @@ impl<'a> AddRequest<'a> {
     }
 
     /// Categories (labels) given to every memory.
-    pub fn categories<I, S>(mut self, categories: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
+    pub fn categories(mut self, categories: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.categories = categories.into_iter().map(Into::into).collect();
         self
     }

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params, params_from_iter, Connection, OpenFlags, OptionalExtension};
 use uuid::Uuid;
@@ -26,12 +25,12 @@ use filter_sql::visible;
 use rows::{COLUMNS, LOG_COLUMNS};
 
 use super::{
-    Committed, Counters, Entity, EntityKind, Feedback, FeedbackKind, KeywordHits, KeywordIndex,
-    KeywordQuery, LogRecord, Row, Scan, ScanCursor, ScanPage, Store, StoredVector, Transaction,
-    VectorKey, VectorQuery,
+    Among, Committed, Counters, Entity, EntityKind, EntityQuery, Feedback, FeedbackKind,
+    KeywordHits, KeywordIndex, KeywordQuery, LogQuery, Row, Scan, ScanPage, Store, StoredVector,
+    Transaction, VectorKey, VectorQuery,
 };
 use crate::error::{Error, Result};
-use crate::filter::Filter;
+use crate::record::HistoryRecord;
 
 const LIVE: &str = "m.deleted_at IS NULL";
 
@@ -270,29 +269,15 @@ impl Store for SqliteStore {
             params.push(SqlValue::Integer(
                 scan.limit.saturating_add(1).min(i64::MAX as usize) as i64,
             ));
-            let mut page = query_rows(&conn, &sql, params)?;
-            let more = page.len() > scan.limit;
-            page.truncate(scan.limit);
-            Ok(ScanPage {
-                next: if more {
-                    page.last().map(ScanCursor::of)
-                } else {
-                    None
-                },
-                rows: page,
-                count: count.max(0) as u64,
-            })
+            let page = query_rows(&conn, &sql, params)?;
+            Ok(ScanPage::cut(page, scan.limit, count.max(0) as u64))
         })
         .await
     }
 
-    async fn keys(
-        &self,
-        filter: &Filter,
-        now: DateTime<Utc>,
-        include_expired: bool,
-    ) -> Result<Vec<VectorKey>> {
-        let filter = filter.clone();
+    async fn keys(&self, among: Among<'_>) -> Result<Vec<VectorKey>> {
+        let (filter, now, include_expired) =
+            (among.filter.clone(), among.now, among.include_expired);
         self.read(move |conn| {
             let mut params = Vec::new();
             let clause = visible(&filter, now, include_expired, &mut params);
@@ -374,16 +359,11 @@ impl Store for SqliteStore {
         }
     }
 
-    async fn log(
-        &self,
-        cursor: u64,
-        limit: usize,
-        memory: Option<Uuid>,
-    ) -> Result<Vec<(u64, LogRecord)>> {
+    async fn log(&self, query: LogQuery) -> Result<Vec<(u64, HistoryRecord)>> {
         self.read(move |conn| {
-            let cursor = cursor.min(i64::MAX as u64) as i64;
-            let limit = limit.min(i64::MAX as usize) as i64;
-            let mut stmt = match memory {
+            let cursor = query.after.min(i64::MAX as u64) as i64;
+            let limit = query.limit.min(i64::MAX as usize) as i64;
+            let mut stmt = match query.memory {
                 None => conn.prepare_cached(&format!(
                     "SELECT {LOG_COLUMNS} FROM history WHERE seq > ?1 ORDER BY seq LIMIT ?2"
                 )),
@@ -393,7 +373,7 @@ impl Store for SqliteStore {
                 )),
             }
             .map_err(sql_err)?;
-            let rows = match memory {
+            let rows = match query.memory {
                 None => stmt.query_map(params![cursor, limit], rows::log),
                 Some(id) => stmt.query_map(params![cursor, limit, id.to_string()], rows::log),
             }
@@ -403,12 +383,8 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn entities(
-        &self,
-        kind: Option<EntityKind>,
-        after: Option<(EntityKind, String)>,
-        limit: usize,
-    ) -> Result<Vec<Entity>> {
+    async fn entities(&self, query: EntityQuery) -> Result<Vec<Entity>> {
+        let EntityQuery { kind, after, limit } = query;
         self.read(move |conn| {
             let mut out = Vec::new();
             for k in EntityKind::ALL {

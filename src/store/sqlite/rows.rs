@@ -6,8 +6,8 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
-use crate::record::{MemoryRecord, Message, Owners};
-use crate::store::{LogKind, LogRecord, Row, VectorKey};
+use crate::record::{HistoryEvent, HistoryRecord, MemoryRecord, Message, Owners};
+use crate::store::{Row, VectorKey};
 
 /// The columns of a memory row, in the order [`row`] reads them.
 pub(super) const COLUMNS: &str = "m.id, m.memory, m.user_id, m.agent_id, m.app_id, m.run_id, \
@@ -17,9 +17,6 @@ pub(super) const COLUMNS: &str = "m.id, m.memory, m.user_id, m.agent_id, m.app_i
 /// The columns of a change-log record, in the order [`log`] reads them.
 pub(super) const LOG_COLUMNS: &str = "id, memory_id, event, old_memory, new_memory, input, \
      user_id, agent_id, app_id, run_id, categories, metadata, created_at, seq";
-
-/// The memory id a change-log record about no memory is stored under.
-pub(super) const NO_MEMORY: Uuid = Uuid::nil();
 
 fn bad(e: Box<dyn std::error::Error + Send + Sync>) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e)
@@ -76,18 +73,18 @@ pub(super) fn row(r: &SqlRow<'_>) -> rusqlite::Result<Row> {
 }
 
 /// A change-log record read with [`LOG_COLUMNS`], with its cursor.
-pub(super) fn log(r: &SqlRow<'_>) -> rusqlite::Result<(u64, LogRecord)> {
-    let memory_id = uuid(&r.get::<_, String>(1)?)?;
+pub(super) fn log(r: &SqlRow<'_>) -> rusqlite::Result<(u64, HistoryRecord)> {
     let event: String = r.get(2)?;
     let input: String = r.get(5)?;
     let categories: String = r.get(10)?;
     let metadata: String = r.get(11)?;
-    let record = LogRecord {
+    let record = HistoryRecord {
         id: uuid(&r.get::<_, String>(0)?)?,
-        kind: LogKind::parse(&event).ok_or_else(|| bad(format!("unknown event {event}").into()))?,
-        memory_id: (memory_id != NO_MEMORY).then_some(memory_id),
-        old: r.get(3)?,
-        new: r.get(4)?,
+        memory_id: uuid(&r.get::<_, String>(1)?)?,
+        event: HistoryEvent::parse(&event)
+            .ok_or_else(|| bad(format!("unknown event {event}").into()))?,
+        old_memory: r.get(3)?,
+        new_memory: r.get(4)?,
         input: json_column::<Vec<Message>>(&input)?,
         owners: Owners {
             user_id: r.get(6)?,

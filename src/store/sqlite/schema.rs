@@ -15,8 +15,82 @@ use crate::text;
 /// One step of the schema's history.
 enum Migration {
     Sql(&'static str),
+    /// SQL built by a function (several steps share its shape).
+    Generated(fn() -> String),
     /// A step SQL cannot express (the crate's tokenizer runs in Rust).
     Rust(fn(&Transaction<'_>) -> Result<()>),
+}
+
+/// The keyword index: an FTS5 table over `columns` of `memories` (external content), the
+/// triggers that keep it in the writing transaction, and its filling from the live rows.
+/// The old index, if any, is dropped first.
+fn keyword_index(columns: &[&str], tokenize: &str, replaces_one: bool) -> String {
+    let cols = columns.join(", ");
+    let new: Vec<String> = columns.iter().map(|c| format!("new.{c}")).collect();
+    let old: Vec<String> = columns.iter().map(|c| format!("old.{c}")).collect();
+    let (new, old) = (new.join(", "), old.join(", "));
+    let drop = if replaces_one {
+        "DROP TRIGGER memories_fts_insert;\nDROP TRIGGER memories_fts_update;\n\
+         DROP TRIGGER memories_fts_delete;\nDROP TABLE memories_fts;\n"
+    } else {
+        ""
+    };
+    // The owners column is generated from the owner ids, so their changes re-index too.
+    let watched = columns
+        .iter()
+        .map(|c| {
+            if *c == "owners" {
+                "user_id, agent_id, app_id, run_id"
+            } else {
+                c
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "{drop}CREATE VIRTUAL TABLE memories_fts USING fts5(
+    {cols}, content = 'memories', content_rowid = 'seq', tokenize = '{tokenize}'
+);
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (rowid, {cols}) VALUES (new.seq, {new});
+END;
+CREATE TRIGGER memories_fts_update AFTER UPDATE OF {watched}, deleted_at ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, {cols})
+        SELECT 'delete', old.seq, {old} WHERE old.deleted_at IS NULL;
+    INSERT INTO memories_fts (rowid, {cols}) SELECT new.seq, {new} WHERE new.deleted_at IS NULL;
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.deleted_at IS NULL BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, {cols}) VALUES ('delete', old.seq, {old});
+END;
+INSERT INTO memories_fts (rowid, {cols}) SELECT seq, {cols} FROM memories WHERE deleted_at IS NULL;
+"
+    )
+}
+
+/// Migration 5: the owners of a memory as keyword tokens (see `owner_token` in
+/// `keyword.rs`), indexed beside its text so that a keyword search for one user's memories
+/// reads only that user's rows. The column weighs nothing in ranking.
+fn owners_in_the_keyword_index() -> String {
+    let owners = "ALTER TABLE memories ADD COLUMN owners TEXT GENERATED ALWAYS AS (trim(
+    iif(user_id IS NULL, '', ' u' || hex(user_id)) || iif(agent_id IS NULL, '', ' a' || hex(agent_id)) ||
+    iif(app_id IS NULL, '', ' p' || hex(app_id)) || iif(run_id IS NULL, '', ' r' || hex(run_id))
+)) VIRTUAL;
+";
+    let index = keyword_index(
+        &["memory", "context", "owners"],
+        "porter unicode61 remove_diacritics 2",
+        true,
+    );
+    format!("{owners}{index}")
+}
+
+/// Migration 9: the keyword index over the crate's terms (migration 7 dropped the old one).
+fn keyword_index_over_terms() -> String {
+    keyword_index(
+        &["terms", "context_terms", "owners"],
+        "unicode61 remove_diacritics 0",
+        false,
+    )
 }
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -132,42 +206,8 @@ INSERT INTO memories_fts (rowid, memory, context)
     SELECT seq, memory, context FROM memories WHERE deleted_at IS NULL;
 "#,
     ),
-    // The owners of a memory as keyword tokens (see `owner_token`), indexed beside its text
-    // so that a keyword search for one user's memories reads only that user's rows. The
-    // column weighs nothing in ranking.
-    Migration::Sql(
-        r#"
-ALTER TABLE memories ADD COLUMN owners TEXT GENERATED ALWAYS AS (trim(
-    iif(user_id IS NULL, '', ' u' || hex(user_id)) || iif(agent_id IS NULL, '', ' a' || hex(agent_id)) ||
-    iif(app_id IS NULL, '', ' p' || hex(app_id)) || iif(run_id IS NULL, '', ' r' || hex(run_id))
-)) VIRTUAL;
-DROP TRIGGER memories_fts_insert;
-DROP TRIGGER memories_fts_update;
-DROP TRIGGER memories_fts_delete;
-DROP TABLE memories_fts;
-CREATE VIRTUAL TABLE memories_fts USING fts5(
-    memory, context, owners, content = 'memories', content_rowid = 'seq',
-    tokenize = 'porter unicode61 remove_diacritics 2'
-);
-CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.deleted_at IS NULL BEGIN
-    INSERT INTO memories_fts (rowid, memory, context, owners)
-        VALUES (new.seq, new.memory, new.context, new.owners);
-END;
-CREATE TRIGGER memories_fts_update
-AFTER UPDATE OF memory, context, deleted_at, user_id, agent_id, app_id, run_id ON memories BEGIN
-    INSERT INTO memories_fts (memories_fts, rowid, memory, context, owners)
-        SELECT 'delete', old.seq, old.memory, old.context, old.owners WHERE old.deleted_at IS NULL;
-    INSERT INTO memories_fts (rowid, memory, context, owners)
-        SELECT new.seq, new.memory, new.context, new.owners WHERE new.deleted_at IS NULL;
-END;
-CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.deleted_at IS NULL BEGIN
-    INSERT INTO memories_fts (memories_fts, rowid, memory, context, owners)
-        VALUES ('delete', old.seq, old.memory, old.context, old.owners);
-END;
-INSERT INTO memories_fts (rowid, memory, context, owners)
-    SELECT seq, memory, context, owners FROM memories WHERE deleted_at IS NULL;
-"#,
-    ),
+    // Owners in the keyword index.
+    Migration::Generated(owners_in_the_keyword_index),
     // Feedback on memories, one row per memory that ever had some.
     Migration::Sql(
         r#"
@@ -205,31 +245,7 @@ CREATE INDEX memories_run_created   ON memories (run_id, created_at, seq)   WHER
     ),
     Migration::Rust(backfill_terms),
     // The keyword index over the terms; FTS5 only splits them at spaces.
-    Migration::Sql(
-        r#"
-CREATE VIRTUAL TABLE memories_fts USING fts5(
-    terms, context_terms, owners, content = 'memories', content_rowid = 'seq',
-    tokenize = 'unicode61 remove_diacritics 0'
-);
-CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories WHEN new.deleted_at IS NULL BEGIN
-    INSERT INTO memories_fts (rowid, terms, context_terms, owners)
-        VALUES (new.seq, new.terms, new.context_terms, new.owners);
-END;
-CREATE TRIGGER memories_fts_update
-AFTER UPDATE OF terms, context_terms, deleted_at, user_id, agent_id, app_id, run_id ON memories BEGIN
-    INSERT INTO memories_fts (memories_fts, rowid, terms, context_terms, owners)
-        SELECT 'delete', old.seq, old.terms, old.context_terms, old.owners WHERE old.deleted_at IS NULL;
-    INSERT INTO memories_fts (rowid, terms, context_terms, owners)
-        SELECT new.seq, new.terms, new.context_terms, new.owners WHERE new.deleted_at IS NULL;
-END;
-CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories WHEN old.deleted_at IS NULL BEGIN
-    INSERT INTO memories_fts (memories_fts, rowid, terms, context_terms, owners)
-        VALUES ('delete', old.seq, old.terms, old.context_terms, old.owners);
-END;
-INSERT INTO memories_fts (rowid, terms, context_terms, owners)
-    SELECT seq, terms, context_terms, owners FROM memories WHERE deleted_at IS NULL;
-"#,
-    ),
+    Migration::Generated(keyword_index_over_terms),
 ];
 
 /// How many migrations this build knows: the schema version it writes.
@@ -283,6 +299,7 @@ pub(super) fn init(conn: &Connection) -> Result<()> {
     for (i, migration) in MIGRATIONS.iter().enumerate().skip(version) {
         match migration {
             Migration::Sql(sql) => tx.execute_batch(sql).map_err(sql_err)?,
+            Migration::Generated(sql) => tx.execute_batch(&sql()).map_err(sql_err)?,
             Migration::Rust(step) => step(&tx)?,
         }
         if i == 0 {

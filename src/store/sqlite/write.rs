@@ -5,14 +5,14 @@
 use rusqlite::{params, Connection, OptionalExtension, Transaction as SqlTransaction};
 use uuid::Uuid;
 
-use super::rows::{to_json, vector_bytes, NO_MEMORY};
+use super::rows::{to_json, vector_bytes};
 use super::schema::terms_column;
 use super::sql_err;
 use crate::error::{Error, Result};
 use crate::filter::micros;
-use crate::record::MemoryRecord;
+use crate::record::{HistoryRecord, MemoryRecord};
 use crate::store::{
-    Committed, Feedback, FeedbackKind, LogRecord, RowOutcome, RowWrite, Transaction, VectorKey,
+    Committed, Feedback, FeedbackKind, RowOutcome, RowWrite, Transaction, VectorKey,
 };
 
 /// Commits a transaction, or nothing of it.
@@ -57,12 +57,7 @@ fn apply(t: &SqlTransaction<'_>, write: RowWrite, out: &mut Committed) -> Result
         RowWrite::Insert { record, vector } => {
             let key = next_key(t)?;
             insert(t, &record, &vector, key)?;
-            out.rows.push(RowOutcome {
-                id: record.id,
-                retired: None,
-                added: Some(key),
-                version: 1,
-            });
+            out.rows.push(RowOutcome::inserted(record.id, key));
         }
         RowWrite::Replace {
             record,
@@ -238,25 +233,25 @@ fn live_at(t: &SqlTransaction<'_>, id: Uuid, expect: u64) -> Result<(VectorKey, 
 }
 
 /// Appends a change-log record and returns its cursor.
-pub(super) fn insert_log(t: &SqlTransaction<'_>, h: &LogRecord) -> Result<u64> {
+pub(super) fn insert_log(t: &SqlTransaction<'_>, h: &HistoryRecord) -> Result<u64> {
     let seq: i64 = t
         .query_row(
-            "INSERT INTO history (id, memory_id, event, old_memory, new_memory, input, user_id, \
-             agent_id, app_id, run_id, categories, metadata, created_at) \
+            "INSERT INTO history (id, memory_id, event, old_memory, new_memory, input, categories, \
+             metadata, user_id, agent_id, app_id, run_id, created_at) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING seq",
             params![
                 h.id.to_string(),
-                h.memory_id.unwrap_or(NO_MEMORY).to_string(),
-                h.kind.as_str(),
-                h.old,
-                h.new,
+                h.memory_id.to_string(),
+                h.event.as_str(),
+                h.old_memory,
+                h.new_memory,
                 to_json(&h.input)?,
+                to_json(&h.categories)?,
+                to_json(&h.metadata)?,
                 h.owners.user_id,
                 h.owners.agent_id,
                 h.owners.app_id,
                 h.owners.run_id,
-                to_json(&h.categories)?,
-                to_json(&h.metadata)?,
                 micros(h.created_at),
             ],
             |r| r.get(0),

@@ -14,24 +14,24 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use chrono::{DateTime, TimeZone, Utc};
-use serde_json::{json, Map};
+use serde_json::Map;
 use uuid::Uuid;
 
-use super::keyword::rank_rows;
 use super::{
-    apply, Feedback, FeedbackKind, KeywordQuery, LogKind, MemoryUpdate, NewMemory, Row, RowWrite,
-    Scan, Store, Transaction, VectorQuery, Write, WriteBatch,
+    apply, Feedback, FeedbackKind, LogQuery, MemoryUpdate, NewMemory, Row, RowWrite, Scan, Store,
+    Transaction, VectorQuery, Write, WriteBatch,
 };
 use crate::filter::Filter;
-use crate::record::{content_hash, HistoryEvent, MemoryRecord, Message, Owners};
-use crate::text;
+use crate::record::{content_hash, HistoryEvent, HistoryRecord, MemoryRecord, Message, Owners};
+
+mod search;
 
 /// Runs every check on `store`, which must start empty.
 pub async fn run(store: &dyn Store) {
     rules(store).await;
     preconditions(store).await;
-    scans(store).await;
-    keyword(store).await;
+    search::scans(store).await;
+    search::keyword(store).await;
 }
 
 /// Checks that a write built from what one handle read is refused (409) when another
@@ -86,14 +86,16 @@ pub async fn run_two_handles(a: &dyn Store, b: &dyn Store) {
     assert!(row(b, r.id).await.deleted_at.is_some());
 }
 
-/// An instant, `seconds` after a fixed origin.
-fn t(seconds: i64) -> DateTime<Utc> {
+/// An instant, `seconds` after the suite's fixed origin (2023-11-14T22:13:20Z).
+pub fn t(seconds: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_700_000_000 + seconds, 0)
         .single()
         .unwrap()
 }
 
-fn record(text: &str, user: &str, at: DateTime<Utc>) -> MemoryRecord {
+/// A memory of `user` as the suite writes them: `text`, created and updated `at`, with no
+/// metadata, categories, expiry or context, and its text's hash.
+pub fn record(text: &str, user: &str, at: DateTime<Utc>) -> MemoryRecord {
     MemoryRecord {
         id: Uuid::new_v4(),
         memory: text.into(),
@@ -151,18 +153,19 @@ async fn live(store: &dyn Store, id: Uuid) -> Option<MemoryRecord> {
 
 async fn history(store: &dyn Store, id: Uuid) -> Vec<HistoryEvent> {
     store
-        .log(0, usize::MAX, Some(id))
+        .log(LogQuery::of(id))
         .await
         .unwrap()
         .into_iter()
-        .filter_map(|(_, r)| super::history_of(r).map(|h| h.event))
+        .map(|(_, h)| h.event)
+        .filter(|e| e.is_memory_change())
         .collect()
 }
 
 /// The change-log record at `cursor`.
-async fn logged(store: &dyn Store, cursor: u64) -> super::LogRecord {
+async fn logged(store: &dyn Store, cursor: u64) -> HistoryRecord {
     store
-        .log(0, usize::MAX, None)
+        .log(LogQuery::after(0, usize::MAX))
         .await
         .unwrap()
         .into_iter()
@@ -261,17 +264,17 @@ async fn rules(store: &dyn Store) {
         ]
     );
     let log: Vec<_> = store
-        .log(0, usize::MAX, Some(a.id))
+        .log(LogQuery::of(a.id))
         .await
         .unwrap()
         .into_iter()
         .map(|(_, r)| r)
         .collect();
-    assert_eq!(log[0].old, None);
+    assert_eq!(log[0].old_memory, None);
     assert_eq!(log[0].input, vec![Message::user("alice likes tea")]);
-    assert_eq!(log[1].old.as_deref(), Some("alice likes tea"));
-    assert_eq!(log[1].new.as_deref(), Some("alice likes green tea"));
-    assert_eq!(log[2].new, None);
+    assert_eq!(log[1].old_memory.as_deref(), Some("alice likes tea"));
+    assert_eq!(log[1].new_memory.as_deref(), Some("alice likes green tea"));
+    assert_eq!(log[2].new_memory, None);
     assert_eq!(log[2].input, vec![Message::user("forget that")]);
     assert!(history(store, Uuid::new_v4()).await.is_empty());
 
@@ -364,9 +367,9 @@ async fn rules(store: &dyn Store) {
         .await
         .unwrap();
     let cleared = logged(store, out.cursor.unwrap()).await;
-    assert_eq!(cleared.kind, LogKind::Feedback);
-    assert_eq!(cleared.memory_id, Some(d.id));
-    assert!(cleared.old.unwrap().contains("NEGATIVE") && cleared.new.is_none());
+    assert_eq!(cleared.event, HistoryEvent::Feedback);
+    assert_eq!(cleared.memory_id, d.id);
+    assert!(cleared.old_memory.unwrap().contains("NEGATIVE") && cleared.new_memory.is_none());
     let err = apply(
         store,
         batch(vec![Write::Feedback(Feedback {
@@ -389,21 +392,21 @@ async fn rules(store: &dyn Store) {
     let out = apply(store, batch(vec![meta("v2", true)])).await.unwrap();
     assert_eq!(store.meta("k").await.unwrap().as_deref(), Some("v2"));
     let config = logged(store, out.cursor.unwrap()).await;
-    assert_eq!(config.kind, LogKind::Config);
-    assert_eq!(config.memory_id, None);
+    assert_eq!(config.event, HistoryEvent::Config);
+    assert!(config.memory_id.is_nil(), "about the project, not a memory");
     assert_eq!(
-        (config.old.as_deref(), config.new.as_deref()),
+        (config.old_memory.as_deref(), config.new_memory.as_deref()),
         (Some("v1"), Some("v2"))
     );
 
     // The log: cursors strictly increasing, the counters' last one the newest.
-    let log = store.log(0, usize::MAX, None).await.unwrap();
+    let log = store.log(LogQuery::after(0, usize::MAX)).await.unwrap();
     assert!(log.windows(2).all(|w| w[0].0 < w[1].0));
     assert_eq!(
         store.counters().await.unwrap().last_cursor,
         log.last().unwrap().0
     );
-    let tail = store.log(log[2].0, 2, None).await.unwrap();
+    let tail = store.log(LogQuery::after(log[2].0, 2)).await.unwrap();
     assert_eq!(tail.len(), 2);
     assert_eq!(tail[0].0, log[3].0, "a page starts after its cursor");
 }
@@ -469,227 +472,4 @@ async fn preconditions(store: &dyn Store) {
         .commit(Transaction::new(vec![replace(r.clone(), v2 + 1)], 0))
         .await;
     assert_eq!(gone.err().map(|e| e.status()), Some(404));
-}
-
-/// Scans: newest first by `created_at` (backdated rows sort where they happened), stable
-/// pages under concurrent inserts, counts, expiry, and the keys of a filter.
-async fn scans(store: &dyn Store) {
-    let mut records = Vec::new();
-    for i in 0..25 {
-        // Inserted in an order that is not the order of `created_at`.
-        let at = t((i * 7) % 25);
-        let mut r = record(&format!("fact {i}"), "pat", at);
-        if i % 5 == 0 {
-            r.expiration_date = Some(t(100));
-        }
-        records.push(r);
-    }
-    let refs: Vec<&MemoryRecord> = records.iter().collect();
-    insert_all(store, &refs).await;
-    let mut newest_first: Vec<&MemoryRecord> = records.iter().collect();
-    newest_first.sort_by_key(|r| std::cmp::Reverse(r.created_at));
-    let want: Vec<Uuid> = newest_first.iter().map(|r| r.id).collect();
-
-    // Pages of 7, the count over all pages; a row arriving mid-way shifts nothing.
-    let mut seen = Vec::new();
-    let mut after = None;
-    let mut pages = 0;
-    loop {
-        let mut scan = Scan::new(Filter::user("pat"), t(50), 7);
-        scan.after = after;
-        let page = store.scan(&scan).await.unwrap();
-        assert_eq!(page.count, if pages == 0 { 25 } else { 26 });
-        seen.extend(page.rows.iter().map(|r| r.record.id));
-        pages += 1;
-        if pages == 1 {
-            let late = record("late fact", "pat", t(60));
-            insert_all(store, &[&late]).await;
-        }
-        match page.next {
-            Some(next) => after = Some(next),
-            None => break,
-        }
-    }
-    assert_eq!(seen, want, "every row once, newest first");
-
-    // Expired rows are hidden at `now` unless asked for.
-    assert_eq!(
-        scan_all(store, Filter::user("pat"), t(200)).await.len(),
-        26 - 5
-    );
-    let mut scan = Scan::new(Filter::user("pat"), t(200), 1000);
-    scan.include_expired = true;
-    assert_eq!(store.scan(&scan).await.unwrap().rows.len(), 26);
-    assert_eq!(
-        scan_all(
-            store,
-            Filter::from_json(&json!({"user_id": "pat", "created_at": {"lt": t(5).to_rfc3339()}}))
-                .unwrap(),
-            t(50)
-        )
-        .await
-        .len(),
-        5,
-        "filters on created_at see when the rows happened"
-    );
-
-    // Keys: live, unexpired (unless asked), ascending.
-    let keys = store
-        .keys(&Filter::user("pat"), t(50), false)
-        .await
-        .unwrap();
-    assert_eq!(keys.len(), 26);
-    assert!(keys.windows(2).all(|w| w[0] < w[1]));
-    assert_eq!(
-        store
-            .keys(&Filter::user("pat"), t(200), false)
-            .await
-            .unwrap()
-            .len(),
-        21
-    );
-    assert_eq!(
-        store
-            .keys(&Filter::user("pat"), t(200), true)
-            .await
-            .unwrap()
-            .len(),
-        26
-    );
-    assert!(store
-        .keys(&Filter::user("nobody"), t(0), true)
-        .await
-        .unwrap()
-        .is_empty());
-}
-
-/// Keyword search: the store's own index (if any) gives exactly the reference BM25
-/// ([`rank_rows`]), for pinned owners and other filters, alone and several at once; deleted
-/// memories are never hits.
-async fn keyword(store: &dyn Store) {
-    let users = ["kim", "o'brien \"x\"", "Zoë", "lee"];
-    let words = [
-        "tea", "green", "mint", "coffee", "Lisbon", "jazz", "hiking", "bread", "Malmö",
-    ];
-    let mut records = Vec::new();
-    for i in 0..60 {
-        let text = format!(
-            "{} and {} {} note {i}",
-            words[i % words.len()],
-            words[(i / 3) % words.len()],
-            words[(i * 7) % words.len()]
-        );
-        let mut r = record(&text, users[i % users.len()], t(1_000 + i as i64));
-        if i % 5 == 0 {
-            r.context = Some(format!("talking about {}", words[(i / 2) % words.len()]));
-        }
-        if i % 2 == 0 {
-            r.owners.agent_id = Some("helper".into());
-        }
-        records.push(r);
-    }
-    let refs: Vec<&MemoryRecord> = records.iter().collect();
-    insert_all(store, &refs).await;
-    let gone = records[0].id;
-    apply(
-        store,
-        batch(vec![Write::Delete {
-            id: gone,
-            at: t(2_000),
-            input: Vec::new(),
-            expect: None,
-        }]),
-    )
-    .await
-    .unwrap();
-    let queries: Vec<Vec<String>> = [
-        "green tea",
-        "tea tea Lisbon?",
-        "what about malmo bread and jazz",
-        "\"mint\" OR coffee*",
-        "nothing matches this",
-        "",
-    ]
-    .iter()
-    .map(|q| text::query_terms(q))
-    .collect();
-    let mut compared = 0;
-    for user in users {
-        for filter in [
-            Filter::user(user),
-            Filter::user(user).and(Filter::agent("helper")),
-            Filter::Or(vec![Filter::user(user)]),
-        ] {
-            let query = KeywordQuery {
-                queries: &queries,
-                filter: &filter,
-                now: t(3_000),
-                include_expired: false,
-                limit: 100,
-            };
-            let want = rank_rows(store, query).await.unwrap();
-            let Some(index) = store.keyword_index() else {
-                continue;
-            };
-            let got = index.search(query).await.unwrap();
-            assert_eq!(got.len(), queries.len());
-            for ((g, w), q) in got.iter().zip(&want).zip(&queries) {
-                let ids = |hits: &[(u64, f32)]| hits.iter().map(|h| h.0).collect::<Vec<_>>();
-                assert_eq!(ids(g), ids(w), "{user} / {q:?}");
-                for ((_, a), (_, b)) in g.iter().zip(w) {
-                    assert!(
-                        (a - b).abs() <= 1e-4 * b.abs().max(1.0),
-                        "{q:?}: {a} vs {b}"
-                    );
-                }
-                compared += g.len();
-            }
-            // One search alone ranks as it does among others.
-            for (i, q) in queries.iter().enumerate() {
-                let alone = index
-                    .search(KeywordQuery {
-                        queries: std::slice::from_ref(q),
-                        ..query
-                    })
-                    .await
-                    .unwrap();
-                assert_eq!(alone[0], got[i], "{q:?}");
-            }
-        }
-    }
-    if store.keyword_index().is_some() {
-        assert!(compared > 50, "the queries match: {compared}");
-    }
-    // Deleted memories and other owners' memories are never hits.
-    let all_hits = {
-        let filter = Filter::all();
-        let query = KeywordQuery {
-            queries: &queries,
-            filter: &filter,
-            now: t(3_000),
-            include_expired: false,
-            limit: 1_000,
-        };
-        match store.keyword_index() {
-            Some(index) => index.search(query).await.unwrap(),
-            None => rank_rows(store, query).await.unwrap(),
-        }
-    };
-    let gone_key = row(store, gone).await.key;
-    assert!(all_hits.iter().flatten().all(|(key, _)| *key != gone_key));
-    assert!(all_hits[4].is_empty() && all_hits[5].is_empty());
-    let nobody = Filter::user("nobody");
-    let none = rank_rows(
-        store,
-        KeywordQuery {
-            queries: &queries,
-            filter: &nobody,
-            now: t(3_000),
-            include_expired: false,
-            limit: 10,
-        },
-    )
-    .await
-    .unwrap();
-    assert!(none.iter().all(Vec::is_empty));
 }
