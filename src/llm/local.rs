@@ -7,13 +7,13 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use candle_core::quantized::gguf_file;
-use candle_core::{Device, Tensor};
+use candle_core::Device;
 use candle_transformers::generation::{LogitsProcessor, Sampling};
-use candle_transformers::models::quantized_qwen2::ModelWeights;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
+use super::qwen2::Qwen2;
 use super::{ChatRequest, ChatResponse, Llm, Usage};
 use crate::error::{Error, Result};
 
@@ -33,9 +33,9 @@ pub const MAX_PROMPT_TOKENS: usize = 4096;
 
 /// A quantized Qwen2 instruct model (GGUF) running in process on the CPU with candle.
 ///
-/// The pinned model, Qwen2.5-Coder-1.5B-Instruct in Q4_K_M, needs about 3 GB of memory and,
-/// on two cores, reads a prompt at 50–60 tokens/s and writes 8–10 tokens/s: a short
-/// extraction takes a few seconds. Calls are served one at a time.
+/// The pinned model, Qwen2.5-Coder-1.5B-Instruct in Q4_K_M, needs about 3 GB of memory. Its
+/// speed depends on the build targeting AVX2 and FMA (see the README's "Known limits"):
+/// `cargo run --release --example llm_speed` measures it. Calls are served one at a time.
 ///
 /// The tokenizer is built from the GGUF's own metadata (byte-level BPE with Qwen2's
 /// pre-tokenizer and NFC normalisation) and checked to round-trip text on load.
@@ -54,11 +54,12 @@ pub struct LocalLlm {
 }
 
 struct Inner {
-    model: Mutex<ModelWeights>,
+    model: Qwen2,
+    /// Calls run one at a time: each uses both cores already.
+    turn: Mutex<()>,
     tokenizer: Tokenizer,
     stop: Vec<u32>,
     model_id: String,
-    device: Device,
 }
 
 impl std::fmt::Debug for LocalLlm {
@@ -135,15 +136,15 @@ impl LocalLlm {
             ));
         }
         let device = Device::Cpu;
-        let model = ModelWeights::from_gguf(content, &mut file, &device)
+        let model = Qwen2::from_gguf(&content, &mut file, &device)
             .map_err(|e| unavailable(format!("its weights do not load ({e})")))?;
         Ok(LocalLlm {
             inner: Arc::new(Inner {
-                model: Mutex::new(model),
+                model,
+                turn: Mutex::new(()),
                 tokenizer,
                 stop,
                 model_id: model_id.to_owned(),
-                device,
             }),
         })
     }
@@ -196,33 +197,23 @@ impl LocalLlm {
             detail: format!("the local model failed: {e}"),
             transient: false,
         };
-        let mut model = inner
-            .model
+        let turn = inner
+            .turn
             .lock()
             .map_err(|_| Error::internal("local model lock poisoned"))?;
+        let model = &inner.model;
         let mut generated: Vec<u32> = Vec::new();
-        let input = Tensor::new(tokens.as_slice(), &inner.device)
-            .and_then(|t| t.unsqueeze(0))
-            .map_err(model_err)?;
-        let mut logits = model.forward(&input, 0).map_err(model_err)?;
-
-        for step in 0..request.max_tokens as usize {
-            let next = logits
-                .squeeze(0)
-                .and_then(|l| sampler.sample(&l))
-                .map_err(model_err)?;
+        let mut cache = model.cache();
+        let mut logits = model.forward(&tokens, &mut cache).map_err(model_err)?;
+        for _ in 0..request.max_tokens {
+            let next = sampler.sample(&logits).map_err(model_err)?;
             if inner.stop.contains(&next) {
                 break;
             }
             generated.push(next);
-            let input = Tensor::new(&[next], &inner.device)
-                .and_then(|t| t.unsqueeze(0))
-                .map_err(model_err)?;
-            logits = model
-                .forward(&input, tokens.len() + step)
-                .map_err(model_err)?;
+            logits = model.forward(&[next], &mut cache).map_err(model_err)?;
         }
-        drop(model);
+        drop(turn);
 
         tracing::debug!(
             prompt = tokens.len(),

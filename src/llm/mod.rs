@@ -18,6 +18,8 @@ use crate::record::Message;
 mod local;
 mod openai;
 pub(crate) mod parse;
+#[cfg(feature = "local-llm")]
+mod qwen2;
 mod scripted;
 
 #[cfg(feature = "local-llm")]
