@@ -13,7 +13,10 @@ use memlane::{LocalLlm, Message};
 fn main() -> memlane::Result<()> {
     let started = Instant::now();
     let llm = LocalLlm::load_default()?;
-    println!("load (SHA-256 check included): {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "load (SHA-256 check included): {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     let facts: Vec<String> = (1..=24)
         .map(|i| format!("Fact {i}: the user visited city number {i} in spring."))
         .collect();

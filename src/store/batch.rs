@@ -212,13 +212,25 @@ pub async fn apply(store: &dyn Store, batch: WriteBatch) -> Result<WriteOutcome>
     }
 }
 
-/// Whether a conflict may be retried: no write of the batch named the version it expects.
+/// Whether a conflict may be retried: the batch read rows it did not promise to leave
+/// unchanged (an update or delete without an expected version, a bulk delete), and none
+/// of its writes named the version it expects. (A batch of inserts only is not: a
+/// duplicate id stays a duplicate.)
 fn retryable(batch: &WriteBatch) -> bool {
-    batch.writes.iter().all(|w| match w {
-        Write::Update(u) => u.expect.is_none(),
-        Write::Delete { expect, .. } => expect.is_none(),
-        _ => true,
-    })
+    let mut read = false;
+    for write in &batch.writes {
+        match write {
+            Write::Update(MemoryUpdate {
+                expect: Some(_), ..
+            })
+            | Write::Delete {
+                expect: Some(_), ..
+            } => return false,
+            Write::Update(_) | Write::Delete { .. } | Write::DeleteWhere { .. } => read = true,
+            _ => {}
+        }
+    }
+    read
 }
 
 /// A change in the making: what the outcome reports once the transaction commits.
