@@ -269,17 +269,32 @@ async fn a_store_from_before_the_keyword_index_is_backfilled() {
              ALTER TABLE memories DROP COLUMN owners; ALTER TABLE memories DROP COLUMN context; \
              ALTER TABLE memories DROP COLUMN version; ALTER TABLE memories DROP COLUMN terms; \
              ALTER TABLE memories DROP COLUMN context_terms; \
+             ALTER TABLE memories ADD COLUMN vector BLOB NOT NULL DEFAULT x''; \
+             UPDATE memories SET vector = (SELECT v.vector FROM vectors v WHERE v.key = vector_key); \
+             DROP TABLE vectors; \
              DROP TABLE feedback; PRAGMA user_version = 2;",
         )
         .unwrap();
     }
+    // Without its saved index, the file's vectors are all there is to search by.
+    std::fs::remove_dir_all(format!("{}.index", path.display())).unwrap();
     let memory = open(&path).await;
     // Every migration since ran: the keyword index (3, rebuilt by 4, 5 and 9), context (4),
-    // owners (5), feedback (6), versions and terms (7, backfilled by 8).
+    // owners (5), feedback (6), versions and terms (7, backfilled by 8), vectors moved out
+    // of the rows (10).
     assert_eq!(
         ids(&memory, "flowerpots", SearchMode::Keyword).await,
         vec![id]
     );
+    // The same text: cosine 1 with the vector the file kept.
+    let same = memory
+        .search("The spare key hides under the blue flowerpot")
+        .mode(SearchMode::Vector)
+        .await
+        .unwrap();
+    assert_eq!(same.results.len(), 1);
+    assert_eq!(same.results[0].record.id, id);
+    assert!(same.results[0].score > 0.999, "{}", same.results[0].score);
     let scoped = memory
         .search("flowerpots")
         .mode(SearchMode::Keyword)

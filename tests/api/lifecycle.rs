@@ -1031,3 +1031,47 @@ async fn without_a_local_embedder_the_default_is_a_503_that_says_what_to_configu
     assert_eq!(err.status(), 503, "{err}");
     assert!(err.detail().contains("embedder("), "{err}");
 }
+
+#[tokio::test]
+async fn the_file_keeps_one_vector_per_live_memory() {
+    let dir = tmp();
+    let path = db(&dir);
+    let memory = open(&path).await;
+    let a = add(&memory, "u", "likes green tea").await;
+    let b = add(&memory, "u", "walks to work").await;
+    let c = add(&memory, "u", "plays the cello").await;
+    memory.update(a).text("likes black tea").await.unwrap();
+    memory.update(c).metadata(json!({"k": 1})).await.unwrap();
+    memory.delete(b).await.unwrap();
+
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let orphans: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM vectors v WHERE NOT EXISTS \
+             (SELECT 1 FROM memories m WHERE m.vector_key = v.key AND m.deleted_at IS NULL)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let live_without: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM memories m WHERE m.deleted_at IS NULL AND NOT EXISTS \
+             (SELECT 1 FROM vectors v WHERE v.key = m.vector_key)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let vectors: i64 = conn
+        .query_row("SELECT count(*) FROM vectors", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!((orphans, live_without, vectors), (0, 0, 2));
+    // The new text's vector is the one searched by.
+    let hits = memory
+        .search("likes black tea")
+        .mode(SearchMode::Vector)
+        .user("u")
+        .await
+        .unwrap();
+    assert_eq!(hits.results[0].record.id, a);
+    assert!(hits.results[0].score > 0.999);
+}

@@ -165,9 +165,8 @@ pub(super) fn search(
 
 /// The vector keys of the matched rows the filter admits, by row.
 ///
-/// Looking rows up one by one costs a read of each row (a memory's row holds its vector);
-/// reading the filter's rows from an index costs much less per row, but reads all of the
-/// pinned owners' rows. The cheaper way is taken, judged by how many rows the owners have.
+/// Looking rows up one by one costs a read of each row; reading the filter's rows from an
+/// index costs much less per row, but reads all of the pinned owners' rows. The cheaper way is taken, judged by how many rows the owners have.
 fn admitted_keys(
     conn: &Connection,
     query: &KeywordQuery<'_>,

@@ -314,7 +314,8 @@ impl Store for SqliteStore {
             })
         };
         const SELECT: &str =
-            "SELECT m.vector_key, m.id, m.vector, m.expiration_date FROM memories m";
+            "SELECT m.vector_key, m.id, v.vector, m.expiration_date FROM memories m \
+             JOIN vectors v ON v.key = m.vector_key";
         match query {
             VectorQuery::After { key, limit } => {
                 self.read(move |conn| {

@@ -246,6 +246,19 @@ CREATE INDEX memories_run_created   ON memories (run_id, created_at, seq)   WHER
     Migration::Rust(backfill_terms),
     // The keyword index over the terms; FTS5 only splits them at spaces.
     Migration::Generated(keyword_index_over_terms),
+    // Vectors in their own table, by vector key: a memory's row without its vector is a
+    // quarter of the size, so reading rows (lists, filters, search hits) reads a quarter of
+    // the pages. A retired key's vector goes with it; deleted memories keep none.
+    Migration::Sql(
+        r#"
+CREATE TABLE vectors (
+    key    INTEGER PRIMARY KEY,
+    vector BLOB    NOT NULL
+);
+INSERT INTO vectors (key, vector) SELECT vector_key, vector FROM memories WHERE deleted_at IS NULL;
+ALTER TABLE memories DROP COLUMN vector;
+"#,
+    ),
 ];
 
 /// How many migrations this build knows: the schema version it writes.

@@ -85,18 +85,19 @@ fn apply(t: &SqlTransaction<'_>, write: RowWrite, out: &mut Committed) -> Result
                 // Only a new text touches the keyword index (its trigger watches the terms).
                 let key = next_key(t)?;
                 t.execute(
-                    "UPDATE memories SET memory = ?1, hash = ?2, terms = ?3, vector_key = ?4, \
-                     vector = ?5 WHERE id = ?6",
+                    "UPDATE memories SET memory = ?1, hash = ?2, terms = ?3, vector_key = ?4 \
+                     WHERE id = ?5",
                     params![
                         r.memory,
                         r.hash,
                         terms_column(&r.memory),
                         key as i64,
-                        vector_bytes(&vector),
                         r.id.to_string()
                     ],
                 )
                 .map_err(sql_err)?;
+                retire_vector(t, old_key)?;
+                insert_vector(t, key, &vector)?;
                 (retired, added) = (Some(old_key), Some(key));
             }
             out.rows.push(RowOutcome {
@@ -113,6 +114,7 @@ fn apply(t: &SqlTransaction<'_>, write: RowWrite, out: &mut Committed) -> Result
                 params![micros(at), (version + 1) as i64, id.to_string()],
             )
             .map_err(sql_err)?;
+            retire_vector(t, key)?;
             out.rows.push(RowOutcome {
                 id,
                 retired: Some(key),
@@ -160,9 +162,9 @@ fn apply(t: &SqlTransaction<'_>, write: RowWrite, out: &mut Committed) -> Result
 fn insert(t: &SqlTransaction<'_>, r: &MemoryRecord, vector: &[f32], key: VectorKey) -> Result<()> {
     let inserted = t.execute(
         "INSERT INTO memories (id, memory, user_id, agent_id, app_id, run_id, metadata, categories, \
-         immutable, expiration_date, created_at, updated_at, hash, vector_key, vector, context, \
+         immutable, expiration_date, created_at, updated_at, hash, vector_key, context, \
          version, terms, context_terms) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, 1, ?17, ?18)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 1, ?16, ?17)",
         params![
             r.id.to_string(),
             r.memory,
@@ -178,14 +180,13 @@ fn insert(t: &SqlTransaction<'_>, r: &MemoryRecord, vector: &[f32], key: VectorK
             micros(r.updated_at),
             r.hash,
             key as i64,
-            vector_bytes(vector),
             r.context,
             terms_column(&r.memory),
             r.context.as_deref().map(terms_column).unwrap_or_default(),
         ],
     );
     match inserted {
-        Ok(_) => Ok(()),
+        Ok(_) => insert_vector(t, key, vector),
         Err(rusqlite::Error::SqliteFailure(e, _))
             if e.code == rusqlite::ErrorCode::ConstraintViolation =>
         {
@@ -195,6 +196,23 @@ fn insert(t: &SqlTransaction<'_>, r: &MemoryRecord, vector: &[f32], key: VectorK
         }
         Err(e) => Err(sql_err(e)),
     }
+}
+
+/// Stores the vector of a new vector key.
+fn insert_vector(t: &SqlTransaction<'_>, key: VectorKey, vector: &[f32]) -> Result<()> {
+    t.execute(
+        "INSERT INTO vectors (key, vector) VALUES (?1, ?2)",
+        params![key as i64, vector_bytes(vector)],
+    )
+    .map_err(sql_err)?;
+    Ok(())
+}
+
+/// Drops the vector of a key no live memory holds any more (a new text, or a delete).
+fn retire_vector(t: &SqlTransaction<'_>, key: VectorKey) -> Result<()> {
+    t.execute("DELETE FROM vectors WHERE key = ?1", [key as i64])
+        .map_err(sql_err)?;
+    Ok(())
 }
 
 fn next_key(t: &SqlTransaction<'_>) -> Result<VectorKey> {
