@@ -304,7 +304,7 @@ impl Memory {
             at: crate::record::now(),
         };
         let outcome = self
-            .commit(crate::store::WriteBatch::new(vec![write], 0), Vec::new())
+            .commit(crate::store::WriteBatch::new(vec![write], 0))
             .await?;
         Ok(ConfigResult {
             config,

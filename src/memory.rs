@@ -431,47 +431,20 @@ impl Memory {
             .collect()
     }
 
-    /// Commits a batch (see [`apply`]) and brings the index up to date, in commit order.
+    /// Commits a batch (see [`apply`]) and brings the index up to date.
     ///
     /// The work runs in a task of its own holding the write gate: if the caller stops
     /// waiting (a timeout, a dropped request), the commit and its index update still finish
-    /// together, and later writes still reach the index in commit order. `vectors` are the
-    /// vectors the batch adds, by memory id.
-    pub(crate) async fn commit(
-        &self,
-        batch: WriteBatch,
-        vectors: Vec<(Uuid, Vec<f32>)>,
-    ) -> Result<WriteOutcome> {
+    /// together. The index catches up through the change log, as it does with other
+    /// writers' commits (see [`VectorIndex::refresh`]), so the vectors the batch stored
+    /// reach it from the store.
+    pub(crate) async fn commit(&self, batch: WriteBatch) -> Result<WriteOutcome> {
         let this = self.clone();
         tokio::spawn(async move {
             let _gate = Arc::clone(&this.inner.gate).lock_owned().await;
             let outcome = apply(&*this.inner.store, batch).await?;
             this.inner.changed.notify_waiters();
-            let mut by_id: std::collections::HashMap<Uuid, Vec<f32>> =
-                vectors.into_iter().collect();
-            let mut added = Vec::new();
-            let mut retired = Vec::new();
-            for change in &outcome.changes {
-                if let Some(k) = change.retired_key {
-                    retired.push(k);
-                }
-                if let Some(k) = change.added_key {
-                    let vector = by_id.remove(&change.record.id).ok_or_else(|| {
-                        Error::internal("a committed vector is missing for the index")
-                    })?;
-                    let expires = change.record.expiration_date.map(|t| t.timestamp_micros());
-                    added.push((k, vector, expires));
-                }
-            }
-            // Graph inserts are CPU work (a large batch takes tens of milliseconds): keep
-            // them off the async workers.
-            let index = Arc::clone(&this.inner.index);
-            tokio::task::spawn_blocking(move || {
-                index.retire(&retired)?;
-                index.add(&added)
-            })
-            .await
-            .map_err(|e| Error::internal(format!("index update task failed: {e}")))??;
+            this.inner.index.refresh(&*this.inner.store).await?;
             this.maybe_autosave().await;
             Ok(outcome)
         })

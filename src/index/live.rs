@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use uuid::Uuid;
+
 use crate::store::VectorKey;
 
 /// Which keys are live, when they expire, and their vectors.
@@ -13,6 +15,10 @@ pub(super) struct State {
     /// Live vectors, for exact ranking without a trip to the store.
     pub(super) arena: Arena,
     pub(super) max_key: VectorKey,
+    /// The change-log cursor up to which the index reflects the store.
+    pub(super) cursor: u64,
+    /// The live key of each memory the index holds.
+    pub(super) ids: HashMap<Uuid, VectorKey>,
     pub(super) points: usize,
     pub(super) unsaved: usize,
 }
@@ -38,6 +44,14 @@ impl State {
         if let Some(at) = expires_at {
             self.expiring.insert(key, at);
         }
+    }
+
+    /// Sets when a live key expires (`None`: never).
+    pub(super) fn set_expiry(&mut self, key: VectorKey, expires_at: Option<i64>) {
+        match expires_at {
+            Some(at) => self.expiring.insert(key, at),
+            None => self.expiring.remove(&key),
+        };
     }
 
     pub(super) fn clear(&mut self, key: VectorKey) {

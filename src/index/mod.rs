@@ -2,9 +2,13 @@
 //!
 //! The store is the source of truth; this index only speeds up ranking. Its invariants:
 //!
-//! - **Keys.** Graph points are identified by [`VectorKey`]s. Keys only grow, and the index
-//!   inserts them in commit order (the engine holds its write gate across commit and insert),
-//!   so "everything up to `max_key`" is a complete description of what the graph holds.
+//! - **Freshness.** The index reflects the store up to a change-log cursor. Before every
+//!   read ([`refresh`](VectorIndex::refresh)) it asks the store for a cheap change token
+//!   and, when the token moved, replays the change log after its cursor: each memory named
+//!   there is read as it is now (its live vector, or none) and the index made to match. So
+//!   writes by any handle or process on the same store are seen by the next search, and a
+//!   commit through this engine reaches the index by the same path. Replaying a memory is
+//!   idempotent (the state read is the newest), so a cursor that lags only costs work.
 //! - **Vectors.** The graph holds int8-quantized copies (they only steer the walk); the exact
 //!   f32 vectors of live memories sit in an in-memory arena, filled from the store on open.
 //!   Exact searches rank from the arena, and graph hits are re-ranked from it, so every
@@ -24,8 +28,11 @@ mod live;
 mod params;
 mod persist;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use uuid::Uuid;
 
 use crate::embed::dot;
 use crate::error::{Error, Result};
@@ -44,6 +51,13 @@ pub(crate) struct VectorIndex {
     state: RwLock<State>,
     dir: Option<PathBuf>,
     store_id: String,
+    /// The store's change token when the index last caught up.
+    token: Mutex<Option<u64>>,
+    /// One catch-up (or rebuild) at a time.
+    refreshing: tokio::sync::Mutex<()>,
+    /// Held while points go into the graph and while the graph is saved, so that a save
+    /// never dumps a graph in the middle of an insert.
+    inserting: Mutex<()>,
 }
 
 const CATCH_UP_CHUNK: usize = 4096;
@@ -94,6 +108,11 @@ fn write_lock<T>(l: &RwLock<T>) -> Result<RwLockWriteGuard<'_, T>> {
         .map_err(|_| Error::internal("vector index lock poisoned"))
 }
 
+fn mutex<T>(l: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    l.lock()
+        .map_err(|_| Error::internal("vector index lock poisoned"))
+}
+
 impl VectorIndex {
     /// Opens the index for a store: loads the saved generation if it is sound, otherwise
     /// rebuilds from the store; then catches up and loads liveness.
@@ -104,7 +123,8 @@ impl VectorIndex {
         dir: Option<PathBuf>,
         store_id: String,
     ) -> Result<Arc<VectorIndex>> {
-        let store_max = store.counters().await?.max_key;
+        let counters = store.counters().await?;
+        let store_max = counters.max_key;
         let loaded = match &dir {
             Some(d) => {
                 let d = d.clone();
@@ -117,10 +137,10 @@ impl VectorIndex {
         };
         // An index that has seen keys the store never issued belongs to another history of
         // the store (a restored backup, say): it cannot be trusted.
-        let loaded = loaded.filter(|(_, max_key, _)| *max_key <= store_max);
+        let loaded = loaded.filter(|l| l.max_key <= store_max && l.cursor <= counters.last_cursor);
         let was_loaded = loaded.is_some();
         let (graph, max_key, points) = match loaded {
-            Some(l) => l,
+            Some(l) => (l.graph, l.max_key, l.points),
             None => (GraphHolder::Fresh(new_graph(&params, 0)), 0, 0),
         };
         let index = Arc::new(VectorIndex {
@@ -134,6 +154,9 @@ impl VectorIndex {
             }),
             dir,
             store_id,
+            token: Mutex::new(None),
+            refreshing: tokio::sync::Mutex::new(()),
+            inserting: Mutex::new(()),
         });
         index.sync_with_store(store).await?;
         if was_loaded && !index.graph_holds_every_live_key()? {
@@ -147,11 +170,16 @@ impl VectorIndex {
     /// One pass over the store's live vectors: every one is marked live and goes into the
     /// arena, and those above the graph's `max_key` (written after its last save) into the
     /// graph too.
+    ///
+    /// The index's cursor becomes the change log's last cursor read before the pass: what
+    /// other writers commit during the pass is replayed by the next refresh.
     async fn sync_with_store(self: &Arc<Self>, store: &dyn Store) -> Result<()> {
+        let cursor = store.counters().await?.last_cursor;
         let graph_max = {
             let mut s = write_lock(&self.state)?;
             s.bits.clear();
             s.expiring.clear();
+            s.ids.clear();
             s.live = 0;
             s.max_key
         };
@@ -176,13 +204,102 @@ impl VectorIndex {
             for v in &chunk {
                 s.set(v.key, v.expires_at);
                 s.arena.insert(v.key, &v.vector);
+                s.ids.insert(v.id, v.key);
+                s.max_key = s.max_key.max(v.key);
             }
             s.points += new.len();
             s.unsaved += new.len();
         }
-        let store_max = store.counters().await?.max_key;
+        write_lock(&self.state)?.cursor = cursor;
+        Ok(())
+    }
+
+    /// Brings the index up to date with every transaction committed to the store before
+    /// the call (see the module docs). Cheap when nothing changed: one change token.
+    pub(crate) async fn refresh(self: &Arc<Self>, store: &dyn Store) -> Result<()> {
+        let token = store.change_token();
+        let current = |index: &Self| -> Result<bool> {
+            Ok(token.is_some() && *mutex(&index.token)? == token)
+        };
+        if current(self)? {
+            return Ok(());
+        }
+        let _one = self.refreshing.lock().await;
+        if current(self)? {
+            return Ok(());
+        }
+        loop {
+            let cursor = read_lock(&self.state)?.cursor;
+            let changed = store.changed(cursor, CATCH_UP_CHUNK).await?;
+            let Some(&(last, _)) = changed.last() else {
+                break;
+            };
+            let mut ids: Vec<Uuid> = changed.iter().map(|(_, id)| *id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            self.replay(store, &ids).await?;
+            write_lock(&self.state)?.cursor = last;
+            if changed.len() < CATCH_UP_CHUNK {
+                break;
+            }
+        }
+        *mutex(&self.token)? = token;
+        Ok(())
+    }
+
+    /// Makes the index hold these memories as the store holds them now: the live vector of
+    /// each live memory, nothing of a deleted one. The caller holds `refreshing`.
+    async fn replay(self: &Arc<Self>, store: &dyn Store, ids: &[Uuid]) -> Result<()> {
+        let now: HashMap<Uuid, StoredVector> = store
+            .vectors(VectorQuery::Of(ids))
+            .await?
+            .into_iter()
+            .map(|v| (v.id, v))
+            .collect();
+        self.check_dimensions(now.values().map(|v| (v.key, v.vector.as_slice())))?;
+        let mut retired = Vec::new();
+        let mut added = Vec::new();
+        let mut expiries = Vec::new();
+        {
+            let s = read_lock(&self.state)?;
+            for id in ids {
+                let held = s.ids.get(id).copied();
+                match now.get(id) {
+                    None => retired.extend(held.map(|k| (*id, k))),
+                    Some(v) if held == Some(v.key) => expiries.push((v.key, v.expires_at)),
+                    Some(v) => {
+                        retired.extend(held.map(|k| (*id, k)));
+                        added.push(v.clone());
+                    }
+                }
+            }
+        }
+        if !added.is_empty() {
+            let this = Arc::clone(self);
+            added = blocking(move || {
+                let _inserting = mutex(&this.inserting)?;
+                read_lock(&this.graph)?
+                    .with(|g| insert_into(g, added.iter().map(|v| (v.key, v.vector.as_slice()))));
+                Ok(added)
+            })
+            .await?;
+        }
         let mut s = write_lock(&self.state)?;
-        s.max_key = s.max_key.max(store_max);
+        for (id, key) in retired {
+            s.clear(key);
+            s.ids.remove(&id);
+        }
+        for (key, expires_at) in expiries {
+            s.set_expiry(key, expires_at);
+        }
+        s.points += added.len();
+        s.unsaved += added.len();
+        for v in added {
+            s.set(v.key, v.expires_at);
+            s.arena.insert(v.key, &v.vector);
+            s.ids.insert(v.id, v.key);
+            s.max_key = s.max_key.max(v.key);
+        }
         Ok(())
     }
 
@@ -213,34 +330,6 @@ impl VectorIndex {
             }),
             None => Ok(()),
         }
-    }
-
-    /// Adds committed vectors (in commit order) and marks them live.
-    pub(crate) fn add(&self, items: &[(VectorKey, Vec<f32>, Option<i64>)]) -> Result<()> {
-        if items.is_empty() {
-            return Ok(());
-        }
-        let points = || items.iter().map(|(k, v, _)| (*k, v.as_slice()));
-        self.check_dimensions(points())?;
-        read_lock(&self.graph)?.with(|g| insert_into(g, points()));
-        let mut s = write_lock(&self.state)?;
-        s.points += items.len();
-        s.unsaved += items.len();
-        for (k, v, exp) in items {
-            s.set(*k, *exp);
-            s.arena.insert(*k, v);
-            s.max_key = s.max_key.max(*k);
-        }
-        Ok(())
-    }
-
-    /// Masks retired keys.
-    pub(crate) fn retire(&self, keys: &[VectorKey]) -> Result<()> {
-        let mut s = write_lock(&self.state)?;
-        for k in keys {
-            s.clear(*k);
-        }
-        Ok(())
     }
 
     /// The parameters the index was opened with.
@@ -385,6 +474,9 @@ impl VectorIndex {
     /// graph is built aside and swapped in, so searches meanwhile use the old one. The caller
     /// holds the engine's write gate.
     pub(crate) async fn rebuild(self: &Arc<Self>, store: &dyn Store) -> Result<()> {
+        // No catch-up meanwhile: it would change the state this one replaces.
+        let _one = self.refreshing.lock().await;
+        let cursor = store.counters().await?.last_cursor;
         let mut fresh = new_graph(&self.params, self.live_count()?);
         let mut next = State::default();
         let mut chunks = Chunks::default();
@@ -398,14 +490,19 @@ impl VectorIndex {
             for v in &chunk {
                 next.set(v.key, v.expires_at);
                 next.arena.insert(v.key, &v.vector);
+                next.ids.insert(v.id, v.key);
             }
             next.points += chunk.len();
         }
         next.max_key = chunks.after;
+        next.cursor = cursor;
         next.unsaved = next.points;
+        let _inserting = mutex(&self.inserting)?;
         let mut graph = write_lock(&self.graph)?;
         *graph = GraphHolder::Fresh(fresh);
         *write_lock(&self.state)? = next;
+        // Replay what was committed during the rebuild on the next read.
+        *mutex(&self.token)? = None;
         Ok(())
     }
 }

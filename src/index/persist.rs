@@ -1,4 +1,10 @@
 //! Saving the graph as checksummed generations, and loading the current one.
+//!
+//! Several handles and processes may share one index directory. A save dumps its graph into
+//! a directory of its own, then, holding an exclusive lock on the directory's `LOCK` file,
+//! names it as the next generation, points `CURRENT` at it and removes older generations;
+//! a load reads `CURRENT` and its generation holding a shared lock. So two saves never
+//! mix their files, and a generation is never removed while another process loads it.
 
 use std::io::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -23,6 +29,10 @@ struct Manifest {
     max_connections: usize,
     ef_construction: usize,
     max_key: VectorKey,
+    /// The change-log cursor the graph reflects (0 in generations saved before it was
+    /// recorded).
+    #[serde(default)]
+    cursor: u64,
     points: usize,
     basename: String,
     graph_sha256: String,
@@ -37,6 +47,33 @@ fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
         detail: format!("{what} {}", path.display()),
         source: Some(Box::new(e)),
     }
+}
+
+/// A generation as loaded.
+pub(super) struct Loaded {
+    pub(super) graph: GraphHolder,
+    pub(super) max_key: VectorKey,
+    pub(super) cursor: u64,
+    pub(super) points: usize,
+}
+
+/// The directory's `LOCK` file, locked shared (loads) or exclusive (saves); unlocked when
+/// dropped.
+fn lock_dir(dir: &Path, exclusive: bool) -> Result<std::fs::File> {
+    let path = dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io_err("cannot open", &path, e))?;
+    if exclusive {
+        file.lock()
+    } else {
+        file.lock_shared()
+    }
+    .map_err(|e| io_err("cannot lock", &path, e))?;
+    Ok(file)
 }
 
 fn sha256_file(path: &Path) -> Result<String> {
@@ -57,22 +94,23 @@ impl VectorIndex {
         let Some(dir) = &self.dir else {
             return Ok(());
         };
-        let (max_key, points) = {
+        // No insert while the graph is dumped: its points, keys and cursor stay together.
+        let _inserting = super::mutex(&self.inserting)?;
+        let (max_key, cursor, points) = {
             let s = read_lock(&self.state)?;
-            (s.max_key, s.points)
+            (s.max_key, s.cursor, s.points)
         };
         if points == 0 {
             // Nothing to dump; an empty index is rebuilt for free on open.
             let current = dir.join("CURRENT");
             if current.exists() {
+                let _lock = lock_dir(dir, true)?;
                 std::fs::remove_file(&current).map_err(|e| io_err("cannot remove", &current, e))?;
             }
             return Ok(());
         }
         std::fs::create_dir_all(dir).map_err(|e| io_err("cannot create", dir, e))?;
-        let generation = next_generation(dir);
-        let name = format!("g-{generation}");
-        let tmp = dir.join(format!("{name}.tmp-{}", uuid::Uuid::new_v4().simple()));
+        let tmp = dir.join(format!("g-new.tmp-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&tmp).map_err(|e| io_err("cannot create", &tmp, e))?;
         let basename = {
             let graph = read_lock(&self.graph)?;
@@ -97,6 +135,7 @@ impl VectorIndex {
             max_connections: self.params.max_connections,
             ef_construction: self.params.ef_construction,
             max_key,
+            cursor,
             points,
             basename,
             graph_sha256: sha256_file(&graph_file)?,
@@ -105,11 +144,14 @@ impl VectorIndex {
         let manifest_json = serde_json::to_vec_pretty(&manifest)
             .map_err(|e| Error::internal(format!("cannot serialise the index manifest: {e}")))?;
         write_synced(&tmp.join("manifest.json"), &manifest_json)?;
+        let _lock = lock_dir(dir, true)?;
+        let name = format!("g-{}", next_generation(dir));
         let final_dir = dir.join(&name);
         std::fs::rename(&tmp, &final_dir).map_err(|e| io_err("cannot rename", &tmp, e))?;
-        write_synced(&dir.join("CURRENT.tmp"), name.as_bytes())?;
-        std::fs::rename(dir.join("CURRENT.tmp"), dir.join("CURRENT"))
-            .map_err(|e| io_err("cannot rename", &dir.join("CURRENT.tmp"), e))?;
+        let current_tmp = dir.join(format!("CURRENT.tmp-{}", uuid::Uuid::new_v4().simple()));
+        write_synced(&current_tmp, name.as_bytes())?;
+        std::fs::rename(&current_tmp, dir.join("CURRENT"))
+            .map_err(|e| io_err("cannot rename", &current_tmp, e))?;
         sync_dir(dir);
         // Older generations are garbage now, and so are temporary directories a crash left
         // behind (an hour old: younger ones may be another handle's save in progress).
@@ -124,7 +166,8 @@ impl VectorIndex {
                         .ok()
                         .and_then(|t| t.elapsed().ok())
                         .is_some_and(|age| age.as_secs() > 3600);
-                if n.starts_with("g-") && n != name && (!n.contains(".tmp-") || stale_tmp) {
+                let ours = n.starts_with("g-") || n.starts_with("CURRENT.tmp-");
+                if ours && n != name && (!n.contains(".tmp-") || stale_tmp) {
                     let _ = std::fs::remove_dir_all(entry.path());
                 }
             }
@@ -179,7 +222,18 @@ pub(super) fn load(
     store_id: &str,
     dimension: usize,
     params: &IndexParams,
-) -> Option<(GraphHolder, VectorKey, usize)> {
+) -> Option<Loaded> {
+    if !dir.join("CURRENT").exists() {
+        return None;
+    }
+    // Held until the generation is read: no save removes it meanwhile.
+    let _lock = match lock_dir(dir, false) {
+        Ok(lock) => lock,
+        Err(e) => {
+            tracing::warn!(error = %e, "vector index not loaded; rebuilding from the store");
+            return None;
+        }
+    };
     let name = std::fs::read_to_string(dir.join("CURRENT")).ok()?;
     let gen_dir = dir.join(name.trim());
     let manifest: Manifest =
@@ -220,7 +274,12 @@ pub(super) fn load(
         reject("its point count disagrees with its manifest");
         return None;
     }
-    Some((GraphHolder::Loaded(graph), manifest.max_key, points))
+    Some(Loaded {
+        graph: GraphHolder::Loaded(graph),
+        max_key: manifest.max_key,
+        cursor: manifest.cursor,
+        points,
+    })
 }
 
 #[cfg(test)]

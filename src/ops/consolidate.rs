@@ -196,6 +196,8 @@ impl<'a> ConsolidateRequest<'a> {
                 }
             }
         }
+        // The index holds the vectors of every row just read, whoever wrote them.
+        memory.inner.index.refresh(&*memory.inner.store).await?;
         let mut groups: Vec<Vec<Row>> = groups.into_values().collect();
         for g in &mut groups {
             g.sort_by_key(|row| (row.record.created_at, row.key));
@@ -368,7 +370,6 @@ async fn merge_cluster(
     let at = now();
     let note = |what: String| vec![Message::new("system", what)];
     let mut writes = Vec::new();
-    let mut keyed = Vec::new();
     let mut credits = inference;
     let mut update = MemoryUpdate::new(kept.id, at);
     update.expect = version(kept.id);
@@ -381,7 +382,6 @@ async fn merge_cluster(
             .await?
             .pop()
             .ok_or_else(|| Error::internal("no vector"))?;
-        keyed.push((kept.id, vector.clone()));
         update.text = Some((text.clone(), vector));
         let mut metadata = kept.metadata.clone();
         Core::revised(&kept.metadata, &text, &categories, &[], None).insert_into(&mut metadata);
@@ -408,7 +408,7 @@ async fn merge_cluster(
             expect: version(*id),
         });
     }
-    match memory.commit(WriteBatch::new(writes, credits), keyed).await {
+    match memory.commit(WriteBatch::new(writes, credits)).await {
         Ok(_) => {
             result.credits_used += credits;
             result.clusters.push(MergedCluster {

@@ -56,9 +56,7 @@ impl Memory {
 
     pub(crate) async fn delete_where(&self, write: Write) -> Result<DeleteResult> {
         // Deleting is free, so that erasure is never blocked by an empty balance.
-        let outcome = self
-            .commit(WriteBatch::new(vec![write], 0), Vec::new())
-            .await?;
+        let outcome = self.commit(WriteBatch::new(vec![write], 0)).await?;
         Ok(DeleteResult {
             deleted: outcome.changes.iter().map(|c| c.record.id).collect(),
             credits_used: 0,

@@ -167,9 +167,7 @@ impl Memory {
                 .collect::<Result<_>>()?
         };
         let mut writes = Vec::with_capacity(export.memories.len());
-        let mut keyed = Vec::with_capacity(export.memories.len());
         for (m, vector) in export.memories.iter().zip(vectors) {
-            keyed.push((m.record.id, vector.clone()));
             writes.push(Write::Insert(NewMemory::restored(
                 m.record.clone(),
                 vector,
@@ -177,7 +175,7 @@ impl Memory {
                 m.feedback.clone(),
             )));
         }
-        let outcome = self.commit(WriteBatch::new(writes, 0), keyed).await?;
+        let outcome = self.commit(WriteBatch::new(writes, 0)).await?;
         Ok(ImportResult {
             imported: outcome.changes.iter().map(|c| c.record.id).collect(),
             reembedded: reembed,

@@ -243,17 +243,14 @@ impl<'a> ExtractRequest<'a> {
             .pop()
             .ok_or_else(|| Error::internal("no vector"))?;
         let outcome = memory
-            .commit(
-                WriteBatch::new(
-                    vec![Write::Insert(NewMemory::new(
-                        record,
-                        vector.clone(),
-                        self.messages,
-                    ))],
-                    price,
-                ),
-                vec![(id, vector)],
-            )
+            .commit(WriteBatch::new(
+                vec![Write::Insert(NewMemory::new(
+                    record,
+                    vector.clone(),
+                    self.messages,
+                ))],
+                price,
+            ))
             .await?;
         Ok(ExtractResult {
             core,

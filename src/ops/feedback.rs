@@ -63,7 +63,7 @@ impl Memory {
             updated_at: Some(now()),
         };
         let batch = WriteBatch::new(vec![Write::Feedback(record.clone())], 0);
-        let outcome = self.commit(batch, Vec::new()).await?;
+        let outcome = self.commit(batch).await?;
         Ok(FeedbackResult {
             feedback: record,
             credits_used: 0,

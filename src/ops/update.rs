@@ -131,9 +131,7 @@ impl<'a> UpdateRequest<'a> {
             let current = &row.record;
             let mut update = MemoryUpdate::new(id, now());
             update.expect = Some(row.version);
-            let mut keyed = Vec::new();
             if let (Some(text), Some(vector)) = (&self.text, &vector) {
-                keyed.push((id, vector.clone()));
                 update.text = Some((text.clone(), vector.clone()));
             }
             // Keep memlane's digest in step with the text and categories.
@@ -146,7 +144,7 @@ impl<'a> UpdateRequest<'a> {
             update.metadata = Some(metadata);
             update.categories = categories.clone();
             let batch = WriteBatch::new(vec![Write::Update(update)], price);
-            match self.memory.commit(batch, keyed).await {
+            match self.memory.commit(batch).await {
                 Err(Error::Conflict { .. }) if attempt < MAX_ATTEMPTS && !current.immutable => {
                     attempt += 1;
                 }

@@ -38,6 +38,8 @@ impl CandidateSource for InProcess {
         among: Among<'_>,
         k: usize,
     ) -> Result<Vec<Vec<(VectorKey, f32)>>> {
+        // See every write committed before this call, by any handle or process.
+        self.index.refresh(&*self.store).await?;
         let max_exact = self.index.params().exact_search_max;
         let index = Arc::clone(&self.index);
         let now = clock(among.include_expired, among.now);

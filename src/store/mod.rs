@@ -425,6 +425,29 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// reused; `0` is before the first record.
     async fn log(&self, query: LogQuery) -> Result<Vec<(u64, HistoryRecord)>>;
 
+    /// The memories the change log names after a cursor: each record's cursor and memory,
+    /// in commit order, at most `limit`. An in-process index replays them to catch up with
+    /// other writers (other handles, other processes). The default reads
+    /// [`log`](Store::log); a store can answer without reading whole records.
+    async fn changed(&self, after: u64, limit: usize) -> Result<Vec<(u64, Uuid)>> {
+        Ok(self
+            .log(LogQuery::after(after, limit))
+            .await?
+            .into_iter()
+            .map(|(cursor, record)| (cursor, record.memory_id))
+            .collect())
+    }
+
+    /// A cheap token that changes whenever a transaction may have been committed to the
+    /// store by anyone (this handle, another handle, another process) since the last call
+    /// returned it; `None` when the store has no such token, and then the engine reads
+    /// [`changed`](Store::changed) before every read of its in-process index. It is called
+    /// on an async worker before every search, so it must answer in microseconds; an error
+    /// is `None`.
+    fn change_token(&self) -> Option<u64> {
+        None
+    }
+
     /// Entities (owner ids with live memories) ordered by kind, then id (see
     /// [`EntityQuery`]).
     async fn entities(&self, query: EntityQuery) -> Result<Vec<Entity>>;

@@ -6,6 +6,7 @@ mod common;
 
 mod concurrency;
 mod crash;
+mod freshness;
 mod fuzz;
 mod hostile;
 mod model_based;

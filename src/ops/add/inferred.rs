@@ -160,11 +160,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     } else {
         memory.embed_documents(&update_texts).await?
     };
-    let plan::Writes {
-        writes,
-        vectors: keyed,
-        credits,
-    } = plan::writes(
+    let plan::Writes { writes, credits } = plan::writes(
         &plan,
         &facts,
         vectors,
@@ -181,7 +177,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     // Every memory the plan changes is written only if it is still the version the model
     // saw (checked in the store's transaction): otherwise the whole add is a 409.
     let outcome = memory
-        .commit(WriteBatch::new(writes, credits), keyed)
+        .commit(WriteBatch::new(writes, credits))
         .await
         .map_err(|e| match e {
             Error::Conflict { detail } => Error::Conflict {

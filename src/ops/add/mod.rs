@@ -244,7 +244,6 @@ impl<'a> AddRequest<'a> {
             .collect();
         let vectors = self.memory.embed_documents(&texts).await?;
         let mut writes = Vec::with_capacity(texts.len());
-        let mut keyed = Vec::with_capacity(texts.len());
         for ((message, vector), context) in self.messages.into_iter().zip(vectors).zip(contexts) {
             let id = Uuid::now_v7();
             let mut meta = metadata.clone();
@@ -270,13 +269,12 @@ impl<'a> AddRequest<'a> {
                 updated_at: at,
                 context,
             };
-            keyed.push((id, vector.clone()));
             writes.push(Write::Insert(NewMemory::new(record, vector, vec![message])));
         }
         let credits_used = self.memory.prices().await?.add * writes.len() as u64;
         let outcome = self
             .memory
-            .commit(WriteBatch::new(writes, credits_used), keyed)
+            .commit(WriteBatch::new(writes, credits_used))
             .await?;
         Ok(AddResult::new(
             outcome

@@ -127,8 +127,6 @@ pub(crate) struct Context {
 pub(crate) struct Writes {
     /// Inserts, updates and deletes, in the order of the facts, deletes last.
     pub(crate) writes: Vec<Write>,
-    /// The vector each write adds, by memory id.
-    pub(crate) vectors: Vec<(Uuid, Vec<f32>)>,
     /// Credits the writes cost (the model call's price not included).
     pub(crate) credits: u64,
 }
@@ -146,7 +144,6 @@ pub(crate) fn writes(
 ) -> Writes {
     let mut out = Writes {
         writes: Vec::new(),
-        vectors: Vec::new(),
         credits: 0,
     };
     let mut update_vectors = update_vectors.into_iter();
@@ -155,7 +152,6 @@ pub(crate) fn writes(
             FactPlan::None => {}
             FactPlan::Add => {
                 let record = new_record(Uuid::now_v7(), fact, cx);
-                out.vectors.push((record.id, vector.clone()));
                 out.writes.push(Write::Insert(NewMemory::new(
                     record,
                     vector,
@@ -181,7 +177,6 @@ pub(crate) fn writes(
                 // Written only if the memory is still as the model saw it.
                 let mut update = MemoryUpdate::new(old.id, cx.at);
                 update.expect = Some(row.version);
-                out.vectors.push((old.id, vector.clone()));
                 update.text = Some((text.clone(), vector));
                 update.metadata = Some(metadata);
                 update.categories = Some(categories);
@@ -489,7 +484,5 @@ mod tests {
             "{:?}",
             out.writes[2]
         );
-        let keyed: Vec<Uuid> = out.vectors.iter().map(|v| v.0).collect();
-        assert_eq!(keyed, vec![new.record.id, shown[0].record.id]);
     }
 }
