@@ -10,6 +10,9 @@
 //!   API (`search_vector`, so query embedding is excluded; the store round trip that hydrates
 //!   results is included) and compared with exact search: the table printed first holds p50,
 //!   p95 and recall@10.
+//! - Freshness at 100k, on a copy of the store with two handles: the change check every
+//!   search makes (timed alone, in turns with searches that find nothing changed), and the
+//!   catch-up of a search after the other handle added, updated or deleted 100 memories.
 //! - `add` throughput: 100 distinct short sentences per call, `infer = false`, the local
 //!   MiniLM embedder, a SQLite file.
 //!
@@ -247,6 +250,7 @@ fn search(c: &mut Criterion) {
         });
     }
     group.finish();
+    rt.block_on(freshness(100_000));
     println!(
         "\n| memories | search | p50 | p95 | recall@10 | brute-force scan p50 | speed-up over the scan |\n|---|---|---|---|---|---|---|"
     );
@@ -261,6 +265,118 @@ fn search(c: &mut Criterion) {
             case.scan_p50.as_secs_f64() / case.p50.as_secs_f64()
         );
     }
+}
+
+fn p50(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// The price of freshness at `n` memories, on a copy of the bench store with two handles:
+/// the change check on searches that find nothing changed (the check timed alone, in turns
+/// with the search it precedes), and the catch-up of a search after the other handle wrote.
+async fn freshness(n: usize) {
+    let from = bench_dir().join(format!("search-{n}.db"));
+    let dir = bench_dir().join(format!("fresh-{n}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("m.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let source = PathBuf::from(format!("{}{suffix}", from.display()));
+        if source.exists() {
+            std::fs::copy(&source, format!("{}{suffix}", path.display())).unwrap();
+        }
+    }
+    let open = || {
+        Memory::builder()
+            .path(&path)
+            .embedder(Arc::new(Precomputed))
+            .build()
+    };
+    let (reader, writer) = (open().await.unwrap(), open().await.unwrap());
+    let query = vector(30_000_000);
+    for (name, user) in [("unfiltered", None), ("one user", Some("user0"))] {
+        let (mut checks, mut searches) = (Vec::new(), Vec::new());
+        for _ in 0..QUERIES {
+            let started = Instant::now();
+            std::hint::black_box(reader.store().change_token());
+            checks.push(started.elapsed());
+            let mut request = reader.search_vector(query.clone()).top_k(10);
+            if let Some(user) = user {
+                request = request.user(user);
+            }
+            let started = Instant::now();
+            request.await.unwrap();
+            searches.push(started.elapsed());
+        }
+        let (check, search) = (p50(checks), p50(searches));
+        println!(
+            "freshness at {n}, {name}: the change check p50 {:.1} µs, {:.1}% of the search's p50 ({:.3} ms)",
+            check.as_secs_f64() * 1e6,
+            100.0 * check.as_secs_f64() / search.as_secs_f64(),
+            search.as_secs_f64() * 1e3
+        );
+    }
+    // Catch-up: the other handle adds (then updates, then deletes) `changed` memories; the
+    // reader's next search replays them. Its cost is that search's time less a search with
+    // nothing to replay, per changed memory.
+    let changed = 100;
+    let mut next = 40_000_000usize;
+    let mut per_change = Vec::new();
+    for round in 0..6 {
+        let mut ids = Vec::new();
+        match round % 3 {
+            0 => {
+                let batch: Vec<Message> = (next..next + changed)
+                    .map(|i| Message::user(format!("v{i}")))
+                    .collect();
+                next += changed;
+                let added = writer.add(batch).user("fresh").infer(false).await.unwrap();
+                ids.extend(added.results.iter().map(|r| r.id));
+            }
+            1 => {
+                let page = writer
+                    .list()
+                    .user("fresh")
+                    .page_size(changed)
+                    .await
+                    .unwrap();
+                for r in page.results {
+                    writer.update(r.id).text(format!("v{next}")).await.unwrap();
+                    next += 1;
+                }
+            }
+            _ => {
+                writer.delete_all().user("fresh").await.unwrap();
+            }
+        }
+        let started = Instant::now();
+        reader.search_vector(query.clone()).top_k(10).await.unwrap();
+        let first = started.elapsed();
+        let rest = p50(search_times(&reader, &query, 21).await);
+        per_change.push(first.saturating_sub(rest) / changed as u32);
+    }
+    println!(
+        "freshness at {n}: catching up costs {:.3} ms per changed memory (p50 of 6 rounds of {changed} adds, updates or deletes by another handle)",
+        p50(per_change).as_secs_f64() * 1e3
+    );
+    drop((reader, writer));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The times of `k` unfiltered searches in a row.
+async fn search_times(memory: &Memory, query: &[f32], k: usize) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(k);
+    for _ in 0..k {
+        let started = Instant::now();
+        memory
+            .search_vector(query.to_vec())
+            .top_k(10)
+            .await
+            .unwrap();
+        times.push(started.elapsed());
+    }
+    times
 }
 
 fn add(c: &mut Criterion) {
