@@ -435,16 +435,30 @@ impl Memory {
     ///
     /// The work runs in a task of its own holding the write gate: if the caller stops
     /// waiting (a timeout, a dropped request), the commit and its index update still finish
-    /// together. The index catches up through the change log, as it does with other
-    /// writers' commits (see [`VectorIndex::refresh`]), so the vectors the batch stored
-    /// reach it from the store.
+    /// together. When another writer committed since the index last caught up, the index
+    /// replays the change log first (see [`VectorIndex::refresh`]); otherwise the batch's
+    /// own vectors go in directly.
     pub(crate) async fn commit(&self, batch: WriteBatch) -> Result<WriteOutcome> {
         let this = self.clone();
         tokio::spawn(async move {
             let _gate = Arc::clone(&this.inner.gate).lock_owned().await;
+            let vectors: std::collections::HashMap<Uuid, Vec<f32>> = batch
+                .writes
+                .iter()
+                .filter_map(|write| match write {
+                    Write::Insert(new) => Some((new.record.id, new.vector.clone())),
+                    Write::Update(update) => {
+                        update.text.as_ref().map(|(_, v)| (update.id, v.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
             let outcome = apply(&*this.inner.store, batch).await?;
             this.inner.changed.notify_waiters();
-            this.inner.index.refresh(&*this.inner.store).await?;
+            this.inner
+                .index
+                .apply_own(&*this.inner.store, &outcome, vectors)
+                .await?;
             this.maybe_autosave().await;
             Ok(outcome)
         })

@@ -3,7 +3,7 @@
 //! The store is the source of truth; this index only speeds up ranking. Its invariants:
 //!
 //! - **Freshness.** The index reflects the store up to a change-log cursor. Before every
-//!   read ([`refresh`](VectorIndex::refresh)) it asks the store for a cheap change token
+//!   read (`VectorIndex::refresh`) it asks the store for a cheap change token
 //!   and, when the token moved, replays the change log after its cursor: each memory named
 //!   there is read as it is now (its live vector, or none) and the index made to match. So
 //!   writes by any handle or process on the same store are seen by the next search, and a
@@ -36,7 +36,7 @@ use uuid::Uuid;
 
 use crate::embed::dot;
 use crate::error::{Error, Result};
-use crate::store::{Store, StoredVector, VectorKey, VectorQuery};
+use crate::store::{Store, StoredVector, VectorKey, VectorQuery, WriteOutcome};
 
 use graph::{insert_into, new_graph, pairs, quantize, GraphHolder};
 use live::State;
@@ -228,6 +228,59 @@ impl VectorIndex {
         if current(self)? {
             return Ok(());
         }
+        self.catch_up(store).await?;
+        *mutex(&self.token)? = token;
+        Ok(())
+    }
+
+    /// Applies a commit made through this engine, whose vectors are at hand: directly,
+    /// when the index has seen every change-log record before the commit's first one (no
+    /// other writer committed in between), and by catching up through the log otherwise.
+    pub(crate) async fn apply_own(
+        self: &Arc<Self>,
+        store: &dyn Store,
+        outcome: &WriteOutcome,
+        mut vectors: HashMap<Uuid, Vec<f32>>,
+    ) -> Result<()> {
+        let (Some(first), Some(last)) = (outcome.first_cursor, outcome.cursor) else {
+            // Nothing logged, nothing for the index.
+            return Ok(());
+        };
+        let _one = self.refreshing.lock().await;
+        if read_lock(&self.state)?.cursor.checked_add(1) != Some(first) {
+            return self.catch_up(store).await;
+        }
+        let mut retired = Vec::new();
+        let mut added = Vec::new();
+        let mut expiries = Vec::new();
+        for change in &outcome.changes {
+            let id = change.record.id;
+            let expires_at = change.record.expiration_date.map(|t| t.timestamp_micros());
+            retired.extend(change.retired_key.map(|k| (id, k)));
+            match change.added_key {
+                Some(key) => {
+                    let vector = vectors.remove(&id).ok_or_else(|| {
+                        Error::internal("a committed vector is missing for the index")
+                    })?;
+                    added.push(StoredVector {
+                        key,
+                        id,
+                        vector,
+                        expires_at,
+                    });
+                }
+                None if change.retired_key.is_none() => expiries.push((id, expires_at)),
+                None => {}
+            }
+        }
+        self.check_dimensions(added.iter().map(|v| (v.key, v.vector.as_slice())))?;
+        self.install(retired, added, expiries).await?;
+        write_lock(&self.state)?.cursor = last;
+        Ok(())
+    }
+
+    /// Replays the change log after the index's cursor. The caller holds `refreshing`.
+    async fn catch_up(self: &Arc<Self>, store: &dyn Store) -> Result<()> {
         loop {
             let cursor = read_lock(&self.state)?.cursor;
             let changed = store.changed(cursor, CATCH_UP_CHUNK).await?;
@@ -243,7 +296,6 @@ impl VectorIndex {
                 break;
             }
         }
-        *mutex(&self.token)? = token;
         Ok(())
     }
 
@@ -266,7 +318,7 @@ impl VectorIndex {
                 let held = s.ids.get(id).copied();
                 match now.get(id) {
                     None => retired.extend(held.map(|k| (*id, k))),
-                    Some(v) if held == Some(v.key) => expiries.push((v.key, v.expires_at)),
+                    Some(v) if held == Some(v.key) => expiries.push((*id, v.expires_at)),
                     Some(v) => {
                         retired.extend(held.map(|k| (*id, k)));
                         added.push(v.clone());
@@ -274,6 +326,16 @@ impl VectorIndex {
                 }
             }
         }
+        self.install(retired, added, expiries).await
+    }
+
+    /// Retires keys, sets expiries (by memory) and inserts new vectors, in that order.
+    async fn install(
+        self: &Arc<Self>,
+        retired: Vec<(Uuid, VectorKey)>,
+        mut added: Vec<StoredVector>,
+        expiries: Vec<(Uuid, Option<i64>)>,
+    ) -> Result<()> {
         if !added.is_empty() {
             let this = Arc::clone(self);
             added = blocking(move || {
@@ -289,8 +351,10 @@ impl VectorIndex {
             s.clear(key);
             s.ids.remove(&id);
         }
-        for (key, expires_at) in expiries {
-            s.set_expiry(key, expires_at);
+        for (id, expires_at) in expiries {
+            if let Some(&key) = s.ids.get(&id) {
+                s.set_expiry(key, expires_at);
+            }
         }
         s.points += added.len();
         s.unsaved += added.len();

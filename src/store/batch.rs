@@ -193,6 +193,8 @@ pub struct WriteOutcome {
     pub credits_remaining: u64,
     /// The cursor of the last change-log record the batch wrote, if any.
     pub cursor: Option<u64>,
+    /// The cursor of the first change-log record the batch wrote, if any.
+    pub first_cursor: Option<u64>,
 }
 
 /// Applies a batch to a store: every rule of every write, in one transaction (see the
@@ -459,6 +461,7 @@ fn outcome(changes: Vec<Pending>, committed: Committed) -> WriteOutcome {
             .collect(),
         credits_remaining: committed.credits,
         cursor: committed.cursors.last().copied(),
+        first_cursor: committed.cursors.first().copied(),
     }
 }
 
