@@ -1075,3 +1075,84 @@ async fn the_file_keeps_one_vector_per_live_memory() {
     assert_eq!(hits.results[0].record.id, a);
     assert!(hits.results[0].score > 0.999);
 }
+
+#[tokio::test]
+async fn precomputed_vectors_are_stored_as_given_and_checked() {
+    let dir = tmp();
+    let memory = open(&db(&dir)).await;
+    let unit = |i: usize| -> Vec<f32> {
+        let mut v = vec![0.0; DIM];
+        v[i] = 2.0; // normalised on the way in
+        v
+    };
+    let texts = ["first imported fact", "second imported fact"];
+    let added = memory
+        .add(vec![Message::user(texts[0]), Message::user(texts[1])])
+        .user("u")
+        .infer(false)
+        .vectors(vec![unit(3), unit(7)])
+        .await
+        .unwrap();
+    assert_eq!(added.results.len(), 2);
+    for (i, axis) in [(0, 3), (1, 7)] {
+        let hits = memory
+            .search_vector(unit(axis))
+            .user("u")
+            .top_k(1)
+            .await
+            .unwrap();
+        assert_eq!(hits.results[0].record.id, added.results[i].id);
+        assert!(
+            (hits.results[0].score - 1.0).abs() < 1e-5,
+            "{}",
+            hits.results[0].score
+        );
+        // The text's own embedding is not what was stored.
+        let by_text = memory
+            .search(texts[i])
+            .mode(SearchMode::Vector)
+            .user("u")
+            .top_k(2)
+            .await
+            .unwrap();
+        let own = by_text
+            .results
+            .iter()
+            .find(|h| h.record.id == added.results[i].id)
+            .unwrap();
+        assert!(own.score < 0.9, "{}", own.score);
+    }
+
+    let bad: Vec<(Vec<Vec<f32>>, bool, u16, &str)> = vec![
+        (vec![unit(1)], false, 400, "2 messages"),
+        (
+            vec![unit(1), unit(2), unit(3)],
+            false,
+            400,
+            "one vector per message",
+        ),
+        (vec![unit(1), unit(2)], true, 400, "infer(false)"),
+        (vec![unit(1), vec![1.0; DIM - 1]], false, 422, "383"),
+        (vec![unit(1), vec![f32::NAN; DIM]], false, 422, "NaN"),
+        (vec![unit(1), vec![0.0; DIM]], false, 422, "zero length"),
+    ];
+    let before = everything(&memory).await.len();
+    let mut checked = 0;
+    for (vectors, infer, want, words) in bad {
+        let e = memory
+            .add(vec![Message::user("a"), Message::user("b")])
+            .user("u")
+            .infer(infer)
+            .vectors(vectors)
+            .await
+            .unwrap_err();
+        assert_eq!(e.status(), want, "{e}");
+        assert!(
+            e.to_string().contains(words) || format!("{e:?}").contains(words),
+            "{e:?} lacks {words:?}"
+        );
+        assert_eq!(everything(&memory).await.len(), before);
+        checked += 1;
+    }
+    assert_eq!(checked, 6);
+}

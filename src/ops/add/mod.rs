@@ -120,6 +120,7 @@ pub struct AddRequest<'a> {
     immutable: bool,
     infer: bool,
     timestamp: Option<DateTime<Utc>>,
+    vectors: Option<Vec<Vec<f32>>>,
 }
 
 impl Memory {
@@ -148,6 +149,7 @@ impl Memory {
             immutable: false,
             infer: true,
             timestamp: None,
+            vectors: None,
         }
     }
 }
@@ -199,6 +201,17 @@ impl<'a> AddRequest<'a> {
         self
     }
 
+    /// Stores these vectors instead of embedding the messages: one per message, in order,
+    /// of the embedder's dimension (normalised to unit length), for bulk imports whose
+    /// embeddings are already computed. They must come from the store's embedding model,
+    /// or searches will compare unlike vectors. Verbatim adds only: with inference, or
+    /// with one vector too many or too few, it is a 400; a vector of another dimension,
+    /// with NaN or of zero length, a 422; either way nothing is stored.
+    pub fn vectors(mut self, vectors: Vec<Vec<f32>>) -> Self {
+        self.vectors = Some(vectors);
+        self
+    }
+
     async fn send(self) -> Result<AddResult> {
         let at = now();
         let metadata = limits::metadata_object(self.metadata)?;
@@ -213,6 +226,30 @@ impl<'a> AddRequest<'a> {
         limits::timestamp(self.timestamp, at)?;
         limits::messages(&self.messages)?;
         let created_at = self.timestamp.unwrap_or(at);
+        let given = match self.vectors {
+            Some(_) if self.infer => {
+                return Err(Error::invalid(
+                    "vectors can be given only with .infer(false): with inference, the stored \
+                     facts are not the messages",
+                ))
+            }
+            Some(vectors) if vectors.len() != self.messages.len() => {
+                return Err(Error::invalid(format!(
+                    "{} vectors for {} messages: give one vector per message",
+                    vectors.len(),
+                    self.messages.len()
+                )))
+            }
+            Some(vectors) => {
+                let dimension = self.memory.embedder().dimension();
+                let vectors: Vec<Vec<f32>> = vectors
+                    .into_iter()
+                    .map(|v| crate::embed::normalize(v, dimension))
+                    .collect::<Result<_>>()?;
+                Some(vectors)
+            }
+            None => None,
+        };
         if self.infer {
             let cx = Context {
                 messages: self.messages,
@@ -242,7 +279,10 @@ impl<'a> AddRequest<'a> {
             .zip(&contexts)
             .map(|(m, context)| indexed_text(&m.content, context.as_deref()))
             .collect();
-        let vectors = self.memory.embed_documents(&texts).await?;
+        let vectors = match given {
+            Some(vectors) => vectors,
+            None => self.memory.embed_documents(&texts).await?,
+        };
         let mut writes = Vec::with_capacity(texts.len());
         for ((message, vector), context) in self.messages.into_iter().zip(vectors).zip(contexts) {
             let id = Uuid::now_v7();
