@@ -2,6 +2,8 @@
 //!
 //! `cargo bench --bench scale` measures 10k and 100k; `MEMLANE_SCALE_MAX=1000000 cargo bench
 //! --bench scale` goes on to 1M (about 4 GB of disk under `target/memlane-bench/`).
+//! `MEMLANE_SCALE_EF` sets the search beam (`IndexParams::ef_search`) of the measuring
+//! process, and `MEMLANE_SCALE_VERBOSE` prints each unfiltered search's time.
 //!
 //! - One store grows from empty: 1,000 memories per `add`, with precomputed vectors
 //!   (`AddRequest::vectors`), users of 1,000 memories each. The vectors are those of
@@ -79,10 +81,20 @@ fn text(i: usize) -> String {
     )
 }
 
+/// A handle on the store; `MEMLANE_SCALE_EF` sets the search beam (default: the
+/// library's).
 async fn open(path: &Path) -> Memory {
+    let mut params = memlane::index::IndexParams::default();
+    if let Some(ef) = std::env::var("MEMLANE_SCALE_EF")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        params = params.ef_search(ef);
+    }
     Memory::builder()
         .path(path)
         .embedder(Arc::new(HashEmbedder::new(DIM)))
+        .index_params(params)
         .build()
         .await
         .unwrap()
@@ -181,6 +193,15 @@ async fn measure_open(path: &Path, n: usize) {
     // What the exact vectors and the graph's int8 copies take by construction.
     let vectors_mb = (n * DIM * 4) as f64 / (1024.0 * 1024.0);
     let graph_data_mb = (n * DIM) as f64 / (1024.0 * 1024.0);
+    if std::env::var("MEMLANE_SCALE_VERBOSE").is_ok() {
+        eprintln!(
+            "unfiltered times (ms): {:?}",
+            unfiltered
+                .iter()
+                .map(|t| t.as_secs_f64() * 1e3)
+                .collect::<Vec<_>>()
+        );
+    }
     println!(
         "SCALE {n} open_s={:.2} rss_mb={rss:.0} vectors_mb={vectors_mb:.0} graph_data_mb={graph_data_mb:.0} \
          unfiltered_p50_ms={:.3} unfiltered_recall={:.3} user_p50_ms={:.3} user_recall={:.3} keyword_p50_ms={:.3}",
