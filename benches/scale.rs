@@ -24,8 +24,10 @@ use std::time::{Duration, Instant};
 
 use memlane::{HashEmbedder, Memory, Message, SearchMode};
 
-const DIM: usize = 384;
-const CENTRES: usize = 1_000;
+#[path = "common/synthetic.rs"]
+mod synthetic;
+use synthetic::{vector, DIM};
+
 const PER_USER: usize = 1_000;
 const BATCH: usize = 1_000;
 const QUERIES: usize = 100;
@@ -34,43 +36,6 @@ const WORDS: [&str; 16] = [
     "tea", "paris", "cello", "chess", "sushi", "rain", "jazz", "dogs", "kyoto", "sailing", "opera",
     "pottery", "lima", "poetry", "hiking", "oslo",
 ];
-
-/// Deterministic pseudo-random numbers (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn gauss(&mut self) -> f32 {
-        (0..4)
-            .map(|_| (self.next() % 10_000) as f32 / 10_000.0)
-            .sum::<f32>()
-            - 2.0
-    }
-}
-
-fn normalise(mut v: Vec<f32>) -> Vec<f32> {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    v.iter_mut().for_each(|x| *x /= n);
-    v
-}
-
-/// Vector `i`: a random centre plus noise (as in `benches/search.rs`).
-fn vector(i: usize) -> Vec<f32> {
-    let mut rng = Rng::new(i as u64 + 1);
-    let centre = (rng.next() % CENTRES as u64) as usize;
-    let mut c = Rng::new(1_000_000_007 + centre as u64);
-    normalise((0..DIM).map(|_| c.gauss() + 0.6 * rng.gauss()).collect())
-}
 
 /// Memory `i`'s text: two words from a small vocabulary, so keyword search has real work.
 fn text(i: usize) -> String {

@@ -30,48 +30,12 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use memlane::{EmbedMode, Embedder, Memory, Message};
 use tokio::runtime::Runtime;
 
-const DIM: usize = 384;
-const CENTRES: usize = 1_000;
+#[path = "common/synthetic.rs"]
+mod synthetic;
+use synthetic::{vector, DIM};
+
 const PER_USER: usize = 1_000;
 const QUERIES: usize = 300;
-
-/// Deterministic pseudo-random numbers (xorshift), so every run sees the same data.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Roughly normal, by the sum of four uniforms.
-    fn gauss(&mut self) -> f32 {
-        (0..4)
-            .map(|_| (self.next() % 10_000) as f32 / 10_000.0)
-            .sum::<f32>()
-            - 2.0
-    }
-}
-
-fn normalise(mut v: Vec<f32>) -> Vec<f32> {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    v.iter_mut().for_each(|x| *x /= n);
-    v
-}
-
-/// Vector `i`: a random centre plus noise.
-fn vector(i: usize) -> Vec<f32> {
-    let mut rng = Rng::new(i as u64 + 1);
-    let centre = (rng.next() % CENTRES as u64) as usize;
-    let mut c = Rng::new(1_000_000_007 + centre as u64);
-    normalise((0..DIM).map(|_| c.gauss() + 0.6 * rng.gauss()).collect())
-}
 
 /// The synthetic embedder: text `v<i>` is vector `i`.
 #[derive(Debug)]

@@ -77,6 +77,11 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// A count or cursor as SQLite's integer, clamped to its range.
+fn sql_int(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
 fn sql_err(e: rusqlite::Error) -> Error {
     Error::storage("SQLite failed", e)
 }
@@ -248,13 +253,9 @@ impl Store for SqliteStore {
                 )
                 .map_err(sql_err)?;
             let rows = stmt
-                .query_map(
-                    params![
-                        after.min(i64::MAX as u64) as i64,
-                        limit.min(i64::MAX as usize) as i64
-                    ],
-                    |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
-                )
+                .query_map(params![sql_int(after), sql_int(limit)], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+                })
                 .map_err(sql_err)?;
             let mut out = Vec::new();
             for row in rows {
@@ -332,7 +333,7 @@ impl Store for SqliteStore {
             let mut sql = format!("SELECT {COLUMNS} FROM memories m WHERE {clause}");
             if let Some(after) = scan.after {
                 sql.push_str(" AND (m.created_at < ? OR (m.created_at = ? AND m.seq < ?))");
-                let seq = after.seq.min(i64::MAX as u64) as i64;
+                let seq = sql_int(after.seq);
                 params.extend([
                     SqlValue::Integer(after.created_at),
                     SqlValue::Integer(after.created_at),
@@ -340,9 +341,7 @@ impl Store for SqliteStore {
                 ]);
             }
             sql.push_str(" ORDER BY m.created_at DESC, m.seq DESC LIMIT ?");
-            params.push(SqlValue::Integer(
-                scan.limit.saturating_add(1).min(i64::MAX as usize) as i64,
-            ));
+            params.push(SqlValue::Integer(sql_int(scan.limit.saturating_add(1))));
             let page = query_rows(&conn, &sql, params)?;
             Ok(ScanPage::cut(page, scan.limit, count.max(0) as u64))
         })
@@ -401,8 +400,8 @@ impl Store for SqliteStore {
                     let rows = stmt
                         .query_map(
                             params![
-                                key.min(i64::MAX as u64) as i64,
-                                limit.min(i64::MAX as usize) as i64
+                                sql_int(key),
+                                sql_int(limit)
                             ],
                             decode,
                         )
@@ -436,8 +435,8 @@ impl Store for SqliteStore {
 
     async fn log(&self, query: LogQuery) -> Result<Vec<(u64, HistoryRecord)>> {
         self.read(move |conn| {
-            let cursor = query.after.min(i64::MAX as u64) as i64;
-            let limit = query.limit.min(i64::MAX as usize) as i64;
+            let cursor = sql_int(query.after);
+            let limit = sql_int(query.limit);
             let mut stmt = match query.memory {
                 None => conn.prepare_cached(&format!(
                     "SELECT {LOG_COLUMNS} FROM history WHERE seq > ?1 ORDER BY seq LIMIT ?2"
@@ -486,7 +485,7 @@ impl Store for SqliteStore {
                     ))
                     .map_err(sql_err)?;
                 let rows = stmt
-                    .query_map(params![after_id, left.min(i64::MAX as usize) as i64], |r| {
+                    .query_map(params![after_id, sql_int(left)], |r| {
                         Ok(Entity {
                             id: r.get(0)?,
                             kind: k,
