@@ -5,4 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/fetch-models.sh
-cargo test "$@"
+# Every test target, with the examples built once each, in test mode (a plain `cargo
+# test` builds the two evaluation examples twice: as examples and as test harnesses), then
+# the doc tests, which cargo runs only on their own when targets are named.
+cargo test --lib --tests --examples "$@"
+cargo test --doc "$@"
