@@ -302,7 +302,7 @@ impl VectorIndex {
     /// Makes the index hold these memories as the store holds them now: the live vector of
     /// each live memory, nothing of a deleted one. The caller holds `refreshing`.
     async fn replay(self: &Arc<Self>, store: &dyn Store, ids: &[Uuid]) -> Result<()> {
-        let now: HashMap<Uuid, StoredVector> = store
+        let mut now: HashMap<Uuid, StoredVector> = store
             .vectors(VectorQuery::Of(ids))
             .await?
             .into_iter()
@@ -316,12 +316,12 @@ impl VectorIndex {
             let s = read_lock(&self.state)?;
             for id in ids {
                 let held = s.ids.get(id).copied();
-                match now.get(id) {
+                match now.remove(id) {
                     None => retired.extend(held.map(|k| (*id, k))),
                     Some(v) if held == Some(v.key) => expiries.push((*id, v.expires_at)),
                     Some(v) => {
                         retired.extend(held.map(|k| (*id, k)));
-                        added.push(v.clone());
+                        added.push(v);
                     }
                 }
             }

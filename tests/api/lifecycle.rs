@@ -22,13 +22,7 @@ async fn open(path: &Path) -> Memory {
 }
 
 async fn open_with(path: &Path, params: IndexParams) -> Memory {
-    Memory::builder()
-        .path(path)
-        .embedder(Arc::new(HashEmbedder::new(DIM)))
-        .index_params(params)
-        .build()
-        .await
-        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
+    crate::common::open_with_params(path, DIM, params).await
 }
 
 fn db(dir: &tempfile::TempDir) -> std::path::PathBuf {

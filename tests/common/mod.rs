@@ -5,12 +5,24 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use memlane::index::IndexParams;
 use memlane::{HashEmbedder, Llm, Memory};
 use uuid::Uuid;
 
 /// A memory on the SQLite file at `path`, with a hashing embedder of `dim` dimensions.
 pub async fn open(path: &Path, dim: usize) -> Memory {
     open_with_llm(path, dim, None).await
+}
+
+/// [`open`], with these index parameters.
+pub async fn open_with_params(path: &Path, dim: usize, params: IndexParams) -> Memory {
+    Memory::builder()
+        .path(path)
+        .embedder(Arc::new(HashEmbedder::new(dim)))
+        .index_params(params)
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
 }
 
 /// [`open`], with a language model when one is given.

@@ -6,11 +6,10 @@ use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::Arc;
 use std::time::Duration;
 
 use memlane::index::IndexParams;
-use memlane::{HashEmbedder, Memory, SearchMode};
+use memlane::{Memory, SearchMode};
 use uuid::Uuid;
 
 use crate::common::Rng;
@@ -29,13 +28,7 @@ async fn open(path: &Path, exact: bool) -> Memory {
     } else {
         IndexParams::default().exact_search_max(1)
     };
-    Memory::builder()
-        .path(path)
-        .embedder(Arc::new(HashEmbedder::new(DIM)))
-        .index_params(params)
-        .build()
-        .await
-        .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
+    crate::common::open_with_params(path, DIM, params).await
 }
 
 /// The best hit of `text` in one mode, as `(id, text)`.
