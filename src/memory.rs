@@ -66,7 +66,9 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // The last handle is gone: persist what the index learned since its last save, so the
         // next open need not re-insert it. Failure only costs that re-insertion.
-        if self.index.unsaved().unwrap_or(0) > 0 {
+        // A graph still loading is left to load: the saved generation and the change log
+        // already hold everything, and waiting here could take seconds.
+        if self.index.unsaved().unwrap_or(0) > 0 && self.index.graph_ready().unwrap_or(false) {
             if let Err(e) = self.index.save() {
                 tracing::warn!(error = %e, "could not save the vector index on close");
             }
@@ -388,6 +390,20 @@ impl Memory {
         tokio::task::spawn_blocking(move || index.save())
             .await
             .map_err(|e| Error::internal(format!("index save task failed: {e}")))?
+    }
+
+    /// Waits until the vector index's graph is in memory.
+    ///
+    /// Opening a store whose saved index is large returns once the index's state is read:
+    /// the graph itself (about 20 s at a million memories) loads on a thread of its own.
+    /// Meanwhile every search is answered, exactly: searches within `exact_search_max`
+    /// memories (one user's, typically) as fast as ever, larger ones by a full scan. Call
+    /// this at start-up when the first large searches must be fast.
+    pub async fn wait_for_index(&self) -> Result<()> {
+        let index = Arc::clone(&self.inner.index);
+        tokio::task::spawn_blocking(move || index.wait_for_graph())
+            .await
+            .map_err(|e| Error::internal(format!("index wait task failed: {e}")))?
     }
 
     /// Rebuilds the vector index from the store, dropping the points of deleted and updated

@@ -50,14 +50,22 @@ self_cell::self_cell!(
 pub(super) enum GraphHolder {
     Fresh(Graph<'static>),
     Loaded(LoadedGraph),
+    /// A saved graph being loaded in the background; searches meanwhile rank exactly.
+    Loading,
 }
 
 impl GraphHolder {
-    pub(super) fn with<R>(&self, f: impl for<'a> FnOnce(&Graph<'a>) -> R) -> R {
+    /// Runs `f` on the graph; `None` while it is loading.
+    pub(super) fn with<R>(&self, f: impl for<'a> FnOnce(&Graph<'a>) -> R) -> Option<R> {
         match self {
-            GraphHolder::Fresh(g) => f(g),
-            GraphHolder::Loaded(l) => l.with_dependent(|_, g| f(g)),
+            GraphHolder::Fresh(g) => Some(f(g)),
+            GraphHolder::Loaded(l) => Some(l.with_dependent(|_, g| f(g))),
+            GraphHolder::Loading => None,
         }
+    }
+
+    pub(super) fn is_loading(&self) -> bool {
+        matches!(self, GraphHolder::Loading)
     }
 }
 

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use uuid::Uuid;
 
+use super::mapped::MappedVectors;
 use crate::store::VectorKey;
 
 /// Which keys are live, when they expire, and their vectors.
@@ -72,27 +73,76 @@ impl State {
     }
 }
 
-/// Vectors in one flat buffer, slot per key; freed slots are reused.
+/// The exact vector of each live key: those of the loaded generation through a memory map
+/// (`mapped`), the rest in one flat heap buffer, slot per key; freed heap slots are reused.
+///
+/// Keys are issued densely by the store, so the slot of each key sits in a vector indexed
+/// by key (4 bytes per key ever issued) rather than a hash map: a lookup is one load, which
+/// matters when a search ranks thousands of vectors.
 #[derive(Default)]
 pub(super) struct Arena {
     pub(super) dimension: usize,
-    pub(super) slots: HashMap<VectorKey, usize>,
-    pub(super) data: Vec<f32>,
-    pub(super) free: Vec<usize>,
+    /// `slots[key]`: 0 for none, `HEAP | i` for heap slot `i`, else mapped slot `n - 1`.
+    slots: Vec<u32>,
+    data: Vec<f32>,
+    free: Vec<u32>,
+    /// The loaded generation's vectors.
+    mapped: Option<MappedVectors>,
 }
 
+const HEAP: u32 = 1 << 31;
+
 impl Arena {
+    /// An arena over a generation's mapped vectors: key `keys[i]` is vector `i`.
+    pub(super) fn over(mapped: MappedVectors, keys: impl IntoIterator<Item = VectorKey>) -> Arena {
+        let mut arena = Arena {
+            dimension: mapped.dimension(),
+            mapped: Some(mapped),
+            ..Arena::default()
+        };
+        for (i, key) in keys.into_iter().enumerate() {
+            match u32::try_from(i + 1) {
+                Ok(slot) if slot < HEAP => arena.set_slot(key, slot),
+                _ => break,
+            }
+        }
+        arena
+    }
+
+    fn slot(&self, key: VectorKey) -> u32 {
+        usize::try_from(key)
+            .ok()
+            .and_then(|k| self.slots.get(k))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn set_slot(&mut self, key: VectorKey, slot: u32) {
+        let Ok(k) = usize::try_from(key) else {
+            return;
+        };
+        if self.slots.len() <= k {
+            self.slots.resize(k + 1, 0);
+        }
+        if let Some(s) = self.slots.get_mut(k) {
+            *s = slot;
+        }
+    }
+
     pub(super) fn insert(&mut self, key: VectorKey, v: &[f32]) {
         self.dimension = v.len();
-        let slot = match self.slots.get(&key) {
-            Some(&slot) => slot,
-            None => {
-                let slot = self.free.pop().unwrap_or(self.data.len() / v.len().max(1));
-                self.slots.insert(key, slot);
+        let slot = match self.slot(key) {
+            s if s & HEAP != 0 => s & !HEAP,
+            _ => {
+                let slot = self
+                    .free
+                    .pop()
+                    .unwrap_or((self.data.len() / v.len().max(1)) as u32);
+                self.set_slot(key, HEAP | slot);
                 slot
             }
         };
-        let at = slot * v.len();
+        let at = slot as usize * v.len();
         if self.data.len() < at + v.len() {
             self.data.resize(at + v.len(), 0.0);
         }
@@ -102,15 +152,33 @@ impl Arena {
     }
 
     pub(super) fn remove(&mut self, key: VectorKey) {
-        if let Some(slot) = self.slots.remove(&key) {
-            self.free.push(slot);
+        let slot = self.slot(key);
+        if slot & HEAP != 0 {
+            self.free.push(slot & !HEAP);
+        }
+        if slot != 0 {
+            self.set_slot(key, 0);
         }
     }
 
     pub(super) fn get(&self, key: VectorKey) -> Option<&[f32]> {
-        let slot = *self.slots.get(&key)?;
-        self.data
-            .get(slot * self.dimension..(slot + 1) * self.dimension)
+        match self.slot(key) {
+            0 => None,
+            s if s & HEAP != 0 => {
+                let at = (s & !HEAP) as usize * self.dimension;
+                self.data.get(at..at + self.dimension)
+            }
+            s => self.mapped.as_ref()?.get(s as usize - 1),
+        }
+    }
+
+    /// Every key with a vector, in key order.
+    pub(super) fn keys(&self) -> impl Iterator<Item = VectorKey> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s != 0)
+            .map(|(k, _)| k as VectorKey)
     }
 }
 
@@ -141,5 +209,6 @@ mod tests {
         assert_eq!(a.get(2), Some(&[3.0, 4.0][..]));
         assert_eq!(a.get(1), None);
         assert_eq!(a.data.len(), 4);
+        assert_eq!(a.keys().collect::<Vec<_>>(), vec![2, 3]);
     }
 }

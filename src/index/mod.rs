@@ -10,27 +10,37 @@
 //!   commit through this engine reaches the index by the same path. Replaying a memory is
 //!   idempotent (the state read is the newest), so a cursor that lags only costs work.
 //! - **Vectors.** The graph holds int8-quantized copies (they only steer the walk); the exact
-//!   f32 vectors of live memories sit in an in-memory arena, filled from the store on open.
-//!   Exact searches rank from the arena, and graph hits are re-ranked from it, so every
-//!   score is an exact cosine. Memory: about 1.5 KB (arena) + 0.4 KB (graph data) per
-//!   memory at 384 dimensions, plus the graph's links.
+//!   f32 vectors of live memories sit in an arena: those of the loaded generation mapped
+//!   from its state file (the kernel pages them in as searches read them), those written
+//!   since in the heap. Exact searches rank from the arena, and graph hits are re-ranked
+//!   from it, so every score is an exact cosine. Memory: about 0.4 KB of graph data per
+//!   memory at 384 dimensions plus the graph's links, in the heap; 1.5 KB of exact vector,
+//!   mapped (or in the heap until the next save).
 //! - **Liveness.** hnsw_rs cannot remove points. Retired keys (deleted or superseded
 //!   memories) stay in the graph but are masked by a bitset, and every result is checked
 //!   against the store again before it is returned.
-//! - **Persistence.** Saving writes a new generation directory (graph, data,
-//!   and a manifest with SHA-256 sums), then atomically points `CURRENT` at it. On open, a
-//!   generation whose sums, store id, dimension or parameters do not match is not loaded: the
-//!   index is rebuilt from the store. A loaded index then catches up on keys written after it
-//!   was saved.
+//! - **Persistence.** Saving writes a new generation directory (graph, data, a state file
+//!   with every live memory's key, id, expiry and exact vector, and a manifest with their
+//!   checksums and the cursor), then atomically points `CURRENT` at it. On open, a
+//!   generation whose state file, store id, dimension or parameters do not match is not
+//!   loaded: the index is rebuilt from the store (a graph whose files fail their checksums
+//!   is rebuilt from the state's vectors). A sound one is opened from its state file
+//!   and the change log since its cursor, without a pass over the store; its graph loads on
+//!   a thread of its own (hnsw_rs rebuilds every point and link, about 20 s at a million
+//!   memories), and until it is in, every search ranks exactly from the arena. Generations
+//!   saved before state files existed are opened as before: graph loaded, state read from
+//!   the store.
 
 mod graph;
 mod live;
+mod mapped;
 mod params;
 mod persist;
+mod statefile;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use uuid::Uuid;
 
@@ -39,8 +49,9 @@ use crate::error::{Error, Result};
 use crate::store::{Store, StoredVector, VectorKey, VectorQuery, WriteOutcome};
 
 use graph::{insert_into, new_graph, pairs, quantize, GraphHolder};
-use live::State;
+use live::{Arena, State};
 pub use params::IndexParams;
+use persist::Contents;
 
 /// The vector index. See the module docs for its invariants. Where both locks are held,
 /// `graph` is taken before `state`.
@@ -55,9 +66,12 @@ pub(crate) struct VectorIndex {
     token: Mutex<Option<u64>>,
     /// One catch-up (or rebuild) at a time.
     refreshing: tokio::sync::Mutex<()>,
-    /// Held while points go into the graph and while the graph is saved, so that a save
-    /// never dumps a graph in the middle of an insert.
+    /// Held while points go into the graph and the state, while the graph is saved, and
+    /// while a loaded graph is swapped in, so that none of them sees half of another.
     inserting: Mutex<()>,
+    /// Whether no graph load is under way (see [`VectorIndex::wait_for_graph`]).
+    graph_settled: Mutex<bool>,
+    graph_settled_cv: Condvar,
 }
 
 const CATCH_UP_CHUNK: usize = 4096;
@@ -138,33 +152,156 @@ impl VectorIndex {
         // An index that has seen keys the store never issued belongs to another history of
         // the store (a restored backup, say): it cannot be trusted.
         let loaded = loaded.filter(|l| l.max_key <= store_max && l.cursor <= counters.last_cursor);
-        let was_loaded = loaded.is_some();
-        let (graph, max_key, points) = match loaded {
-            Some(l) => (l.graph, l.max_key, l.points),
-            None => (GraphHolder::Fresh(new_graph(&params, 0)), 0, 0),
+        let (graph, state, pending, check_graph) = match loaded {
+            Some(l) => {
+                let state = State {
+                    max_key: l.max_key,
+                    points: l.points,
+                    cursor: l.cursor,
+                    ..State::default()
+                };
+                match l.contents {
+                    Contents::State(saved, files) => {
+                        let state = restore(state, saved);
+                        (GraphHolder::Loading, state, Some(files), false)
+                    }
+                    Contents::Graph(graph) => (graph, state, None, true),
+                }
+            }
+            None => (
+                GraphHolder::Fresh(new_graph(&params, 0)),
+                State::default(),
+                None,
+                false,
+            ),
         };
+        let from_state = pending.is_some();
         let index = Arc::new(VectorIndex {
             dimension,
             params,
             graph: RwLock::new(graph),
-            state: RwLock::new(State {
-                max_key,
-                points,
-                ..State::default()
-            }),
+            state: RwLock::new(state),
             dir,
             store_id,
             token: Mutex::new(None),
             refreshing: tokio::sync::Mutex::new(()),
             inserting: Mutex::new(()),
+            graph_settled: Mutex::new(pending.is_none()),
+            graph_settled_cv: Condvar::new(),
         });
-        index.sync_with_store(store).await?;
-        if was_loaded && !index.graph_holds_every_live_key()? {
+        if let Some(files) = pending {
+            // The graph loads in the background; the state is complete already, so
+            // searches rank exactly until it is in.
+            index.load_graph_in_background(files);
+        }
+        if from_state {
+            // Only what changed since the save.
+            let _one = index.refreshing.lock().await;
+            index.catch_up(store).await?;
+        } else {
+            index.sync_with_store(store).await?;
+        }
+        if check_graph && !index.graph_holds_every_live_key()? {
             // The saved graph lacks live vectors it should hold: trust the store instead.
             tracing::warn!("vector index incomplete; rebuilding from the store");
             index.rebuild(store).await?;
         }
         Ok(index)
+    }
+
+    /// Loads a saved graph on a thread of its own, then swaps it in with every live vector
+    /// it lacks inserted (those written since it was saved). A graph that cannot be loaded
+    /// is rebuilt from the state's vectors instead.
+    fn load_graph_in_background(self: &Arc<Self>, files: persist::GraphFiles) {
+        /// Marks the load settled however the thread ends.
+        struct Settled(Arc<VectorIndex>);
+        impl Drop for Settled {
+            fn drop(&mut self) {
+                if let Ok(mut settled) = self.0.graph_settled.lock() {
+                    *settled = true;
+                }
+                self.0.graph_settled_cv.notify_all();
+            }
+        }
+        let settled = Settled(Arc::clone(self));
+        let work = move || {
+            let graph = persist::load_graph(files);
+            if let Err(e) = settled.0.install_loaded(graph) {
+                tracing::warn!(error = %e, "vector index graph not installed; searches stay exact");
+            }
+        };
+        let spawned = std::thread::Builder::new()
+            .name("memlane-index-load".into())
+            .spawn(work);
+        if let Err(e) = spawned {
+            // No thread to spare: the graph stays out and searches stay exact (and correct)
+            // until the index is rebuilt.
+            tracing::warn!(error = %e, "cannot start the vector index loader");
+        }
+    }
+
+    /// Swaps a loaded graph in, unless the index was rebuilt meanwhile.
+    fn install_loaded(&self, loaded: Option<graph::LoadedGraph>) -> Result<()> {
+        let _inserting = mutex(&self.inserting)?;
+        if !read_lock(&self.graph)?.is_loading() {
+            return Ok(());
+        }
+        let holder = match loaded {
+            Some(g) => GraphHolder::Loaded(g),
+            None => GraphHolder::Fresh(new_graph(&self.params, self.live_count()?)),
+        };
+        // Which keys the graph holds, as a bitset.
+        let mut present: Vec<u64> = Vec::new();
+        holder.with(|g| {
+            if g.get_nb_point() > 0 {
+                for point in g.get_point_indexation() {
+                    let key = point.get_origin_id();
+                    if present.len() <= key / 64 {
+                        present.resize(key / 64 + 1, 0);
+                    }
+                    if let Some(w) = present.get_mut(key / 64) {
+                        *w |= 1 << (key % 64);
+                    }
+                }
+            }
+        });
+        let holds = |key: VectorKey| {
+            present
+                .get((key / 64) as usize)
+                .is_some_and(|w| w & (1 << (key % 64)) != 0)
+        };
+        let missing: Vec<VectorKey> = read_lock(&self.state)?
+            .arena
+            .keys()
+            .filter(|k| !holds(*k))
+            .collect();
+        for keys in missing.chunks(CATCH_UP_CHUNK) {
+            let vectors = self.vectors(keys)?;
+            holder.with(|g| insert_into(g, pairs(&vectors)));
+        }
+        let points = holder.with(|g| g.get_nb_point()).unwrap_or(0);
+        *write_lock(&self.graph)? = holder;
+        let mut s = write_lock(&self.state)?;
+        s.points = points;
+        s.unsaved += missing.len();
+        Ok(())
+    }
+
+    /// Waits until no graph load is under way (blocking).
+    pub(crate) fn wait_for_graph(&self) -> Result<()> {
+        let mut settled = mutex(&self.graph_settled)?;
+        while !*settled {
+            settled = self
+                .graph_settled_cv
+                .wait(settled)
+                .map_err(|_| Error::internal("vector index lock poisoned"))?;
+        }
+        Ok(())
+    }
+
+    /// Whether the graph is in memory (searches that need it rank exactly until then).
+    pub(crate) fn graph_ready(&self) -> Result<bool> {
+        Ok(!read_lock(&self.graph)?.is_loading())
     }
 
     /// One pass over the store's live vectors: every one is marked live and goes into the
@@ -333,19 +470,33 @@ impl VectorIndex {
     async fn install(
         self: &Arc<Self>,
         retired: Vec<(Uuid, VectorKey)>,
-        mut added: Vec<StoredVector>,
+        added: Vec<StoredVector>,
         expiries: Vec<(Uuid, Option<i64>)>,
     ) -> Result<()> {
-        if !added.is_empty() {
-            let this = Arc::clone(self);
-            added = blocking(move || {
-                let _inserting = mutex(&this.inserting)?;
-                read_lock(&this.graph)?
-                    .with(|g| insert_into(g, added.iter().map(|v| (v.key, v.vector.as_slice()))));
-                Ok(added)
-            })
-            .await?;
+        if added.is_empty() {
+            return self.install_now(retired, added, expiries);
         }
+        let this = Arc::clone(self);
+        blocking(move || this.install_now(retired, added, expiries)).await
+    }
+
+    fn install_now(
+        &self,
+        retired: Vec<(Uuid, VectorKey)>,
+        added: Vec<StoredVector>,
+        expiries: Vec<(Uuid, Option<i64>)>,
+    ) -> Result<()> {
+        // New points go into the graph and the state under one hold of `inserting`, so a
+        // save or a graph swap sees both or neither. (A graph still loading gets them when
+        // it is swapped in.)
+        let _inserting = if added.is_empty() {
+            None
+        } else {
+            let inserting = mutex(&self.inserting)?;
+            read_lock(&self.graph)?
+                .with(|g| insert_into(g, added.iter().map(|v| (v.key, v.vector.as_slice()))));
+            Some(inserting)
+        };
         let mut s = write_lock(&self.state)?;
         for (id, key) in retired {
             s.clear(key);
@@ -380,7 +531,8 @@ impl VectorIndex {
                 }
             }
         });
-        Ok(s.arena.slots.keys().all(|k| in_graph.contains(k)))
+        let holds = s.arena.keys().all(|k| in_graph.contains(&k));
+        Ok(holds)
     }
 
     fn check_dimensions<'v>(
@@ -427,16 +579,7 @@ impl VectorIndex {
         now: i64,
     ) -> Result<Vec<(VectorKey, f32)>> {
         let s = read_lock(&self.state)?;
-        let score = |key: VectorKey| {
-            s.is_live(key, now)
-                .then(|| s.arena.get(key).map(|v| (key, dot(query, v))))
-                .flatten()
-        };
-        let scored: Vec<(VectorKey, f32)> = match keys {
-            Some(keys) => keys.iter().filter_map(|key| score(*key)).collect(),
-            None => s.arena.slots.keys().filter_map(|key| score(*key)).collect(),
-        };
-        Ok(top_k(scored, k))
+        Ok(rank_exact(&s, query, keys, k, now))
     }
 
     /// Exact cosines of a unit query with live vectors, for the given keys (dead or unknown
@@ -487,6 +630,10 @@ impl VectorIndex {
         // Lock order, everywhere: graph before state.
         let graph = read_lock(&self.graph)?;
         let s = read_lock(&self.state)?;
+        if graph.is_loading() {
+            // Exact, and slower, until the saved graph is in.
+            return Ok(rank_exact(&s, query, allowed, k, now));
+        }
         let ef = self.params.ef_search.max(k);
         let quantized = quantize(query);
         // The whole beam comes back from the walk and is re-ranked exactly from the arena.
@@ -513,7 +660,11 @@ impl VectorIndex {
                 ((ef as f64 / (1.0 - share).max(0.05)) * 1.5).ceil() as usize
             }
             .clamp(ef, 4096);
-            let hits = rerank(graph.with(|g| g.search(&quantized, beam, beam)));
+            let hits = rerank(
+                graph
+                    .with(|g| g.search(&quantized, beam, beam))
+                    .unwrap_or_default(),
+            );
             if hits.len() == k || hits.len() >= s.live {
                 return Ok(hits);
             }
@@ -529,9 +680,11 @@ impl VectorIndex {
             let key = *id as VectorKey;
             s.is_live(key, now) && allowed.is_none_or(|a| a.binary_search(&key).is_ok())
         };
-        Ok(rerank(graph.with(|g| {
-            g.search_filter(&quantized, ef, ef, Some(&filter))
-        })))
+        Ok(rerank(
+            graph
+                .with(|g| g.search_filter(&quantized, ef, ef, Some(&filter)))
+                .unwrap_or_default(),
+        ))
     }
 
     /// Rebuilds the graph from the store's live vectors, dropping retired points. The new
@@ -569,6 +722,40 @@ impl VectorIndex {
         *mutex(&self.token)? = None;
         Ok(())
     }
+}
+
+/// Exact ranking of a unit query against live vectors: `keys` (any order), or every live
+/// vector when `None`.
+fn rank_exact(
+    s: &State,
+    query: &[f32],
+    keys: Option<&[VectorKey]>,
+    k: usize,
+    now: i64,
+) -> Vec<(VectorKey, f32)> {
+    let score = |key: VectorKey| {
+        s.is_live(key, now)
+            .then(|| s.arena.get(key).map(|v| (key, dot(query, v))))
+            .flatten()
+    };
+    let scored: Vec<(VectorKey, f32)> = match keys {
+        Some(keys) => keys.iter().filter_map(|key| score(*key)).collect(),
+        None => s.arena.keys().filter_map(score).collect(),
+    };
+    top_k(scored, k)
+}
+
+/// Rebuilds the state of a saved generation: liveness, ids and the mapped vectors.
+fn restore(mut state: State, saved: statefile::SavedState) -> State {
+    state.ids.reserve(saved.records.len());
+    for r in &saved.records {
+        state.set(r.key, r.expires_at);
+        state.ids.insert(r.id, r.key);
+    }
+    if let Some(mapped) = saved.vectors {
+        state.arena = Arena::over(mapped, saved.records.iter().map(|r| r.key));
+    }
+    state
 }
 
 /// The `k` best of scored keys, best first; ties go to the lower key.

@@ -8,7 +8,7 @@
 
 use std::io::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use hnsw_rs::api::AnnT;
 use hnsw_rs::hnswio::HnswIo;
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::graph::{GraphHolder, LoadedGraph, QuantizedCosine};
+use super::statefile::{self, Record, SavedState};
 use super::{read_lock, write_lock, IndexParams, VectorIndex};
 
 use crate::error::{Error, Result};
@@ -37,7 +38,12 @@ struct Manifest {
     basename: String,
     graph_sha256: String,
     data_sha256: String,
+    /// The state file (`state.bin`), absent in generations saved before it existed.
+    #[serde(default)]
+    state: Option<statefile::Written>,
 }
+
+const STATE_FILE: &str = "state.bin";
 
 /// Version of the saved index; 2: int8 graph.
 const FORMAT: u32 = 2;
@@ -51,10 +57,31 @@ fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
 
 /// A generation as loaded.
 pub(super) struct Loaded {
-    pub(super) graph: GraphHolder,
+    pub(super) contents: Contents,
     pub(super) max_key: VectorKey,
     pub(super) cursor: u64,
     pub(super) points: usize,
+}
+
+pub(super) enum Contents {
+    /// A generation with a state file: the index's state as saved, and its graph to load
+    /// (see [`load_graph`]).
+    State(SavedState, GraphFiles),
+    /// A generation saved without a state file: its graph, loaded; the state comes from
+    /// the store.
+    Graph(GraphHolder),
+}
+
+/// A saved graph not yet read, with a shared lock on its directory, so that no save removes
+/// it before it is read.
+pub(super) struct GraphFiles {
+    dir: PathBuf,
+    gen_dir: PathBuf,
+    basename: String,
+    graph_sha256: String,
+    data_sha256: String,
+    points: usize,
+    _lock: std::fs::File,
 }
 
 /// The directory's `LOCK` file, locked shared (loads) or exclusive (saves); unlocked when
@@ -94,11 +121,17 @@ impl VectorIndex {
         let Some(dir) = &self.dir else {
             return Ok(());
         };
+        // A graph still loading holds nothing to save yet.
+        self.wait_for_graph()?;
         // No insert while the graph is dumped: its points, keys and cursor stay together.
         let _inserting = super::mutex(&self.inserting)?;
-        let (max_key, cursor, points) = {
+        if read_lock(&self.graph)?.is_loading() {
+            tracing::warn!("vector index not saved: its graph could not be loaded");
+            return Ok(());
+        }
+        let (max_key, points) = {
             let s = read_lock(&self.state)?;
-            (s.max_key, s.cursor, s.points)
+            (s.max_key, s.points)
         };
         if points == 0 {
             // Nothing to dump; an empty index is rebuilt for free on open.
@@ -118,10 +151,31 @@ impl VectorIndex {
                 graph.with(|g| g.file_dump(&tmp, "graph"))
             }));
             match dumped {
-                Ok(Ok(name)) => name,
-                Ok(Err(e)) => return Err(Error::internal(format!("index dump failed: {e}"))),
+                Ok(Some(Ok(name))) => name,
+                Ok(Some(Err(e))) => return Err(Error::internal(format!("index dump failed: {e}"))),
+                Ok(None) => return Err(Error::internal("index graph not loaded")),
                 Err(_) => return Err(Error::internal("index dump panicked")),
             }
+        };
+        // The state goes with the graph. Records and cursor are read together: the cursor
+        // never runs ahead of the records (it moves only after a change is installed), so
+        // a load that replays the log from it ends where the store is.
+        let state_path = tmp.join(STATE_FILE);
+        let (state, cursor) = {
+            let s = read_lock(&self.state)?;
+            let records = s
+                .ids
+                .iter()
+                .map(|(id, key)| Record {
+                    key: *key,
+                    id: *id,
+                    expires_at: s.expiring.get(key).copied(),
+                })
+                .collect();
+            let written =
+                statefile::write(&state_path, self.dimension, records, |key| s.arena.get(key))
+                    .map_err(|e| io_err("cannot write", &state_path, e))?;
+            (written, s.cursor)
         };
         let graph_file = tmp.join(format!("{basename}.hnsw.graph"));
         let data_file = tmp.join(format!("{basename}.hnsw.data"));
@@ -140,6 +194,7 @@ impl VectorIndex {
             basename,
             graph_sha256: sha256_file(&graph_file)?,
             data_sha256: sha256_file(&data_file)?,
+            state: Some(state),
         };
         let manifest_json = serde_json::to_vec_pretty(&manifest)
             .map_err(|e| Error::internal(format!("cannot serialise the index manifest: {e}")))?;
@@ -216,7 +271,8 @@ fn sync_dir(dir: &Path) {
     }
 }
 
-/// Loads the current generation if every check passes; `None` means "rebuild".
+/// Loads the current generation if every check passes; `None` means "rebuild". A generation
+/// with a state file comes back with its state read and its graph still on disk.
 pub(super) fn load(
     dir: &Path,
     store_id: &str,
@@ -226,8 +282,8 @@ pub(super) fn load(
     if !dir.join("CURRENT").exists() {
         return None;
     }
-    // Held until the generation is read: no save removes it meanwhile.
-    let _lock = match lock_dir(dir, false) {
+    // Held until the generation is read (its graph too): no save removes it meanwhile.
+    let lock = match lock_dir(dir, false) {
         Ok(lock) => lock,
         Err(e) => {
             tracing::warn!(error = %e, "vector index not loaded; rebuilding from the store");
@@ -238,48 +294,77 @@ pub(super) fn load(
     let gen_dir = dir.join(name.trim());
     let manifest: Manifest =
         serde_json::from_slice(&std::fs::read(gen_dir.join("manifest.json")).ok()?).ok()?;
-    let reject = |why: &str| {
-        tracing::warn!(dir = %dir.display(), "vector index not loaded ({why}); rebuilding from the store");
-    };
     if manifest.format != FORMAT
         || manifest.store_id != store_id
         || manifest.dimension != dimension
         || manifest.max_connections != params.max_connections
         || manifest.ef_construction != params.ef_construction
     {
-        reject("it was built for another store, model or parameters");
+        reject(dir, "it was built for another store, model or parameters");
         return None;
     }
-    let graph_file = gen_dir.join(format!("{}.hnsw.graph", manifest.basename));
-    let data_file = gen_dir.join(format!("{}.hnsw.data", manifest.basename));
-    if sha256_file(&graph_file).ok()? != manifest.graph_sha256
-        || sha256_file(&data_file).ok()? != manifest.data_sha256
+    let files = GraphFiles {
+        dir: dir.to_path_buf(),
+        gen_dir,
+        basename: manifest.basename,
+        graph_sha256: manifest.graph_sha256,
+        data_sha256: manifest.data_sha256,
+        points: manifest.points,
+        _lock: lock,
+    };
+    let contents = match &manifest.state {
+        Some(written) => {
+            let path = files.gen_dir.join(STATE_FILE);
+            match statefile::read(&path, dimension, written) {
+                Ok(state) => Contents::State(state, files),
+                Err(e) => {
+                    reject(dir, &format!("its state file is unreadable: {e}"));
+                    return None;
+                }
+            }
+        }
+        None => Contents::Graph(GraphHolder::Loaded(load_graph(files)?)),
+    };
+    Some(Loaded {
+        contents,
+        max_key: manifest.max_key,
+        cursor: manifest.cursor,
+        points: manifest.points,
+    })
+}
+
+fn reject(dir: &Path, why: &str) {
+    tracing::warn!(dir = %dir.display(), "vector index not loaded ({why}); rebuilding");
+}
+
+/// Reads a saved graph if its files match their checksums and manifest. Slow on large
+/// graphs (hnsw_rs rebuilds every point and link: about 20 s at a million memories).
+pub(super) fn load_graph(files: GraphFiles) -> Option<LoadedGraph> {
+    let graph_file = files.gen_dir.join(format!("{}.hnsw.graph", files.basename));
+    let data_file = files.gen_dir.join(format!("{}.hnsw.data", files.basename));
+    if sha256_file(&graph_file).ok()? != files.graph_sha256
+        || sha256_file(&data_file).ok()? != files.data_sha256
     {
-        reject("its files do not match their checksums");
+        reject(&files.dir, "its files do not match their checksums");
         return None;
     }
-    let io = HnswIo::new(&gen_dir, &manifest.basename);
+    let io = HnswIo::new(&files.gen_dir, &files.basename);
     let loaded = catch_unwind(AssertUnwindSafe(|| {
         LoadedGraph::try_new(io, |io| io.load_hnsw_with_dist(QuantizedCosine))
     }));
     let graph = match loaded {
         Ok(Ok(g)) => g,
         _ => {
-            reject("hnsw_rs could not read it");
+            reject(&files.dir, "hnsw_rs could not read it");
             return None;
         }
     };
     let points = graph.with_dependent(|_, g| g.get_nb_point());
-    if points != manifest.points {
-        reject("its point count disagrees with its manifest");
+    if points != files.points {
+        reject(&files.dir, "its point count disagrees with its manifest");
         return None;
     }
-    Some(Loaded {
-        graph: GraphHolder::Loaded(graph),
-        max_key: manifest.max_key,
-        cursor: manifest.cursor,
-        points,
-    })
+    Some(graph)
 }
 
 #[cfg(test)]
@@ -302,33 +387,71 @@ mod tests {
         v
     }
 
+    fn writes(range: std::ops::Range<usize>, dim: usize) -> Vec<Write> {
+        range
+            .map(|i| {
+                let mut r = crate::record::MemoryRecord {
+                    id: uuid::Uuid::new_v4(),
+                    memory: format!("m{i}"),
+                    owners: Default::default(),
+                    metadata: Default::default(),
+                    categories: vec![],
+                    immutable: false,
+                    expiration_date: None,
+                    created_at: crate::record::now(),
+                    updated_at: crate::record::now(),
+                    hash: String::new(),
+                    context: None,
+                };
+                r.owners.user_id = Some("u".into());
+                Write::Insert(NewMemory::new(r, unit(i, dim), vec![]))
+            })
+            .collect()
+    }
+
+    /// While a saved graph loads, searches rank exactly from the state, and writes meanwhile
+    /// reach the graph when it is swapped in; a graph that could not be loaded is rebuilt
+    /// from the state's vectors.
+    #[tokio::test]
+    async fn searches_stay_exact_and_whole_while_the_graph_is_out() {
+        let store = MemStore::new();
+        let dim = 16;
+        apply(&store, WriteBatch::new(writes(0..60, dim), 0))
+            .await
+            .unwrap();
+        let index = VectorIndex::open(&store, dim, IndexParams::default(), None, "s".into())
+            .await
+            .unwrap();
+        *index.graph.write().unwrap() = GraphHolder::Loading;
+        assert!(!index.graph_ready().unwrap());
+        apply(&store, WriteBatch::new(writes(60..70, dim), 0))
+            .await
+            .unwrap();
+        index.refresh(&store).await.unwrap();
+        for i in 0..70 {
+            let hits = index.search(&unit(i, dim), 3, 0, None).unwrap();
+            assert_eq!(hits[0].0, i as u64 + 1, "query {i} while loading: {hits:?}");
+            assert!((hits[0].1 - 1.0).abs() < 1e-4, "query {i}: {hits:?}");
+        }
+        index.install_loaded(None).unwrap();
+        assert!(index.graph_ready().unwrap());
+        assert_eq!(index.state.read().unwrap().points, 70);
+        for i in 0..70 {
+            let hits = index.search(&unit(i, dim), 1, 0, None).unwrap();
+            assert_eq!(
+                hits[0].0,
+                i as u64 + 1,
+                "query {i} after the swap: {hits:?}"
+            );
+        }
+    }
+
     #[tokio::test]
     async fn insert_after_load_keeps_keys_and_vectors_together() {
         let dir = tempfile::tempdir().unwrap();
         let store = MemStore::new();
         let dim = 16;
-        let writes = |range: std::ops::Range<usize>| -> Vec<Write> {
-            range
-                .map(|i| {
-                    let mut r = crate::record::MemoryRecord {
-                        id: uuid::Uuid::new_v4(),
-                        memory: format!("m{i}"),
-                        owners: Default::default(),
-                        metadata: Default::default(),
-                        categories: vec![],
-                        immutable: false,
-                        expiration_date: None,
-                        created_at: crate::record::now(),
-                        updated_at: crate::record::now(),
-                        hash: String::new(),
-                        context: None,
-                    };
-                    r.owners.user_id = Some("u".into());
-                    Write::Insert(NewMemory::new(r, unit(i, dim), vec![]))
-                })
-                .collect()
-        };
-        apply(&store, WriteBatch::new(writes(0..30), 0))
+        apply(&store, WriteBatch::new(writes(0..30, dim), 0))
             .await
             .unwrap();
         let params = IndexParams::default();
@@ -337,12 +460,13 @@ mod tests {
             .unwrap();
         index.save().unwrap();
         drop(index);
-        apply(&store, WriteBatch::new(writes(30..35), 0))
+        apply(&store, WriteBatch::new(writes(30..35, dim), 0))
             .await
             .unwrap();
         let index = VectorIndex::open(&store, dim, params, Some(dir.path().into()), "s".into())
             .await
             .unwrap();
+        index.wait_for_graph().unwrap();
         assert!(matches!(
             *index.graph.read().unwrap(),
             GraphHolder::Loaded(_)

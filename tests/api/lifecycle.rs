@@ -709,36 +709,37 @@ async fn a_corrupt_or_missing_index_is_rebuilt_from_the_store() {
         memory.search("subject 2").top_k(5).await.unwrap()
     };
     let index_dir = std::path::PathBuf::from(format!("{}.index", path.display()));
-    let current = std::fs::read_to_string(index_dir.join("CURRENT")).unwrap();
-    let generation = index_dir.join(current.trim());
-    // Flip bytes in the middle of the data file.
-    let data = std::fs::read_dir(&generation)
-        .ok()
-        .and_then(|mut d| {
-            d.find_map(|e| {
-                e.ok()
-                    .map(|e| e.path())
-                    .filter(|p| p.to_string_lossy().ends_with(".hnsw.data"))
-            })
-        })
-        .unwrap_or_else(|| panic!("no data file in {}", generation.display()));
-    let mut bytes = std::fs::read(&data).unwrap();
-    let mid = bytes.len() / 2;
-    for b in &mut bytes[mid..mid + 64] {
-        *b ^= 0xFF;
-    }
-    std::fs::write(&data, bytes).unwrap();
-    {
+    let ids = |hits: &memlane::ops::search::SearchResult| -> Vec<uuid::Uuid> {
+        hits.results.iter().map(|h| h.record.id).collect()
+    };
+    // Each file of a generation in turn: the graph, its data, and the state file.
+    for suffix in [".hnsw.graph", ".hnsw.data", "state.bin"] {
+        let current = std::fs::read_to_string(index_dir.join("CURRENT")).unwrap();
+        let generation = index_dir.join(current.trim());
+        let file = std::fs::read_dir(&generation)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(suffix))
+            .unwrap_or_else(|| panic!("no {suffix} file in {}", generation.display()));
+        // Flip bytes in the middle.
+        let mut bytes = std::fs::read(&file).unwrap();
+        let mid = bytes.len() / 2;
+        for b in &mut bytes[mid..mid + 64] {
+            *b ^= 0xFF;
+        }
+        std::fs::write(&file, bytes).unwrap();
         let memory = open_with(&path, graph_params()).await;
         let hits = memory.search("subject 2").top_k(5).await.unwrap();
         assert_eq!(
-            hits.results.iter().map(|h| h.record.id).collect::<Vec<_>>(),
-            expected
-                .results
-                .iter()
-                .map(|h| h.record.id)
-                .collect::<Vec<_>>()
+            ids(&hits),
+            ids(&expected),
+            "{suffix} damaged, while loading"
         );
+        memory.wait_for_index().await.unwrap();
+        let hits = memory.search("subject 2").top_k(5).await.unwrap();
+        assert_eq!(ids(&hits), ids(&expected), "{suffix} damaged, graph in");
+        // A sound generation for the next round.
+        memory.save_index().await.unwrap();
     }
     std::fs::remove_dir_all(&index_dir).unwrap();
     let memory = open_with(&path, graph_params()).await;

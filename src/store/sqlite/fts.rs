@@ -8,9 +8,10 @@
 //! SQLite store reads only the rows it ranks, and takes the document frequencies from a
 //! cache (see `DocFrequencies` in the SQLite store).
 //!
-//! This is the crate's only unsafe code: SQLite registers auxiliary functions through a C
-//! vtable. Every pointer comes from SQLite, every return code is checked, and the callback
-//! runs under `catch_unwind`, so no panic crosses into C.
+//! One of the crate's two unsafe modules (the other maps the index's saved vectors): SQLite
+//! registers auxiliary functions through a C vtable. Every pointer comes from SQLite, every
+//! return code is checked, and the callback runs under `catch_unwind`, so no panic crosses
+//! into C.
 #![allow(unsafe_code)]
 
 use std::ffi::{c_int, c_void, CStr};
