@@ -3,15 +3,18 @@
 //! `cargo bench --bench scale` measures 10k and 100k; `MEMLANE_SCALE_MAX=1000000 cargo bench
 //! --bench scale` goes on to 1M (about 4 GB of disk under `target/memlane-bench/`).
 //! `MEMLANE_SCALE_EF` sets the search beam (`IndexParams::ef_search`) of the measuring
-//! process, and `MEMLANE_SCALE_VERBOSE` prints each unfiltered search's time.
+//! process, `MEMLANE_SCALE_EFC` the insertion beam (`ef_construction`) of both, and
+//! `MEMLANE_SCALE_VERBOSE` prints each unfiltered search's time.
 //!
 //! - One store grows from empty: 1,000 memories per `add`, with precomputed vectors
 //!   (`AddRequest::vectors`), users of 1,000 memories each. The vectors are those of
 //!   `benches/search.rs` (1,000 random centres with noise, 384 dimensions). The ingest rate
 //!   is reported over the last tenth of each size (the last 100k of the 1M).
 //! - At each size the handle is dropped (saving its index) and a fresh process opens the
-//!   store: its open time, its resident memory after open (from `/proc/self/status`), with
-//!   the share the exact f32 vectors and the graph's int8 copies account for, and 100
+//!   store: its open time (until `build` returns), the time until its graph is in memory
+//!   (`wait_for_index`), its resident memory after open and after the searches (from
+//!   `/proc/self/status`: all of it, the heap, and the mapped exact vectors), what the
+//!   exact f32 vectors and the graph's int8 copies take by construction, and 100
 //!   queries each of unfiltered vector search (recall@10 against exact search), one user's
 //!   vector search (recall@10) and one user's keyword search.
 
@@ -46,8 +49,8 @@ fn text(i: usize) -> String {
     )
 }
 
-/// A handle on the store; `MEMLANE_SCALE_EF` sets the search beam (default: the
-/// library's).
+/// A handle on the store; `MEMLANE_SCALE_EF` and `MEMLANE_SCALE_EFC` set the search and
+/// insertion beams (default: the library's).
 async fn open(path: &Path) -> Memory {
     let mut params = memlane::index::IndexParams::default();
     if let Some(ef) = std::env::var("MEMLANE_SCALE_EF")
@@ -55,6 +58,12 @@ async fn open(path: &Path) -> Memory {
         .and_then(|v| v.parse().ok())
     {
         params = params.ef_search(ef);
+    }
+    if let Some(ef) = std::env::var("MEMLANE_SCALE_EFC")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        params = params.ef_construction(ef);
     }
     Memory::builder()
         .path(path)
@@ -65,11 +74,13 @@ async fn open(path: &Path) -> Memory {
         .unwrap()
 }
 
-fn rss_mb() -> f64 {
+/// A `/proc/self/status` figure in MB: `VmRSS` (all resident memory), `RssAnon` (the
+/// heap: graph, maps, caches) or `RssFile` (mapped files: the exact vectors).
+fn status_mb(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
 }
@@ -94,67 +105,117 @@ fn index_of(record: &memlane::MemoryRecord) -> usize {
 
 /// The child: opens the store of `n` memories and reports one line of figures.
 async fn measure_open(path: &Path, n: usize) {
-    let before = rss_mb();
-    let started = Instant::now();
-    let memory = open(path).await;
-    let open_time = started.elapsed();
-    let rss = rss_mb() - before;
-    // Exact answers first, outside the timed loops; the exact scan of all n vectors
-    // regenerates them, which is slow at 1M, so fewer unfiltered queries there.
+    // Exact answers first, before the store is opened (so that what the scan allocates is
+    // not counted as the store's memory); the exact scan of all n vectors regenerates them,
+    // which is slow at 1M, so fewer unfiltered queries there.
     let queries: Vec<Vec<f32>> = (0..QUERIES).map(|q| vector(50_000_000 + q)).collect();
     let unfiltered_queries = if n > 200_000 { 20 } else { QUERIES };
     let users = n / PER_USER;
     let user_of = |q: usize| (q * 7919) % users;
-    let truths_all: Vec<Vec<usize>> = queries[..unfiltered_queries]
+    // `MEMLANE_SCALE_PROFILE=user|unfiltered|keyword`: repeat one kind of search for ten
+    // seconds instead of measuring, for a profiler attached to this process.
+    let profile = std::env::var("MEMLANE_SCALE_PROFILE").unwrap_or_default();
+    let profiling = !profile.is_empty();
+    let truths_all: Vec<Vec<usize>> = queries[..if profiling { 0 } else { unfiltered_queries }]
         .iter()
         .map(|query| exact_top10(query, 0..n))
         .collect();
-    let truths_user: Vec<Vec<usize>> = queries
+    let truths_user: Vec<Vec<usize>> = queries[..if profiling { 0 } else { QUERIES }]
         .iter()
         .enumerate()
         .map(|(q, query)| exact_top10(query, user_of(q) * PER_USER..(user_of(q) + 1) * PER_USER))
         .collect();
-    // Each kind of search timed back to back.
+    let (before, before_anon) = (status_mb("VmRSS"), status_mb("RssAnon"));
+    let started = Instant::now();
+    let memory = open(path).await;
+    let open_time = started.elapsed();
+    // The graph loads in the background; the searches below are timed once it is in.
+    memory.wait_for_index().await.unwrap();
+    let ready_time = started.elapsed();
+    let rss = status_mb("VmRSS") - before;
+    let rss_anon = status_mb("RssAnon") - before_anon;
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut q = 0;
+    while profiling && Instant::now() < until {
+        let query = queries[q % QUERIES].clone();
+        let user = format!("user{}", user_of(q % QUERIES));
+        match profile.as_str() {
+            "user" => drop(memory.search_vector(query).user(user).top_k(10).await),
+            "keyword" => {
+                let words = WORDS[q % WORDS.len()];
+                drop(
+                    memory
+                        .search(words)
+                        .mode(SearchMode::Keyword)
+                        .user(user)
+                        .top_k(10)
+                        .await,
+                )
+            }
+            _ => drop(memory.search_vector(query).top_k(10).await),
+        }
+        q += 1;
+    }
+    if profiling {
+        eprintln!("{q} searches");
+        return;
+    }
+    // Each kind of search timed back to back, twice: the first pass reads the hits' rows
+    // and the vectors' pages from disk when the kernel's cache has dropped them (at 1M the
+    // files outgrow what this machine keeps cached), the second finds them cached.
+    let mut cold = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let (mut unfiltered, mut one_user, mut keyword) = (Vec::new(), Vec::new(), Vec::new());
     let (mut found_all, mut wanted_all, mut found_user, mut wanted_user) = (0, 0, 0, 0);
-    for (query, truth) in queries.iter().zip(&truths_all) {
-        let started = Instant::now();
-        let hits = memory.search_vector(query.clone()).top_k(10).await.unwrap();
-        unfiltered.push(started.elapsed());
-        let got: Vec<usize> = hits.results.iter().map(|h| index_of(&h.record)).collect();
-        found_all += truth.iter().filter(|t| got.contains(t)).count();
-        wanted_all += truth.len();
+    for pass in 0..2 {
+        if pass == 1 {
+            cold = (
+                p50(std::mem::take(&mut unfiltered)),
+                p50(std::mem::take(&mut one_user)),
+                p50(std::mem::take(&mut keyword)),
+            );
+            (found_all, wanted_all, found_user, wanted_user) = (0, 0, 0, 0);
+        }
+        for (query, truth) in queries.iter().zip(&truths_all) {
+            let started = Instant::now();
+            let hits = memory.search_vector(query.clone()).top_k(10).await.unwrap();
+            unfiltered.push(started.elapsed());
+            let got: Vec<usize> = hits.results.iter().map(|h| index_of(&h.record)).collect();
+            found_all += truth.iter().filter(|t| got.contains(t)).count();
+            wanted_all += truth.len();
+        }
+        for (q, (query, truth)) in queries.iter().zip(&truths_user).enumerate() {
+            let started = Instant::now();
+            let hits = memory
+                .search_vector(query.clone())
+                .user(format!("user{}", user_of(q)))
+                .top_k(10)
+                .await
+                .unwrap();
+            one_user.push(started.elapsed());
+            let got: Vec<usize> = hits.results.iter().map(|h| index_of(&h.record)).collect();
+            found_user += truth.iter().filter(|t| got.contains(t)).count();
+            wanted_user += truth.len();
+        }
+        for q in 0..QUERIES {
+            let words = format!(
+                "{} {}",
+                WORDS[q % WORDS.len()],
+                WORDS[(q / 3) % WORDS.len()]
+            );
+            let started = Instant::now();
+            let hits = memory
+                .search(words)
+                .mode(SearchMode::Keyword)
+                .user(format!("user{}", user_of(q)))
+                .top_k(10)
+                .await
+                .unwrap();
+            keyword.push(started.elapsed());
+            assert!(!hits.results.is_empty());
+        }
     }
-    for (q, (query, truth)) in queries.iter().zip(&truths_user).enumerate() {
-        let started = Instant::now();
-        let hits = memory
-            .search_vector(query.clone())
-            .user(format!("user{}", user_of(q)))
-            .top_k(10)
-            .await
-            .unwrap();
-        one_user.push(started.elapsed());
-        let got: Vec<usize> = hits.results.iter().map(|h| index_of(&h.record)).collect();
-        found_user += truth.iter().filter(|t| got.contains(t)).count();
-        wanted_user += truth.len();
-    }
-    for q in 0..QUERIES {
-        let words = format!(
-            "{} {}",
-            WORDS[q % WORDS.len()],
-            WORDS[(q / 3) % WORDS.len()]
-        );
-        let started = Instant::now();
-        let hits = memory
-            .search(words)
-            .mode(SearchMode::Keyword)
-            .user(format!("user{}", user_of(q)))
-            .top_k(10)
-            .await
-            .unwrap();
-        keyword.push(started.elapsed());
-        assert!(!hits.results.is_empty());
-    }
+    let rss_after = status_mb("VmRSS") - before;
+    let rss_file_after = status_mb("RssFile");
     // What the exact vectors and the graph's int8 copies take by construction.
     let vectors_mb = (n * DIM * 4) as f64 / (1024.0 * 1024.0);
     let graph_data_mb = (n * DIM) as f64 / (1024.0 * 1024.0);
@@ -168,14 +229,20 @@ async fn measure_open(path: &Path, n: usize) {
         );
     }
     println!(
-        "SCALE {n} open_s={:.2} rss_mb={rss:.0} vectors_mb={vectors_mb:.0} graph_data_mb={graph_data_mb:.0} \
-         unfiltered_p50_ms={:.3} unfiltered_recall={:.3} user_p50_ms={:.3} user_recall={:.3} keyword_p50_ms={:.3}",
+        "SCALE {n} open_s={:.2} ready_s={:.2} rss_mb={rss:.0} rss_anon_mb={rss_anon:.0} \
+         rss_after_mb={rss_after:.0} rss_file_after_mb={rss_file_after:.0} vectors_mb={vectors_mb:.0} graph_data_mb={graph_data_mb:.0} \
+         unfiltered_p50_ms={:.3} unfiltered_cold_ms={:.3} unfiltered_recall={:.3} user_p50_ms={:.3} user_cold_ms={:.3} \
+         user_recall={:.3} keyword_p50_ms={:.3} keyword_cold_ms={:.3}",
         open_time.as_secs_f64(),
+        ready_time.as_secs_f64(),
         p50(unfiltered).as_secs_f64() * 1e3,
+        cold.0.as_secs_f64() * 1e3,
         found_all as f64 / wanted_all as f64,
         p50(one_user).as_secs_f64() * 1e3,
+        cold.1.as_secs_f64() * 1e3,
         found_user as f64 / wanted_user as f64,
         p50(keyword).as_secs_f64() * 1e3,
+        cold.2.as_secs_f64() * 1e3,
     );
 }
 
@@ -256,20 +323,27 @@ fn main() {
             .to_owned()
     };
     println!(
-        "\n| memories | ingest (last tenth) | open | RSS after open (f32 vectors, int8 graph data) | unfiltered p50 | recall@10 | one user p50 | recall@10 | one user keyword p50 |\n|---|---|---|---|---|---|---|---|---|"
+        "\n| memories | ingest (last tenth) | open | graph in | RSS after open (heap) | RSS after the searches (mapped vectors) | by construction: f32 vectors, int8 graph data | unfiltered p50 (first pass) | recall@10 | one user p50 (first pass) | recall@10 | one user keyword p50 (first pass) |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for (n, rate, line) in rows {
         println!(
-            "| {n} | {rate:.0}/s | {} s | {} MB ({}, {}) | {} ms | {} | {} ms | {} | {} ms |",
+            "| {n} | {rate:.0}/s | {} s | {} s | {} MB ({} MB) | {} MB ({} MB) | {} MB, {} MB | {} ms ({} ms) | {} | {} ms ({} ms) | {} | {} ms ({} ms) |",
             field(&line, "open_s"),
+            field(&line, "ready_s"),
             field(&line, "rss_mb"),
+            field(&line, "rss_anon_mb"),
+            field(&line, "rss_after_mb"),
+            field(&line, "rss_file_after_mb"),
             field(&line, "vectors_mb"),
             field(&line, "graph_data_mb"),
             field(&line, "unfiltered_p50_ms"),
+            field(&line, "unfiltered_cold_ms"),
             field(&line, "unfiltered_recall"),
             field(&line, "user_p50_ms"),
+            field(&line, "user_cold_ms"),
             field(&line, "user_recall"),
             field(&line, "keyword_p50_ms"),
+            field(&line, "keyword_cold_ms"),
         );
     }
 }
