@@ -33,9 +33,11 @@
 
 mod graph;
 mod live;
+mod loading;
 mod mapped;
 mod params;
 mod persist;
+mod rank;
 mod statefile;
 
 use std::collections::HashMap;
@@ -44,12 +46,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLock
 
 use uuid::Uuid;
 
-use crate::embed::dot;
 use crate::error::{Error, Result};
 use crate::store::{Store, StoredVector, VectorKey, VectorQuery, WriteOutcome};
 
-use graph::{insert_into, new_graph, pairs, quantize, GraphHolder};
-use live::{Arena, State};
+use graph::{insert_into, new_graph, pairs, GraphHolder};
+use live::State;
 pub use params::IndexParams;
 use persist::Contents;
 
@@ -162,7 +163,7 @@ impl VectorIndex {
                 };
                 match l.contents {
                     Contents::State(saved, files) => {
-                        let state = restore(state, saved);
+                        let state = loading::restore(state, saved);
                         (GraphHolder::Loading, state, Some(files), false)
                     }
                     Contents::Graph(graph) => (graph, state, None, true),
@@ -207,101 +208,6 @@ impl VectorIndex {
             index.rebuild(store).await?;
         }
         Ok(index)
-    }
-
-    /// Loads a saved graph on a thread of its own, then swaps it in with every live vector
-    /// it lacks inserted (those written since it was saved). A graph that cannot be loaded
-    /// is rebuilt from the state's vectors instead.
-    fn load_graph_in_background(self: &Arc<Self>, files: persist::GraphFiles) {
-        /// Marks the load settled however the thread ends.
-        struct Settled(Arc<VectorIndex>);
-        impl Drop for Settled {
-            fn drop(&mut self) {
-                if let Ok(mut settled) = self.0.graph_settled.lock() {
-                    *settled = true;
-                }
-                self.0.graph_settled_cv.notify_all();
-            }
-        }
-        let settled = Settled(Arc::clone(self));
-        let work = move || {
-            let graph = persist::load_graph(files);
-            if let Err(e) = settled.0.install_loaded(graph) {
-                tracing::warn!(error = %e, "vector index graph not installed; searches stay exact");
-            }
-        };
-        let spawned = std::thread::Builder::new()
-            .name("memlane-index-load".into())
-            .spawn(work);
-        if let Err(e) = spawned {
-            // No thread to spare: the graph stays out and searches stay exact (and correct)
-            // until the index is rebuilt.
-            tracing::warn!(error = %e, "cannot start the vector index loader");
-        }
-    }
-
-    /// Swaps a loaded graph in, unless the index was rebuilt meanwhile.
-    fn install_loaded(&self, loaded: Option<graph::LoadedGraph>) -> Result<()> {
-        let _inserting = mutex(&self.inserting)?;
-        if !read_lock(&self.graph)?.is_loading() {
-            return Ok(());
-        }
-        let holder = match loaded {
-            Some(g) => GraphHolder::Loaded(g),
-            None => GraphHolder::Fresh(new_graph(&self.params, self.live_count()?)),
-        };
-        // Which keys the graph holds, as a bitset.
-        let mut present: Vec<u64> = Vec::new();
-        holder.with(|g| {
-            if g.get_nb_point() > 0 {
-                for point in g.get_point_indexation() {
-                    let key = point.get_origin_id();
-                    if present.len() <= key / 64 {
-                        present.resize(key / 64 + 1, 0);
-                    }
-                    if let Some(w) = present.get_mut(key / 64) {
-                        *w |= 1 << (key % 64);
-                    }
-                }
-            }
-        });
-        let holds = |key: VectorKey| {
-            present
-                .get((key / 64) as usize)
-                .is_some_and(|w| w & (1 << (key % 64)) != 0)
-        };
-        let missing: Vec<VectorKey> = read_lock(&self.state)?
-            .arena
-            .keys()
-            .filter(|k| !holds(*k))
-            .collect();
-        for keys in missing.chunks(CATCH_UP_CHUNK) {
-            let vectors = self.vectors(keys)?;
-            holder.with(|g| insert_into(g, pairs(&vectors)));
-        }
-        let points = holder.with(|g| g.get_nb_point()).unwrap_or(0);
-        *write_lock(&self.graph)? = holder;
-        let mut s = write_lock(&self.state)?;
-        s.points = points;
-        s.unsaved += missing.len();
-        Ok(())
-    }
-
-    /// Waits until no graph load is under way (blocking).
-    pub(crate) fn wait_for_graph(&self) -> Result<()> {
-        let mut settled = mutex(&self.graph_settled)?;
-        while !*settled {
-            settled = self
-                .graph_settled_cv
-                .wait(settled)
-                .map_err(|_| Error::internal("vector index lock poisoned"))?;
-        }
-        Ok(())
-    }
-
-    /// Whether the graph is in memory (searches that need it rank exactly until then).
-    pub(crate) fn graph_ready(&self) -> Result<bool> {
-        Ok(!read_lock(&self.graph)?.is_loading())
     }
 
     /// One pass over the store's live vectors: every one is marked live and goes into the
@@ -569,124 +475,6 @@ impl VectorIndex {
         Ok(read_lock(&self.state)?.unsaved)
     }
 
-    /// Exact ranking of a unit query against live vectors: `keys` (any order), or every live
-    /// vector when `None`. `(key, cosine)` best first, at most `k`.
-    pub(crate) fn exact(
-        &self,
-        query: &[f32],
-        keys: Option<&[VectorKey]>,
-        k: usize,
-        now: i64,
-    ) -> Result<Vec<(VectorKey, f32)>> {
-        let s = read_lock(&self.state)?;
-        Ok(rank_exact(&s, query, keys, k, now))
-    }
-
-    /// Exact cosines of a unit query with live vectors, for the given keys (dead or unknown
-    /// keys are skipped).
-    pub(crate) fn cosines(
-        &self,
-        query: &[f32],
-        keys: &[VectorKey],
-        now: i64,
-    ) -> Result<Vec<(VectorKey, f32)>> {
-        let s = read_lock(&self.state)?;
-        Ok(keys
-            .iter()
-            .filter(|key| s.is_live(**key, now))
-            .filter_map(|key| s.arena.get(*key).map(|v| (*key, dot(query, v))))
-            .collect())
-    }
-
-    /// The vectors of live keys (expired included), in the order given; other keys are
-    /// skipped.
-    pub(crate) fn vectors(&self, keys: &[VectorKey]) -> Result<Vec<(VectorKey, Vec<f32>)>> {
-        let s = read_lock(&self.state)?;
-        Ok(keys
-            .iter()
-            .filter(|key| s.is_live(**key, i64::MIN))
-            .filter_map(|key| s.arena.get(*key).map(|v| (*key, v.to_vec())))
-            .collect())
-    }
-
-    /// Approximate nearest live neighbours of a unit query: `(key, cosine)` best first.
-    /// `allowed` (sorted) restricts the result to those keys.
-    pub(crate) fn search(
-        &self,
-        query: &[f32],
-        k: usize,
-        now: i64,
-        allowed: Option<&[VectorKey]>,
-    ) -> Result<Vec<(VectorKey, f32)>> {
-        if query.len() != self.dimension {
-            return Err(Error::DimensionMismatch {
-                expected: self.dimension,
-                actual: query.len(),
-            });
-        }
-        if k == 0 {
-            return Ok(Vec::new());
-        }
-        // Lock order, everywhere: graph before state.
-        let graph = read_lock(&self.graph)?;
-        let s = read_lock(&self.state)?;
-        if graph.is_loading() {
-            // Exact, and slower, until the saved graph is in.
-            return Ok(rank_exact(&s, query, allowed, k, now));
-        }
-        let ef = self.params.ef_search.max(k);
-        let quantized = quantize(query);
-        // The whole beam comes back from the walk and is re-ranked exactly from the arena.
-        let rerank = |found: Vec<hnsw_rs::hnsw::Neighbour>| -> Vec<(VectorKey, f32)> {
-            let scored = found
-                .into_iter()
-                .map(|n| n.d_id as VectorKey)
-                .filter(|key| {
-                    s.is_live(*key, now) && allowed.is_none_or(|a| a.binary_search(key).is_ok())
-                })
-                .filter_map(|key| s.arena.get(key).map(|v| (key, dot(query, v))))
-                .collect();
-            top_k(scored, k)
-        };
-        if allowed.is_none() {
-            // hnsw_rs walks much further when given any filter, so skip masked points
-            // afterwards instead: widen the beam to cover the masked share, and fall back to
-            // the filtered walk only if that was not enough.
-            let masked = s.masked();
-            let share = masked as f64 / s.points.max(1) as f64;
-            let beam = if masked == 0 {
-                ef
-            } else {
-                ((ef as f64 / (1.0 - share).max(0.05)) * 1.5).ceil() as usize
-            }
-            .clamp(ef, 4096);
-            let hits = rerank(
-                graph
-                    .with(|g| g.search(&quantized, beam, beam))
-                    .unwrap_or_default(),
-            );
-            if hits.len() == k || hits.len() >= s.live {
-                return Ok(hits);
-            }
-        }
-        let mut ef = ef;
-        if let Some(allowed) = allowed {
-            // A selective filter leaves few eligible nodes along the walk; widen the beam in
-            // proportion so that the graph still yields k of them.
-            let share = allowed.len().max(1) as f64 / s.live.max(1) as f64;
-            ef = ((ef as f64 / share.max(0.01)).ceil() as usize).clamp(ef, 4096);
-        }
-        let filter = |id: &usize| {
-            let key = *id as VectorKey;
-            s.is_live(key, now) && allowed.is_none_or(|a| a.binary_search(&key).is_ok())
-        };
-        Ok(rerank(
-            graph
-                .with(|g| g.search_filter(&quantized, ef, ef, Some(&filter)))
-                .unwrap_or_default(),
-        ))
-    }
-
     /// Rebuilds the graph from the store's live vectors, dropping retired points. The new
     /// graph is built aside and swapped in, so searches meanwhile use the old one. The caller
     /// holds the engine's write gate.
@@ -721,63 +509,5 @@ impl VectorIndex {
         // Replay what was committed during the rebuild on the next read.
         *mutex(&self.token)? = None;
         Ok(())
-    }
-}
-
-/// Exact ranking of a unit query against live vectors: `keys` (any order), or every live
-/// vector when `None`.
-fn rank_exact(
-    s: &State,
-    query: &[f32],
-    keys: Option<&[VectorKey]>,
-    k: usize,
-    now: i64,
-) -> Vec<(VectorKey, f32)> {
-    let score = |key: VectorKey| {
-        s.is_live(key, now)
-            .then(|| s.arena.get(key).map(|v| (key, dot(query, v))))
-            .flatten()
-    };
-    let scored: Vec<(VectorKey, f32)> = match keys {
-        Some(keys) => keys.iter().filter_map(|key| score(*key)).collect(),
-        None => s.arena.keys().filter_map(score).collect(),
-    };
-    top_k(scored, k)
-}
-
-/// Rebuilds the state of a saved generation: liveness, ids and the mapped vectors.
-fn restore(mut state: State, saved: statefile::SavedState) -> State {
-    state.ids.reserve(saved.records.len());
-    for r in &saved.records {
-        state.set(r.key, r.expires_at);
-        state.ids.insert(r.id, r.key);
-    }
-    if let Some(mapped) = saved.vectors {
-        state.arena = Arena::over(mapped, saved.records.iter().map(|r| r.key));
-    }
-    state
-}
-
-/// The `k` best of scored keys, best first; ties go to the lower key.
-fn top_k(mut scored: Vec<(VectorKey, f32)>, k: usize) -> Vec<(VectorKey, f32)> {
-    let by_score =
-        |a: &(VectorKey, f32), b: &(VectorKey, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    if scored.len() > k {
-        scored.select_nth_unstable_by(k, by_score);
-        scored.truncate(k);
-    }
-    scored.sort_by(by_score);
-    scored
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn top_k_ranks_by_score_then_key() {
-        let scored = vec![(1, 0.0), (3, 1.0), (2, 1.0), (4, 0.6)];
-        let r = top_k(scored, 3);
-        assert_eq!(r.iter().map(|x| x.0).collect::<Vec<_>>(), vec![2, 3, 4]);
     }
 }
