@@ -338,7 +338,7 @@ fn reject(dir: &Path, why: &str) {
 }
 
 /// Reads a saved graph if its files match their checksums and manifest. Slow on large
-/// graphs (hnsw_rs rebuilds every point and link: about 20 s at a million memories).
+/// graphs (hnsw_rs rebuilds every point and link: about 25 s at a million memories).
 pub(super) fn load_graph(files: GraphFiles) -> Option<LoadedGraph> {
     let graph_file = files.gen_dir.join(format!("{}.hnsw.graph", files.basename));
     let data_file = files.gen_dir.join(format!("{}.hnsw.data", files.basename));
