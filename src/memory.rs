@@ -488,7 +488,9 @@ impl Memory {
         let index = &self.inner.index;
         let unsaved = index.unsaved().unwrap_or(0);
         let total = index.live_count().unwrap_or(0) + index.dead_count().unwrap_or(0);
-        if unsaved >= 20_000.max(total / 2) {
+        // While the graph loads, a save would wait for it with the gate held; the next
+        // add after it is in saves instead.
+        if unsaved >= 20_000.max(total / 2) && index.graph_ready().unwrap_or(false) {
             if let Err(e) = self.save_index_locked().await {
                 tracing::warn!(error = %e, "could not save the vector index");
             }
