@@ -100,6 +100,7 @@ impl Arena {
             mapped: Some(mapped),
             ..Arena::default()
         };
+        // Slots past 31 bits cannot be addressed; the state file's reader refuses them.
         for (i, key) in keys.into_iter().enumerate() {
             match u32::try_from(i + 1) {
                 Ok(slot) if slot < HEAP => arena.set_slot(key, slot),

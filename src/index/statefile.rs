@@ -133,6 +133,12 @@ pub(super) fn read(path: &Path, dimension: usize, expected: &Written) -> io::Res
     if file.metadata()?.len() != expected.bytes {
         return Err(invalid("state file length differs from its manifest"));
     }
+    // The arena addresses mapped vectors with 31 bits.
+    if expected.count >= 1 << 31 {
+        return Err(invalid(
+            "state file holds more vectors than an index can map",
+        ));
+    }
     let head_len = expected
         .count
         .checked_mul(RECORD)
