@@ -51,9 +51,22 @@ impl VectorIndex {
             Some(g) => GraphHolder::Loaded(g),
             None => GraphHolder::Fresh(new_graph(&self.params, self.live_count()?)),
         };
+        let added = self.insert_missing(&holder)?;
+        let points = holder.with(|g| g.get_nb_point()).unwrap_or(0);
+        *write_lock(&self.graph)? = holder;
+        let mut s = write_lock(&self.state)?;
+        s.points = points;
+        s.unsaved += added;
+        Ok(())
+    }
+
+    /// Inserts into `graph` every live vector of the arena it lacks: those written since
+    /// it was saved, or any a damaged history left out. Returns how many.
+    pub(super) fn insert_missing(&self, graph: &GraphHolder) -> Result<usize> {
         // Which keys the graph holds, as a bitset.
         let mut present: Vec<u64> = Vec::new();
-        holder.with(|g| {
+        graph.with(|g| {
+            // hnsw_rs's point iterator unwraps the entry point: never walk an empty graph.
             if g.get_nb_point() > 0 {
                 for point in g.get_point_indexation() {
                     let key = point.get_origin_id();
@@ -78,14 +91,9 @@ impl VectorIndex {
             .collect();
         for keys in missing.chunks(CATCH_UP_CHUNK) {
             let vectors = self.vectors(keys)?;
-            holder.with(|g| insert_into(g, pairs(&vectors)));
+            graph.with(|g| insert_into(g, pairs(&vectors)));
         }
-        let points = holder.with(|g| g.get_nb_point()).unwrap_or(0);
-        *write_lock(&self.graph)? = holder;
-        let mut s = write_lock(&self.state)?;
-        s.points = points;
-        s.unsaved += missing.len();
-        Ok(())
+        Ok(missing.len())
     }
 
     /// Waits until no graph load is under way (blocking).

@@ -202,10 +202,17 @@ impl VectorIndex {
         } else {
             index.sync_with_store(store).await?;
         }
-        if check_graph && !index.graph_holds_every_live_key()? {
-            // The saved graph lacks live vectors it should hold: trust the store instead.
-            tracing::warn!("vector index incomplete; rebuilding from the store");
-            index.rebuild(store).await?;
+        if check_graph {
+            // A saved graph lacking live vectors it should hold gets them from the arena,
+            // which the pass above filled from the store.
+            let _inserting = mutex(&index.inserting)?;
+            let added = index.insert_missing(&*read_lock(&index.graph)?)?;
+            if added > 0 {
+                tracing::warn!(added, "vector index lacked live vectors; inserted them");
+                let mut s = write_lock(&index.state)?;
+                s.points += added;
+                s.unsaved += added;
+            }
         }
         Ok(index)
     }
@@ -422,23 +429,6 @@ impl VectorIndex {
             s.max_key = s.max_key.max(v.key);
         }
         Ok(())
-    }
-
-    /// Whether every live key is a point of the graph.
-    fn graph_holds_every_live_key(&self) -> Result<bool> {
-        let graph = read_lock(&self.graph)?;
-        let s = read_lock(&self.state)?;
-        let mut in_graph = std::collections::HashSet::with_capacity(s.points);
-        graph.with(|g| {
-            // hnsw_rs's point iterator unwraps the entry point: never walk an empty graph.
-            if g.get_nb_point() > 0 {
-                for point in g.get_point_indexation() {
-                    in_graph.insert(point.get_origin_id() as VectorKey);
-                }
-            }
-        });
-        let holds = s.arena.keys().all(|k| in_graph.contains(&k));
-        Ok(holds)
     }
 
     fn check_dimensions<'v>(

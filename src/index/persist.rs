@@ -477,4 +477,47 @@ mod tests {
             assert!((hits[0].1 - 1.0).abs() < 1e-4, "query {i}: {hits:?}");
         }
     }
+
+    /// A generation saved before state files existed opens with its graph loaded and its
+    /// state read from the store; live vectors its graph lacks (here: a manifest claiming
+    /// keys its graph never got) are inserted from that state.
+    #[tokio::test]
+    async fn a_generation_without_a_state_file_opens_from_the_store_and_fills_its_graph() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MemStore::new();
+        let dim = 16;
+        let params = IndexParams::default();
+        apply(&store, WriteBatch::new(writes(0..30, dim), 0))
+            .await
+            .unwrap();
+        let index = VectorIndex::open(&store, dim, params, Some(dir.path().into()), "s".into())
+            .await
+            .unwrap();
+        index.save().unwrap();
+        drop(index);
+        apply(&store, WriteBatch::new(writes(30..35, dim), 0))
+            .await
+            .unwrap();
+        let current = std::fs::read_to_string(dir.path().join("CURRENT")).unwrap();
+        let manifest_path = dir.path().join(current.trim()).join("manifest.json");
+        let mut manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+        let obj = manifest.as_object_mut().unwrap();
+        assert!(obj.remove("state").is_some());
+        obj.insert("max_key".into(), 35.into());
+        std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+
+        let index = VectorIndex::open(&store, dim, params, Some(dir.path().into()), "s".into())
+            .await
+            .unwrap();
+        assert!(matches!(
+            *index.graph.read().unwrap(),
+            GraphHolder::Loaded(_)
+        ));
+        assert_eq!(index.state.read().unwrap().points, 35);
+        for i in 0..35 {
+            let hits = index.search(&unit(i, dim), 1, 0, None).unwrap();
+            assert_eq!(hits[0].0, i as u64 + 1, "query {i}: {hits:?}");
+        }
+    }
 }
