@@ -52,17 +52,12 @@ fn text(i: usize) -> String {
 /// A handle on the store; `MEMLANE_SCALE_EF` and `MEMLANE_SCALE_EFC` set the search and
 /// insertion beams (default: the library's).
 async fn open(path: &Path) -> Memory {
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
     let mut params = memlane::index::IndexParams::default();
-    if let Some(ef) = std::env::var("MEMLANE_SCALE_EF")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(ef) = env("MEMLANE_SCALE_EF") {
         params = params.ef_search(ef);
     }
-    if let Some(ef) = std::env::var("MEMLANE_SCALE_EFC")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(ef) = env("MEMLANE_SCALE_EFC") {
         params = params.ef_construction(ef);
     }
     Memory::builder()
