@@ -15,8 +15,18 @@ if command -v ld.lld >/dev/null; then
   # RUSTFLAGS replaces .cargo/config.toml's flags, so the target CPU is repeated here.
   export RUSTFLAGS="${RUSTFLAGS:-} -C target-cpu=x86-64-v3 -C link-arg=-fuse-ld=lld"
 fi
+# The PostgreSQL store's suites run against a throwaway server (scripts/postgres.sh: the
+# PyPI package pgserver, PostgreSQL 16 with pgvector), stopped when this script exits. A
+# server of your own: set MEMLANE_TEST_POSTGRES to its connection string instead.
+if [ -z "${MEMLANE_TEST_POSTGRES:-}" ]; then
+  pg_dir=$(mktemp -d -t memlane-pg.XXXXXX)
+  rmdir "$pg_dir"
+  trap 'scripts/postgres.sh stop "$pg_dir"' EXIT
+  MEMLANE_TEST_POSTGRES=$(scripts/postgres.sh start "$pg_dir" $$)
+  export MEMLANE_TEST_POSTGRES
+fi
 # Every test target, with the examples built once each, in test mode (a plain `cargo
 # test` builds the two evaluation examples twice: as examples and as test harnesses), then
 # the doc tests, which cargo runs only on their own when targets are named.
-cargo test --lib --tests --examples "$@"
-cargo test --doc "$@"
+cargo test --features postgres --lib --tests --examples "$@"
+cargo test --features postgres --doc "$@"

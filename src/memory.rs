@@ -39,7 +39,9 @@ pub struct Memory {
 pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) embedder: Arc<dyn Embedder>,
-    pub(crate) index: Arc<VectorIndex>,
+    /// The in-process vector index, for stores searched in process (`None` for a store
+    /// that searches in its database).
+    pub(crate) index: Option<Arc<VectorIndex>>,
     /// Where searches get their candidates.
     pub(crate) candidates: Arc<dyn CandidateSource>,
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
@@ -57,7 +59,7 @@ impl std::fmt::Debug for Memory {
         f.debug_struct("Memory")
             .field("store", &self.inner.store)
             .field("embedder", &self.inner.embedder)
-            .field("params", self.inner.index.params())
+            .field("params", &self.inner.index.as_ref().map(|i| i.params()))
             .finish_non_exhaustive()
     }
 }
@@ -68,8 +70,9 @@ impl Drop for Inner {
         // next open need not re-insert it. Failure only costs that re-insertion.
         // A graph still loading is left to load: the saved generation and the change log
         // already hold everything, and waiting here could take seconds.
-        if self.index.unsaved().unwrap_or(0) > 0 && self.index.graph_ready().unwrap_or(false) {
-            if let Err(e) = self.index.save() {
+        let Some(index) = &self.index else { return };
+        if index.unsaved().unwrap_or(0) > 0 && index.graph_ready().unwrap_or(false) {
+            if let Err(e) = index.save() {
                 tracing::warn!(error = %e, "could not save the vector index on close");
             }
         }
@@ -138,6 +141,8 @@ impl From<String> for MemoryId {
 pub struct MemoryBuilder {
     path: Option<PathBuf>,
     store: Option<Arc<dyn Store>>,
+    #[cfg(feature = "postgres")]
+    postgres: Option<String>,
     embedder: Option<Arc<dyn Embedder>>,
     params: IndexParams,
     index_dir: Option<PathBuf>,
@@ -155,6 +160,17 @@ impl MemoryBuilder {
     /// Stores memories in the SQLite file at `path` (created if missing).
     pub fn path(mut self, path: impl AsRef<Path>) -> Self {
         self.path = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Stores memories on a PostgreSQL server with pgvector (feature `postgres`), in the
+    /// default project's schema: `url` is a `postgresql://` URL or a libpq `key=value`
+    /// string. Every process and host that opens the same database shares its memories,
+    /// and sees each other's writes at once. For another project, or another pool size,
+    /// give [`store`](Self::store) a [`PostgresStore`](crate::store::PostgresStore).
+    #[cfg(feature = "postgres")]
+    pub fn postgres(mut self, url: impl Into<String>) -> Self {
+        self.postgres = Some(url.into());
         self
     }
 
@@ -198,9 +214,19 @@ impl MemoryBuilder {
             });
         }
         self.params.validate()?;
-        if self.path.is_some() && self.store.is_some() {
+        #[cfg(feature = "postgres")]
+        let store = match self.postgres {
+            Some(url) => {
+                Some(Arc::new(crate::store::PostgresStore::connect(&url).await?) as Arc<dyn Store>)
+            }
+            None => self.store,
+        };
+        #[cfg(not(feature = "postgres"))]
+        let store = self.store;
+        if self.path.is_some() && store.is_some() {
             return Err(Error::invalid(
-                "give the builder either a path or a store, not both",
+                "give the builder one place for memories: a path, a PostgreSQL server or a \
+                 store",
             ));
         }
         let index_dir = self.index_dir.or_else(|| {
@@ -210,7 +236,7 @@ impl MemoryBuilder {
                 PathBuf::from(name)
             })
         });
-        let store: Arc<dyn Store> = match (self.store, self.path) {
+        let store: Arc<dyn Store> = match (store, self.path) {
             (Some(s), _) => s,
             (None, Some(path)) => Arc::new(
                 tokio::task::spawn_blocking(move || SqliteStore::open(path))
@@ -232,18 +258,25 @@ impl MemoryBuilder {
                 id
             }
         };
-        let index = VectorIndex::open(
-            &*store,
-            embedder.dimension(),
-            self.params,
-            index_dir,
-            store_id,
-        )
-        .await?;
-        let candidates = Arc::new(InProcess {
-            store: Arc::clone(&store),
-            index: Arc::clone(&index),
-        });
+        let (index, candidates) = match store.candidate_source() {
+            // The store searches in its database: no in-process index to keep fresh.
+            Some(candidates) => (None, candidates),
+            None => {
+                let index = VectorIndex::open(
+                    &*store,
+                    embedder.dimension(),
+                    self.params,
+                    index_dir,
+                    store_id,
+                )
+                .await?;
+                let candidates: Arc<dyn CandidateSource> = Arc::new(InProcess {
+                    store: Arc::clone(&store),
+                    index: Arc::clone(&index),
+                });
+                (Some(index), candidates)
+            }
+        };
         Ok(Memory {
             inner: Arc::new(Inner {
                 store,
@@ -386,7 +419,9 @@ impl Memory {
     }
 
     async fn save_index_locked(&self) -> Result<()> {
-        let index = Arc::clone(&self.inner.index);
+        let Some(index) = self.inner.index.clone() else {
+            return Ok(());
+        };
         tokio::task::spawn_blocking(move || index.save())
             .await
             .map_err(|e| Error::internal(format!("index save task failed: {e}")))?
@@ -400,7 +435,9 @@ impl Memory {
     /// memories (one user's, typically) as fast as ever, larger ones by a full scan. Call
     /// this at start-up when the first large searches must be fast.
     pub async fn wait_for_index(&self) -> Result<()> {
-        let index = Arc::clone(&self.inner.index);
+        let Some(index) = self.inner.index.clone() else {
+            return Ok(());
+        };
         tokio::task::spawn_blocking(move || index.wait_for_graph())
             .await
             .map_err(|e| Error::internal(format!("index wait task failed: {e}")))?
@@ -410,13 +447,19 @@ impl Memory {
     /// memories. Searches keep working meanwhile; writes wait.
     pub async fn rebuild_index(&self) -> Result<()> {
         let _gate = self.inner.gate.lock().await;
-        self.inner.index.rebuild(&*self.inner.store).await?;
+        let Some(index) = &self.inner.index else {
+            return Ok(());
+        };
+        index.rebuild(&*self.inner.store).await?;
         self.save_index_locked().await
     }
 
     /// How many points the index holds for deleted or superseded memories.
     pub fn index_dead_points(&self) -> usize {
-        self.inner.index.dead_count().unwrap_or(0)
+        self.inner
+            .index
+            .as_ref()
+            .map_or(0, |index| index.dead_count().unwrap_or(0))
     }
 
     /// Embeds texts as documents and normalises the vectors.
@@ -471,10 +514,11 @@ impl Memory {
                 .collect();
             let outcome = apply(&*this.inner.store, batch).await?;
             this.inner.changed.notify_waiters();
-            this.inner
-                .index
-                .apply_own(&*this.inner.store, &outcome, vectors)
-                .await?;
+            if let Some(index) = &this.inner.index {
+                index
+                    .apply_own(&*this.inner.store, &outcome, vectors)
+                    .await?;
+            }
             this.maybe_autosave().await;
             Ok(outcome)
         })
@@ -485,7 +529,9 @@ impl Memory {
     /// Saves the index when it has grown enough since the last save that re-inserting it on
     /// the next open would cost more than saving now. The caller holds the gate.
     async fn maybe_autosave(&self) {
-        let index = &self.inner.index;
+        let Some(index) = &self.inner.index else {
+            return;
+        };
         let unsaved = index.unsaved().unwrap_or(0);
         let total = index.live_count().unwrap_or(0) + index.dead_count().unwrap_or(0);
         // While the graph loads, a save would wait for it with the gate held; the next

@@ -31,7 +31,9 @@ use crate::llm::Usage;
 use crate::memory::Memory;
 use crate::ops::{awaitable, scope_setters, Scope};
 use crate::record::{indexed_text, now, union, Core, MemoryRecord, Message, Owners};
-use crate::store::{Among, MemoryUpdate, Row, VectorKey, Write, WriteBatch};
+use crate::store::{
+    owner_filter, Among, MemoryUpdate, Row, VectorKey, VectorQuery, Write, WriteBatch,
+};
 
 /// Neighbours examined per leader.
 const NEIGHBOURS: usize = 32;
@@ -197,7 +199,9 @@ impl<'a> ConsolidateRequest<'a> {
             }
         }
         // The index holds the vectors of every row just read, whoever wrote them.
-        memory.inner.index.refresh(&*memory.inner.store).await?;
+        if let Some(index) = &memory.inner.index {
+            index.refresh(&*memory.inner.store).await?;
+        }
         let mut groups: Vec<Vec<Row>> = groups.into_values().collect();
         for g in &mut groups {
             g.sort_by_key(|row| (row.record.created_at, row.key));
@@ -219,7 +223,8 @@ impl<'a> ConsolidateRequest<'a> {
         let prices = memory.prices().await?;
         'owners: for (done, group) in groups.into_iter().enumerate() {
             result.examined += group.len();
-            for cluster in clusters(memory, &group, self.threshold, clock)? {
+            let scope = Among::new(&filter, at, include_expired);
+            for cluster in clusters(memory, &group, self.threshold, clock, scope).await? {
                 if self.dry_run {
                     let kept = newest(&cluster);
                     result.clusters.push(MergedCluster {
@@ -282,18 +287,44 @@ impl<'a> ConsolidateRequest<'a> {
 awaitable!(ConsolidateRequest, ConsolidateResult);
 
 /// The clusters of one owner's memories (oldest first within each cluster).
-fn clusters(memory: &Memory, group: &[Row], threshold: f32, clock: i64) -> Result<Vec<Vec<Row>>> {
+///
+/// Neighbours come from the in-process index, or, for a store that searches in its
+/// database, from its candidate source, among the memories of the group's owners in `scope`.
+async fn clusters(
+    memory: &Memory,
+    group: &[Row],
+    threshold: f32,
+    clock: i64,
+    scope: Among<'_>,
+) -> Result<Vec<Vec<Row>>> {
     if group.len() < 2 {
         return Ok(Vec::new());
     }
-    let index = &memory.inner.index;
     let keys: Vec<VectorKey> = group.iter().map(|row| row.key).collect();
     let mut sorted = keys.clone();
     sorted.sort_unstable();
-    let vectors: HashMap<VectorKey, Vec<f32>> = index.vectors(&keys)?.into_iter().collect();
+    let index = memory.inner.index.as_deref();
+    let vectors: HashMap<VectorKey, Vec<f32>> = match index {
+        Some(index) => index.vectors(&keys)?.into_iter().collect(),
+        None => {
+            let ids: Vec<Uuid> = group.iter().map(|row| row.record.id).collect();
+            memory
+                .inner
+                .store
+                .vectors(VectorQuery::Of(&ids))
+                .await?
+                .into_iter()
+                .map(|v| (v.key, v.vector))
+                .collect()
+        }
+    };
+    let owners = scope
+        .filter
+        .clone()
+        .and(owner_filter(&group[0].record.owners));
     let position: HashMap<VectorKey, usize> =
         keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
-    let exact = group.len() <= index.params().exact_search_max;
+    let exact = index.is_some_and(|index| group.len() <= index.params().exact_search_max);
     let mut taken = vec![false; group.len()];
     let mut out = Vec::new();
     for (i, key) in keys.iter().enumerate() {
@@ -301,10 +332,19 @@ fn clusters(memory: &Memory, group: &[Row], threshold: f32, clock: i64) -> Resul
             continue;
         }
         let Some(v) = vectors.get(key) else { continue };
-        let neighbours = if exact {
-            index.exact(v, Some(&keys), NEIGHBOURS, clock)?
-        } else {
-            index.search(v, NEIGHBOURS, clock, Some(&sorted))?
+        let neighbours = match index {
+            Some(index) if exact => index.exact(v, Some(&keys), NEIGHBOURS, clock)?,
+            Some(index) => index.search(v, NEIGHBOURS, clock, Some(&sorted))?,
+            None => {
+                let among = Among::new(&owners, scope.now, scope.include_expired);
+                memory
+                    .inner
+                    .candidates
+                    .nearest(vec![v.clone()], among, NEIGHBOURS)
+                    .await?
+                    .pop()
+                    .unwrap_or_default()
+            }
         };
         let mut members = vec![i];
         for (k, cosine) in neighbours {

@@ -40,6 +40,8 @@ mod candidates;
 pub mod conformance;
 pub mod keyword;
 mod mem;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod records;
 mod sqlite;
 
@@ -48,6 +50,8 @@ pub(crate) use batch::{immutable_error, owner_filter};
 pub use candidates::{Among, CandidateSource};
 pub use keyword::{KeywordHits, KeywordIndex, KeywordQuery};
 pub use mem::MemStore;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresStore, DEFAULT_PROJECT};
 pub use records::{Entity, EntityKind, Feedback, FeedbackKind};
 pub use sqlite::SqliteStore;
 
@@ -464,6 +468,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     /// The store's own keyword index, if it keeps one; without one, keyword search ranks the
     /// store's rows in process (see [`KeywordIndex`]).
     fn keyword_index(&self) -> Option<&dyn KeywordIndex> {
+        None
+    }
+
+    /// The store's own search, if it ranks in its database: the engine then keeps no
+    /// in-process index for it and asks this source for every search's candidates. `None`
+    /// (the default) for stores searched through the engine's in-process indexes.
+    fn candidate_source(&self) -> Option<std::sync::Arc<dyn CandidateSource>> {
         None
     }
 }

@@ -68,3 +68,85 @@ impl Rng {
         (self.next() % n.max(1) as u64) as usize
     }
 }
+
+/// The PostgreSQL server of the `postgres` feature's tests: the connection string in
+/// `MEMLANE_TEST_POSTGRES` (`scripts/test.sh` starts one and sets it; a user with a server
+/// of their own sets it by hand), or a server this test binary starts with
+/// `scripts/postgres.sh`, which stops it when the binary exits.
+#[cfg(feature = "postgres")]
+pub fn pg_server() -> &'static str {
+    static SERVER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SERVER.get_or_init(|| {
+        if let Ok(url) = std::env::var("MEMLANE_TEST_POSTGRES") {
+            return url;
+        }
+        let dir = std::env::temp_dir().join(format!("memlane-pg-{}", Uuid::new_v4().simple()));
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/postgres.sh");
+        let out = std::process::Command::new(script)
+            .arg("start")
+            .arg(&dir)
+            .arg(std::process::id().to_string())
+            .output()
+            .expect("run scripts/postgres.sh");
+        assert!(
+            out.status.success(),
+            "scripts/postgres.sh could not start a server: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    })
+}
+
+/// `url` with its database replaced by `database`: a `postgresql://` URL or a libpq
+/// `key=value` string (where the last `dbname` counts).
+#[cfg(feature = "postgres")]
+pub fn pg_with_database(url: &str, database: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (rest, query) = match rest.split_once('?') {
+                Some((r, q)) => (r, format!("?{q}")),
+                None => (rest, String::new()),
+            };
+            let authority = rest.split('/').next().unwrap_or(rest);
+            format!("{scheme}://{authority}/{database}{query}")
+        }
+        None => format!("{url} dbname={database}"),
+    }
+}
+
+/// A new, empty database on the test server, for one test: its connection string.
+#[cfg(feature = "postgres")]
+pub async fn pg_database() -> String {
+    let server = pg_server();
+    let (client, connection) = tokio_postgres::connect(server, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to the test server {server:?}: {e}"));
+    let task = tokio::spawn(connection);
+    let name = format!("memlane_test_{}", Uuid::new_v4().simple());
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap_or_else(|e| panic!("create database {name}: {e}"));
+    drop(client);
+    let _ = task.await;
+    pg_with_database(server, &name)
+}
+
+/// A memory on a new database of the test server, with a hashing embedder of `dim`
+/// dimensions.
+#[cfg(feature = "postgres")]
+pub async fn pg_memory(dim: usize) -> (Memory, String) {
+    let url = pg_database().await;
+    (pg_open(&url, dim).await, url)
+}
+
+/// A memory on the PostgreSQL database at `url`, with a hashing embedder.
+#[cfg(feature = "postgres")]
+pub async fn pg_open(url: &str, dim: usize) -> Memory {
+    Memory::builder()
+        .postgres(url)
+        .embedder(Arc::new(HashEmbedder::new(dim)))
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("open {url}: {e}"))
+}

@@ -10,4 +10,6 @@ mod freshness;
 mod fuzz;
 mod hostile;
 mod model_based;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod store_conformance;

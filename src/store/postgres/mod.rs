@@ -1,0 +1,652 @@
+//! The PostgreSQL store (feature `postgres`): memories, vectors (pgvector), the change log
+//! and the keyword statistics in a database server, shared by every process on every host
+//! that opens it. Searches run in the database; there is no in-process index to go stale.
+//!
+//! - `schema.rs`: one schema per project, migrated on open under an advisory lock;
+//! - `filter_sql.rs`: filters compiled to SQL;
+//! - `write.rs`: the transaction, with every precondition checked inside it;
+//! - `search.rs`: the candidate source (nearest vectors, BM25) in SQL.
+//!
+//! ## Commit order
+//! Every commit of a project starts by locking the project's one state row (`UPDATE …
+//! RETURNING`, which also checks and takes the charge), and allocates its vector keys and
+//! change-log cursors from it. Commits of one project are therefore serialised, and cursors
+//! are handed out in commit order: a reader of "changes after cursor N" never sees N + 2
+//! while N + 1 is still to commit, so it never skips or repeats a change.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use serde_json::{Map, Value};
+use tokio_postgres::{IsolationLevel, NoTls};
+use uuid::Uuid;
+
+mod filter_sql;
+mod schema;
+mod search;
+mod write;
+
+use filter_sql::{visible, Params};
+
+use super::{
+    Committed, Counters, Entity, EntityKind, EntityQuery, Feedback, FeedbackKind, LogQuery, Row,
+    Scan, ScanPage, Store, StoredVector, Transaction, VectorKey, VectorQuery,
+};
+use crate::error::{Error, Result};
+use crate::record::{HistoryRecord, MemoryRecord, Owners};
+
+type Client = deadpool_postgres::Client;
+
+/// The project a store opened without one uses.
+pub const DEFAULT_PROJECT: &str = "default";
+
+/// Connections a store opens at most, unless told otherwise.
+const DEFAULT_CONNECTIONS: usize = 16;
+
+/// The columns of a memory row, in the order [`row`] reads them.
+const COLUMNS: &str = "m.id, m.memory, m.user_id, m.agent_id, m.app_id, m.run_id, \
+     m.metadata, m.categories, m.immutable, m.expiration_date, m.created_at, m.updated_at, \
+     m.hash, m.context, m.vector_key, m.version, m.seq, m.deleted_at";
+
+/// A store on PostgreSQL with pgvector: one schema per project (`memlane_<project>`), many
+/// processes and hosts at once.
+///
+/// ```no_run
+/// # async fn run() -> memlane::Result<()> {
+/// use memlane::Memory;
+/// let memory = Memory::builder()
+///     .postgres("host=/run/postgresql user=agent dbname=memory")
+///     .build()
+///     .await?;
+/// # Ok(()) }
+/// ```
+///
+/// - Every commit is one transaction with its preconditions and its charge checked inside
+///   it; commits of a project are serialised on its state row, so change-log cursors follow
+///   commit order.
+/// - Every read sees a consistent snapshot (a repeatable-read transaction where it takes
+///   several statements), and sees every write committed before it began, by any host.
+/// - A lost connection, a server restarting, a pool with no free connection: a 503 that
+///   may be retried; a transaction cut short is rolled back by the server.
+#[derive(Clone)]
+pub struct PostgresStore {
+    shared: Arc<Shared>,
+    /// The largest set of memories a vector search ranks exactly.
+    exact_max: usize,
+}
+
+struct Shared {
+    pool: Pool,
+    project: String,
+    /// The project's schema, quoted.
+    schema: String,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("project", &self.shared.project)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A PostgreSQL error as the crate's: what the caller may retry (the connection, the
+/// server's availability, a serialisation failure) is a 503, the rest a 500.
+pub(super) fn pg_err(e: tokio_postgres::Error) -> Error {
+    let retryable = match e.as_db_error() {
+        Some(db) => {
+            let code = db.code().code();
+            code.starts_with("08")
+                || code.starts_with("57P")
+                || matches!(code, "40001" | "40P01" | "53300" | "53400")
+        }
+        // No answer from the server: the connection closed or failed.
+        None => true,
+    };
+    if retryable {
+        Error::Unavailable {
+            detail: format!(
+                "the PostgreSQL server cannot serve the call now ({e}); nothing was written \
+                 by a call that failed this way: retry it"
+            ),
+        }
+    } else {
+        Error::storage("PostgreSQL failed", e)
+    }
+}
+
+fn pool_err(e: deadpool_postgres::PoolError) -> Error {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => pg_err(e),
+        other => Error::Unavailable {
+            detail: format!("no connection to the PostgreSQL server ({other}): retry"),
+        },
+    }
+}
+
+fn corrupt(what: &str) -> Error {
+    Error::Storage {
+        detail: format!("the database holds a malformed {what}"),
+        source: None,
+    }
+}
+
+fn time(micros: i64) -> Result<DateTime<Utc>> {
+    DateTime::from_timestamp_micros(micros).ok_or_else(|| corrupt("timestamp"))
+}
+
+/// A count or cursor as PostgreSQL's bigint, clamped to its range.
+fn big(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
+/// A memory row read with [`COLUMNS`].
+fn row(r: &tokio_postgres::Row) -> Result<Row> {
+    row_at(r, 0)
+}
+
+/// A memory row read with [`COLUMNS`] from column `at` on.
+fn row_at(r: &tokio_postgres::Row, at: usize) -> Result<Row> {
+    let metadata: String = r.try_get(at + 6).map_err(pg_err)?;
+    let categories: Value = r.try_get(at + 7).map_err(pg_err)?;
+    let record = MemoryRecord {
+        id: r.try_get(at).map_err(pg_err)?,
+        memory: r.try_get(at + 1).map_err(pg_err)?,
+        owners: Owners {
+            user_id: r.try_get(at + 2).map_err(pg_err)?,
+            agent_id: r.try_get(at + 3).map_err(pg_err)?,
+            app_id: r.try_get(at + 4).map_err(pg_err)?,
+            run_id: r.try_get(at + 5).map_err(pg_err)?,
+        },
+        metadata: serde_json::from_str::<Map<String, Value>>(&metadata)
+            .map_err(|_| corrupt("metadata object"))?,
+        categories: serde_json::from_value(categories).map_err(|_| corrupt("category list"))?,
+        immutable: r.try_get(at + 8).map_err(pg_err)?,
+        expiration_date: r
+            .try_get::<_, Option<i64>>(9)
+            .map_err(pg_err)?
+            .map(time)
+            .transpose()?,
+        created_at: time(r.try_get(at + 10).map_err(pg_err)?)?,
+        updated_at: time(r.try_get(at + 11).map_err(pg_err)?)?,
+        hash: r.try_get(at + 12).map_err(pg_err)?,
+        context: r.try_get(at + 13).map_err(pg_err)?,
+    };
+    Ok(Row::new(
+        record,
+        r.try_get::<_, i64>(at + 14).map_err(pg_err)?.max(0) as VectorKey,
+        r.try_get::<_, i64>(at + 15).map_err(pg_err)?.max(0) as u64,
+        r.try_get::<_, i64>(at + 16).map_err(pg_err)?.max(0) as u64,
+        r.try_get::<_, Option<i64>>(17)
+            .map_err(pg_err)?
+            .map(time)
+            .transpose()?,
+    ))
+}
+
+fn rows(found: &[tokio_postgres::Row]) -> Result<Vec<Row>> {
+    found.iter().map(row).collect()
+}
+
+/// Whether a project id can name a schema: 1 to 40 ASCII lowercase letters, digits, `_`.
+fn valid_project(project: &str) -> bool {
+    (1..=40).contains(&project.len())
+        && project
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+impl PostgresStore {
+    /// Connects to the server at `url` (a `postgresql://` URL or a `key=value` connection
+    /// string, as libpq takes them), and creates or migrates the default project's schema.
+    pub async fn connect(url: &str) -> Result<PostgresStore> {
+        Self::connect_project(url, DEFAULT_PROJECT, DEFAULT_CONNECTIONS).await
+    }
+
+    /// Connects with at most `connections` connections to one project's memories: the
+    /// schema `memlane_<project>`, created or migrated now. Projects share nothing but the
+    /// server: no query of one reaches another's schema.
+    pub async fn connect_project(
+        url: &str,
+        project: &str,
+        connections: usize,
+    ) -> Result<PostgresStore> {
+        if !valid_project(project) {
+            return Err(Error::invalid(format!(
+                "project {:?} cannot name a PostgreSQL schema: use 1 to 40 lowercase ASCII \
+                 letters, digits or underscores",
+                project.chars().take(60).collect::<String>()
+            )));
+        }
+        if connections == 0 {
+            return Err(Error::invalid("a store needs at least one connection"));
+        }
+        let config = tokio_postgres::Config::from_str(url).map_err(|e| {
+            Error::invalid(format!(
+                "the PostgreSQL connection string is malformed ({e}); expected a URL such as \
+                 postgresql://user@host/dbname or key=value pairs such as \
+                 \"host=/run/postgresql dbname=memory\""
+            ))
+        })?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(connections)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(std::time::Duration::from_secs(30)))
+            .create_timeout(Some(std::time::Duration::from_secs(10)))
+            .build()
+            .map_err(|e| Error::internal(format!("cannot build the connection pool: {e}")))?;
+        let store = PostgresStore {
+            shared: Arc::new(Shared {
+                pool,
+                project: project.to_owned(),
+                schema: format!("\"memlane_{project}\""),
+            }),
+            exact_max: search::EXACT_MAX,
+        };
+        let mut client = store.client().await?;
+        schema::init(&mut client, &store.shared.schema).await?;
+        Ok(store)
+    }
+
+    /// The same store, ranking vector searches over at most `n` memories exactly (default
+    /// 20,000). pgvector 0.6's HNSW scan loses results under a filter, so a search never
+    /// gives it one: a set of memories this small (one user's, typically) is ranked exactly,
+    /// a larger one through the index with a beam deep enough for the filter's share, the
+    /// filter applied to what it returns, and exactly when that leaves fewer than `k`.
+    pub fn with_exact_search_max(mut self, n: usize) -> Self {
+        self.exact_max = n;
+        self
+    }
+
+    /// The project this store reads and writes.
+    pub fn project(&self) -> &str {
+        &self.shared.project
+    }
+
+    /// The version of the project's schema.
+    pub async fn schema_version(&self) -> Result<i32> {
+        let client = self.client().await?;
+        let s = &self.shared.schema;
+        let row = client
+            .query_one(
+                &format!("SELECT COALESCE(MAX(version), 0) FROM {s}.schema_version"),
+                &[],
+            )
+            .await
+            .map_err(pg_err)?;
+        Ok(row.get(0))
+    }
+
+    async fn client(&self) -> Result<Client> {
+        self.shared.pool.get().await.map_err(pool_err)
+    }
+
+    /// `sql` with `{s}` replaced by the project's schema.
+    fn sql(&self, sql: &str) -> String {
+        sql.replace("{s}", &self.shared.schema)
+    }
+
+    /// Rows matching `sql` (which selects [`COLUMNS`] from `memories m`), checked against
+    /// `filter` when the SQL could only narrow them down.
+    async fn query_rows(
+        &self,
+        client: &impl deadpool_postgres::GenericClient,
+        sql: &str,
+        params: &Params,
+    ) -> Result<Vec<Row>> {
+        let found = client
+            .query(&self.sql(sql), &params.refs())
+            .await
+            .map_err(pg_err)?;
+        rows(&found)
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn commit(&self, tx: Transaction) -> Result<Committed> {
+        let mut client = self.client().await?;
+        write::commit(&mut client, &self.shared.schema, tx).await
+    }
+
+    async fn rows(&self, ids: &[Uuid]) -> Result<Vec<Row>> {
+        let client = self.client().await?;
+        let mut params = Params::default();
+        let ids = params.push(ids.to_vec());
+        self.query_rows(
+            &client,
+            &format!("SELECT {COLUMNS} FROM {{s}}.memories m WHERE m.id = ANY({ids})"),
+            &params,
+        )
+        .await
+    }
+
+    async fn rows_by_key(&self, keys: &[VectorKey]) -> Result<Vec<Row>> {
+        let client = self.client().await?;
+        let mut params = Params::default();
+        let keys = params.push(keys.iter().map(|k| big(*k)).collect::<Vec<i64>>());
+        self.query_rows(
+            &client,
+            &format!(
+                "SELECT {COLUMNS} FROM {{s}}.memories m \
+                 WHERE m.vector_key = ANY({keys}) AND m.deleted_at IS NULL"
+            ),
+            &params,
+        )
+        .await
+    }
+
+    async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
+        let mut client = self.client().await?;
+        // One snapshot for the count and the page.
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(pg_err)?;
+        let mut params = Params::default();
+        let clause = visible(&scan.filter, scan.now, scan.include_expired, &mut params);
+        let order = "ORDER BY m.created_at DESC, m.seq DESC";
+        let page = if clause.exact {
+            let count: i64 = tx
+                .query_one(
+                    &self.sql(&format!(
+                        "SELECT COUNT(*) FROM {{s}}.memories m WHERE {}",
+                        clause.sql
+                    )),
+                    &params.refs(),
+                )
+                .await
+                .map_err(pg_err)?
+                .get(0);
+            let mut sql = format!(
+                "SELECT {COLUMNS} FROM {{s}}.memories m WHERE {}",
+                clause.sql
+            );
+            if let Some(after) = scan.after {
+                let (c, s) = (params.push(after.created_at), params.push(big(after.seq)));
+                sql.push_str(&format!(
+                    " AND (m.created_at < {c} OR (m.created_at = {c} AND m.seq < {s}))"
+                ));
+            }
+            let limit = params.push(big(scan.limit.saturating_add(1)));
+            sql.push_str(&format!(" {order} LIMIT {limit}"));
+            let page = self.query_rows(&tx, &sql, &params).await?;
+            ScanPage::cut(page, scan.limit, count.max(0) as u64)
+        } else {
+            // The SQL narrows the rows down; the filter decides.
+            let sql = format!(
+                "SELECT {COLUMNS} FROM {{s}}.memories m WHERE {} {order}",
+                clause.sql
+            );
+            let matching: Vec<Row> = self
+                .query_rows(&tx, &sql, &params)
+                .await?
+                .into_iter()
+                .filter(|r| scan.filter.matches(&r.record))
+                .collect();
+            let count = matching.len() as u64;
+            let page: Vec<Row> = matching
+                .into_iter()
+                .filter(|r| scan.after.is_none_or(|after| after.precedes(r)))
+                .take(scan.limit.saturating_add(1))
+                .collect();
+            ScanPage::cut(page, scan.limit, count)
+        };
+        tx.commit().await.map_err(pg_err)?;
+        Ok(page)
+    }
+
+    async fn keys(&self, among: super::Among<'_>) -> Result<Vec<VectorKey>> {
+        let client = self.client().await?;
+        self.keys_with(&client, among).await
+    }
+
+    async fn vectors(&self, query: VectorQuery<'_>) -> Result<Vec<StoredVector>> {
+        let client = self.client().await?;
+        let mut params = Params::default();
+        let select = "SELECT m.vector_key, m.id, v.embedding, m.expiration_date \
+                      FROM {s}.memories m JOIN {s}.vectors v ON v.key = m.vector_key";
+        let sql = match query {
+            VectorQuery::After { key, limit } => {
+                let (k, l) = (params.push(big(key)), params.push(big(limit)));
+                format!(
+                    "{select} WHERE m.vector_key > {k} AND m.deleted_at IS NULL \
+                     ORDER BY m.vector_key LIMIT {l}"
+                )
+            }
+            VectorQuery::Of(ids) => {
+                let ids = params.push(ids.to_vec());
+                format!("{select} WHERE m.id = ANY({ids}) AND m.deleted_at IS NULL")
+            }
+        };
+        let found = client
+            .query(&self.sql(&sql), &params.refs())
+            .await
+            .map_err(pg_err)?;
+        found
+            .iter()
+            .map(|r| {
+                Ok(StoredVector {
+                    key: r.try_get::<_, i64>(0).map_err(pg_err)?.max(0) as VectorKey,
+                    id: r.try_get(1).map_err(pg_err)?,
+                    vector: r
+                        .try_get::<_, pgvector::Vector>(2)
+                        .map_err(pg_err)?
+                        .to_vec(),
+                    expires_at: r.try_get(3).map_err(pg_err)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn log(&self, query: LogQuery) -> Result<Vec<(u64, HistoryRecord)>> {
+        let client = self.client().await?;
+        let mut params = Params::default();
+        let (after, limit) = (params.push(big(query.after)), params.push(big(query.limit)));
+        let mut sql = format!("SELECT seq, record FROM {{s}}.history WHERE seq > {after}");
+        if let Some(id) = query.memory {
+            sql.push_str(&format!(" AND memory_id = {}", params.push(id)));
+        }
+        sql.push_str(&format!(" ORDER BY seq LIMIT {limit}"));
+        let found = client
+            .query(&self.sql(&sql), &params.refs())
+            .await
+            .map_err(pg_err)?;
+        found
+            .iter()
+            .map(|r| {
+                let seq: i64 = r.try_get(0).map_err(pg_err)?;
+                let text: String = r.try_get(1).map_err(pg_err)?;
+                let record: HistoryRecord =
+                    serde_json::from_str(&text).map_err(|_| corrupt("change-log record"))?;
+                Ok((seq.max(0) as u64, record))
+            })
+            .collect()
+    }
+
+    async fn changed(&self, after: u64, limit: usize) -> Result<Vec<(u64, Uuid)>> {
+        let client = self.client().await?;
+        let found = client
+            .query(
+                &self.sql(
+                    "SELECT seq, memory_id FROM {s}.history WHERE seq > $1 ORDER BY seq LIMIT $2",
+                ),
+                &[&big(after), &big(limit)],
+            )
+            .await
+            .map_err(pg_err)?;
+        found
+            .iter()
+            .map(|r| {
+                let seq: i64 = r.try_get(0).map_err(pg_err)?;
+                Ok((seq.max(0) as u64, r.try_get(1).map_err(pg_err)?))
+            })
+            .collect()
+    }
+
+    async fn entities(&self, query: EntityQuery) -> Result<Vec<Entity>> {
+        let EntityQuery { kind, after, limit } = query;
+        let client = self.client().await?;
+        let mut out = Vec::new();
+        for k in EntityKind::ALL {
+            if kind.is_some_and(|want| want != k) {
+                continue;
+            }
+            let after_id = match &after {
+                Some((ak, _)) if *ak > k => continue,
+                Some((ak, id)) if *ak == k => Some(id.clone()),
+                _ => None,
+            };
+            let left = limit.saturating_sub(out.len());
+            if left == 0 {
+                break;
+            }
+            // The owner columns are fixed names, never caller input.
+            let column = format!("{}_id", k.as_str());
+            let found = client
+                .query(
+                    &self.sql(&format!(
+                        "SELECT m.{column}, COUNT(*), MIN(m.created_at), MAX(m.updated_at) \
+                         FROM {{s}}.memories m WHERE m.deleted_at IS NULL \
+                         AND m.{column} IS NOT NULL AND ($1::text IS NULL OR m.{column} > $1) \
+                         GROUP BY m.{column} ORDER BY m.{column} COLLATE \"C\" LIMIT $2"
+                    )),
+                    &[&after_id, &big(left)],
+                )
+                .await
+                .map_err(pg_err)?;
+            for r in &found {
+                out.push(Entity {
+                    id: r.try_get(0).map_err(pg_err)?,
+                    kind: k,
+                    memory_count: r.try_get::<_, i64>(1).map_err(pg_err)?.max(0) as u64,
+                    created_at: time(r.try_get(2).map_err(pg_err)?)?,
+                    updated_at: time(r.try_get(3).map_err(pg_err)?)?,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn feedback(&self, ids: &[Uuid]) -> Result<Vec<Feedback>> {
+        let client = self.client().await?;
+        let found = client
+            .query(
+                &self.sql(
+                    "SELECT memory_id, feedback, reason, updated_at FROM {s}.feedback \
+                     WHERE memory_id = ANY($1)",
+                ),
+                &[&ids.to_vec()],
+            )
+            .await
+            .map_err(pg_err)?;
+        found
+            .iter()
+            .map(|r| {
+                let kind: Option<String> = r.try_get(1).map_err(pg_err)?;
+                Ok(Feedback {
+                    memory_id: r.try_get(0).map_err(pg_err)?,
+                    feedback: kind.as_deref().and_then(FeedbackKind::parse),
+                    feedback_reason: r.try_get(2).map_err(pg_err)?,
+                    updated_at: Some(time(r.try_get(3).map_err(pg_err)?)?),
+                })
+            })
+            .collect()
+    }
+
+    async fn meta(&self, key: &str) -> Result<Option<String>> {
+        let client = self.client().await?;
+        let found = client
+            .query_opt(
+                &self.sql("SELECT value FROM {s}.meta WHERE key = $1"),
+                &[&key],
+            )
+            .await
+            .map_err(pg_err)?;
+        found.map(|r| r.try_get(0).map_err(pg_err)).transpose()
+    }
+
+    async fn counters(&self) -> Result<Counters> {
+        let client = self.client().await?;
+        let r = client
+            .query_one(
+                &self.sql(
+                    "SELECT credits, max_key, \
+                     (SELECT COUNT(*) FROM {s}.feedback \
+                      WHERE feedback IN ('NEGATIVE', 'VERY_NEGATIVE')), last_cursor \
+                     FROM {s}.state WHERE id = 1",
+                ),
+                &[],
+            )
+            .await
+            .map_err(pg_err)?;
+        let get =
+            |i: usize| -> Result<u64> { Ok(r.try_get::<_, i64>(i).map_err(pg_err)?.max(0) as u64) };
+        Ok(Counters {
+            credits: get(0)?,
+            max_key: get(1)?,
+            negative_feedback: get(2)?,
+            last_cursor: get(3)?,
+        })
+    }
+
+    fn keyword_index(&self) -> Option<&dyn super::KeywordIndex> {
+        Some(self)
+    }
+
+    fn candidate_source(&self) -> Option<Arc<dyn super::CandidateSource>> {
+        Some(Arc::new(self.clone()))
+    }
+}
+
+impl PostgresStore {
+    /// The vector keys of the live rows among `among`, ascending, on `client`.
+    async fn keys_with(
+        &self,
+        client: &impl deadpool_postgres::GenericClient,
+        among: super::Among<'_>,
+    ) -> Result<Vec<VectorKey>> {
+        let mut params = Params::default();
+        let clause = visible(among.filter, among.now, among.include_expired, &mut params);
+        let keys: Vec<VectorKey> = if clause.exact {
+            client
+                .query(
+                    &self.sql(&format!(
+                        "SELECT m.vector_key FROM {{s}}.memories m WHERE {} ORDER BY m.vector_key",
+                        clause.sql
+                    )),
+                    &params.refs(),
+                )
+                .await
+                .map_err(pg_err)?
+                .iter()
+                .map(|r| Ok(r.try_get::<_, i64>(0).map_err(pg_err)?.max(0) as VectorKey))
+                .collect::<Result<_>>()?
+        } else {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM {{s}}.memories m WHERE {} ORDER BY m.vector_key",
+                clause.sql
+            );
+            self.query_rows(client, &sql, &params)
+                .await?
+                .into_iter()
+                .filter(|r| among.filter.matches(&r.record))
+                .map(|r| r.key)
+                .collect()
+        };
+        Ok(keys)
+    }
+}

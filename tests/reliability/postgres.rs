@@ -1,0 +1,433 @@
+//! The PostgreSQL store (feature `postgres`) against a real server with pgvector, started
+//! by `scripts/postgres.sh` (or the one `MEMLANE_TEST_POSTGRES` names): the conformance
+//! suite, keyword scores equal to SQLite's, two handles and two hosts' worth of pools, the
+//! change log under concurrent writers with a live reader, atomic credits, migrations
+//! racing, filtered vector search that keeps its recall, and the whole `Memory` on it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use memlane::filter::Filter;
+use memlane::store::conformance::{self, record, t};
+use memlane::store::{
+    apply, Among, CandidateSource, KeywordQuery, LogQuery, NewMemory, PostgresStore, Scan,
+    SqliteStore, Store, Write, WriteBatch,
+};
+use memlane::{HashEmbedder, Memory, Message, SearchMode};
+use uuid::Uuid;
+
+use crate::common::{pg_database, pg_memory, pg_open, Rng};
+
+const DIM: usize = 32;
+
+async fn store(url: &str) -> PostgresStore {
+    PostgresStore::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("connect {url}: {e}"))
+}
+
+fn insert(text: &str, user: &str, vector: Vec<f32>) -> Write {
+    let r = record(text, user, t(0));
+    Write::Insert(NewMemory::new(r, vector, vec![Message::user(text)]))
+}
+
+fn unit(rng: &mut Rng, dim: usize) -> Vec<f32> {
+    let v: Vec<f32> = (0..dim)
+        .map(|_| (rng.below(2001) as f32 - 1000.0) / 1000.0)
+        .collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+    v.into_iter().map(|x| x / norm).collect()
+}
+
+#[tokio::test]
+async fn postgres_conforms() {
+    let url = pg_database().await;
+    conformance::run(&store(&url).await).await;
+}
+
+#[tokio::test]
+async fn two_postgres_pools_check_preconditions_in_the_transaction() {
+    let url = pg_database().await;
+    let (a, b) = (store(&url).await, store(&url).await);
+    conformance::run_two_handles(&a, &b).await;
+}
+
+#[tokio::test]
+async fn projects_are_isolated_and_migrations_race_safely() {
+    let url = pg_database().await;
+    // Four processes' worth of pools opening a new database at once: one migrates, the
+    // others wait and find the schema current.
+    let opened = futures_util::future::join_all(
+        (0..4).map(|_| PostgresStore::connect_project(&url, "acme", 2)),
+    )
+    .await;
+    for store in &opened {
+        assert_eq!(store.as_ref().unwrap().schema_version().await.unwrap(), 1);
+    }
+    let acme = opened.into_iter().next().unwrap().unwrap();
+    let other = PostgresStore::connect_project(&url, "other", 2)
+        .await
+        .unwrap();
+    apply(
+        &acme,
+        WriteBatch::new(vec![insert("acme's secret", "u", vec![1.0, 0.0])], 0),
+    )
+    .await
+    .unwrap();
+    let everything = Scan::new(Filter::all(), t(10), 100);
+    assert_eq!(acme.scan(&everything).await.unwrap().count, 1);
+    assert_eq!(other.scan(&everything).await.unwrap().count, 0);
+    assert!(other.log(LogQuery::after(0, 10)).await.unwrap().is_empty());
+    // A project id that cannot name a schema is refused, not quoted into SQL.
+    let bad = PostgresStore::connect_project(&url, "x\"; DROP SCHEMA", 1).await;
+    assert_eq!(bad.err().map(|e| e.status()), Some(400));
+}
+
+/// The keyword scores equal the SQLite store's on the same memories (the calibration of
+/// scores holds for both stores).
+#[tokio::test]
+async fn keyword_scores_equal_sqlite() {
+    let url = pg_database().await;
+    let pg = store(&url).await;
+    let lite = SqliteStore::in_memory().unwrap();
+    let texts = [
+        ("I moved to Valencia last month", "carlos"),
+        ("Carlos lives in Madrid and loves the sea", "carlos"),
+        ("My car is a blue Toyota Corolla", "ana"),
+        ("I'm vegetarian and I can't stand coriander", "ana"),
+        ("Valencia has the best paella, Valencia!", "ana"),
+        ("the sea, the sea, the sea", "bo"),
+    ];
+    let mut records = Vec::new();
+    for (i, (text, user)) in texts.iter().enumerate() {
+        let mut r = record(text, user, t(i as i64));
+        if i == 1 {
+            r.context = Some("where does Carlos live?".into());
+        }
+        records.push(r);
+    }
+    for s in [&pg as &dyn Store, &lite] {
+        let writes = records
+            .iter()
+            .map(|r| {
+                Write::Insert(NewMemory::new(
+                    r.clone(),
+                    vec![1.0, 0.0],
+                    vec![Message::user(&r.memory)],
+                ))
+            })
+            .collect();
+        apply(s, WriteBatch::new(writes, 0)).await.unwrap();
+    }
+    // A deletion changes the statistics on both sides.
+    let gone = records[5].id;
+    for s in [&pg as &dyn Store, &lite] {
+        let version = s.rows(&[gone]).await.unwrap()[0].version;
+        s.commit(memlane::store::Transaction::new(
+            vec![memlane::store::RowWrite::Delete {
+                id: gone,
+                at: t(50),
+                expect: version,
+            }],
+            0,
+        ))
+        .await
+        .unwrap();
+    }
+    let queries: Vec<Vec<String>> = [
+        "where does carlos live",
+        "Valencia",
+        "sea",
+        "blue car",
+        "what food should I avoid",
+    ]
+    .iter()
+    .map(|q| memlane::text::query_terms(q))
+    .collect();
+    let mut compared = 0;
+    for filter in [Filter::all(), Filter::user("ana")] {
+        let q = KeywordQuery {
+            queries: &queries,
+            filter: &filter,
+            now: t(100),
+            include_expired: false,
+            limit: 10,
+        };
+        let a = pg.keyword_index().unwrap().search(q).await.unwrap();
+        let b = lite.keyword_index().unwrap().search(q).await.unwrap();
+        assert_eq!(a.len(), b.len());
+        for (a, b) in a.iter().zip(&b) {
+            let keys = |h: &Vec<(u64, f32)>| h.iter().map(|x| x.0).collect::<Vec<_>>();
+            assert_eq!(keys(a), keys(b), "{filter:?}");
+            for (x, y) in a.iter().zip(b) {
+                assert!((x.1 - y.1).abs() < 1e-4, "{x:?} vs {y:?}");
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 6, "only {compared} scores compared");
+}
+
+/// Writers on several pools commit at once while a reader follows the change log from
+/// its cursor: it sees every change exactly once, in cursor order, with no gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_change_log_never_skips_or_repeats_under_concurrent_writers() {
+    let url = pg_database().await;
+    let reader = store(&url).await;
+    const WRITERS: usize = 4;
+    const EACH: usize = 40;
+    let mut tasks = Vec::new();
+    for w in 0..WRITERS {
+        let s = PostgresStore::connect_project(&url, "default", 2)
+            .await
+            .unwrap();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..EACH {
+                let text = format!("writer {w} fact {i}");
+                apply(
+                    &s,
+                    WriteBatch::new(vec![insert(&text, "u", vec![1.0, 0.0])], 0),
+                )
+                .await
+                .unwrap();
+            }
+        }));
+    }
+    let mut seen = Vec::new();
+    let mut cursor = 0;
+    let total = WRITERS * EACH;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while seen.len() < total {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "saw {} of {total}",
+            seen.len()
+        );
+        let writers_done = tasks.iter().all(|t| t.is_finished());
+        let before = seen.len();
+        for (c, record) in reader.log(LogQuery::after(cursor, 7)).await.unwrap() {
+            assert_eq!(c, cursor + 1, "a gap or a repeat after cursor {cursor}");
+            cursor = c;
+            seen.push(record.memory_id);
+        }
+        // Writers that stopped (or failed) early leave the log short: stop waiting.
+        if writers_done && seen.len() == before {
+            break;
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(seen.len(), total);
+    assert!(reader
+        .log(LogQuery::after(cursor, 10))
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(seen.iter().collect::<HashSet<_>>().len(), total);
+}
+
+/// Many charges at once never spend more than the balance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn credits_are_never_overspent_by_concurrent_writers() {
+    let url = pg_database().await;
+    let s = store(&url).await;
+    let balance = s.counters().await.unwrap().credits;
+    // Leave 25 credits; 8 writers try 10 charges of 1 each.
+    let spend = balance - 25;
+    apply(&s, WriteBatch::new(vec![], spend)).await.unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let s = PostgresStore::connect_project(&url, "default", 1)
+            .await
+            .unwrap();
+        tasks.push(tokio::spawn(async move {
+            let mut paid = 0;
+            for i in 0..10 {
+                let text = format!("{w}-{i}");
+                let batch = WriteBatch::new(vec![insert(&text, "u", vec![0.0, 1.0])], 1);
+                match apply(&s, batch).await {
+                    Ok(_) => paid += 1,
+                    Err(e) => assert_eq!(e.status(), 402, "{e}"),
+                }
+            }
+            paid
+        }));
+    }
+    let mut paid = 0;
+    for task in tasks {
+        paid += task.await.unwrap();
+    }
+    assert_eq!(paid, 25);
+    assert_eq!(s.counters().await.unwrap().credits, 0);
+    let rows = s
+        .scan(&Scan::new(Filter::all(), t(10), 1000))
+        .await
+        .unwrap();
+    assert_eq!(rows.count, 25, "a refused charge wrote its memory");
+}
+
+/// Filtered vector search keeps its recall whichever path ranks it: exact for a small set,
+/// the HNSW index with a deep beam and a fallback for a large one.
+#[tokio::test]
+async fn filtered_vector_search_keeps_recall_at_every_selectivity() {
+    let url = pg_database().await;
+    const N: usize = 3_000;
+    const USERS: usize = 30;
+    let base = store(&url).await;
+    let mut rng = Rng(7);
+    let mut vectors = Vec::new();
+    let mut writes = Vec::new();
+    for i in 0..N {
+        let v = unit(&mut rng, DIM);
+        // Users of unequal size: user i % 30, and a tenth of everything is "big".
+        let user = if i % 10 == 0 {
+            "big".to_owned()
+        } else {
+            format!("u{}", i % USERS)
+        };
+        writes.push(insert(&format!("memory {i}"), &user, v.clone()));
+        vectors.push((user, v));
+    }
+    let ids: Vec<Uuid> = writes
+        .iter()
+        .map(|w| match w {
+            Write::Insert(new) => new.record.id,
+            _ => unreachable!(),
+        })
+        .collect();
+    apply(&base, WriteBatch::new(writes, 0)).await.unwrap();
+    let by_id: std::collections::HashMap<Uuid, u64> = base
+        .rows(&ids)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.record.id, r.key))
+        .collect();
+    let keys: Vec<u64> = ids.iter().map(|id| by_id[id]).collect();
+    assert_eq!(keys.len(), N);
+    let exact_top = |query: &[f32], user: Option<&str>, k: usize| -> Vec<u64> {
+        let mut scored: Vec<(u64, f32)> = vectors
+            .iter()
+            .zip(&keys)
+            .filter(|((u, _), _)| user.is_none_or(|want| u == want))
+            .map(|((_, v), key)| (*key, v.iter().zip(query).map(|(a, b)| a * b).sum()))
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.into_iter().take(k).map(|x| x.0).collect()
+    };
+    let mut checked = 0;
+    // Every path: exact (default), and the HNSW index for anything over 50 memories.
+    for exact_max in [20_000, 50] {
+        let s = base.clone().with_exact_search_max(exact_max);
+        for (user, selectivity) in [(Some("u1"), 0.03), (Some("big"), 0.1), (None, 1.0)] {
+            let filter = user.map_or_else(Filter::all, Filter::user);
+            let mut found = 0;
+            let mut wanted = 0;
+            for _ in 0..10 {
+                let q = unit(&mut rng, DIM);
+                let hits = s
+                    .nearest(vec![q.clone()], Among::new(&filter, t(10), false), 10)
+                    .await
+                    .unwrap()
+                    .pop()
+                    .unwrap();
+                let truth = exact_top(&q, user, 10);
+                assert_eq!(hits.len(), truth.len());
+                wanted += truth.len();
+                found += hits.iter().filter(|h| truth.contains(&h.0)).count();
+                checked += 1;
+            }
+            let recall = found as f64 / wanted as f64;
+            let floor = if exact_max == 20_000 { 1.0 } else { 0.95 };
+            assert!(
+                recall >= floor,
+                "recall {recall} at selectivity {selectivity} (exact up to {exact_max})"
+            );
+        }
+    }
+    assert_eq!(checked, 60);
+}
+
+/// The whole engine on PostgreSQL: two handles (two hosts' worth) see each other's adds,
+/// updates and deletes at once, in every search mode, with no index to refresh.
+#[tokio::test]
+async fn two_memories_on_one_database_see_each_others_writes_at_once() {
+    let (a, url) = pg_memory(DIM).await;
+    let b = pg_open(&url, DIM).await;
+    let id = crate::common::add(&a, "alice", "alice keeps bees in her garden").await;
+    for mode in [SearchMode::Vector, SearchMode::Keyword, SearchMode::Hybrid] {
+        let hits = b
+            .search("bees garden")
+            .user("alice")
+            .mode(mode)
+            .await
+            .unwrap()
+            .results;
+        assert_eq!(hits.first().map(|h| h.record.id), Some(id), "{mode:?}");
+    }
+    b.update(id).text("alice keeps goats now").await.unwrap();
+    let got = a.get(id).await.unwrap();
+    assert_eq!(got.memory, "alice keeps goats now");
+    let hits = a
+        .search("goats")
+        .user("alice")
+        .mode(SearchMode::Keyword)
+        .await
+        .unwrap()
+        .results;
+    assert_eq!(hits.len(), 1);
+    let history = a.history(id).await.unwrap();
+    assert_eq!(history.len(), 2);
+    a.delete(id).await.unwrap();
+    for mode in [SearchMode::Vector, SearchMode::Keyword, SearchMode::Hybrid] {
+        let hits = b
+            .search("alice goats")
+            .user("alice")
+            .mode(mode)
+            .await
+            .unwrap()
+            .results;
+        assert!(hits.is_empty(), "{mode:?} still finds a deleted memory");
+    }
+    // The same database opened with another embedder's dimension is refused.
+    let other = Memory::builder()
+        .postgres(&url)
+        .embedder(Arc::new(HashEmbedder::new(DIM * 2)))
+        .build()
+        .await;
+    assert_eq!(other.err().map(|e| e.status()), Some(422));
+}
+
+/// Consolidation on PostgreSQL finds duplicates through the database's search.
+#[tokio::test]
+async fn consolidation_finds_duplicates_through_the_database() {
+    let (memory, _url) = pg_memory(DIM).await;
+    for text in [
+        "alice likes green tea",
+        "alice likes green tea",
+        "bob plays chess",
+    ] {
+        crate::common::add(&memory, "alice", text).await;
+    }
+    let result = memory
+        .consolidate()
+        .user("alice")
+        .dry_run(true)
+        .await
+        .unwrap();
+    assert_eq!(result.examined, 3);
+    assert_eq!(result.clusters.len(), 1, "{:?}", result.clusters);
+    assert_eq!(result.clusters[0].merged.len(), 1);
+}
+
+#[tokio::test]
+async fn a_malformed_connection_string_is_a_400_and_an_unreachable_server_a_503() {
+    let bad = PostgresStore::connect("host=/nonexistent port=notaport").await;
+    assert_eq!(bad.err().map(|e| e.status()), Some(400));
+    let gone = Uuid::new_v4().simple();
+    let unreachable = PostgresStore::connect(&format!("host=/tmp/{gone} user=x dbname=x")).await;
+    let e = unreachable.err().unwrap();
+    assert_eq!(e.status(), 503, "{e}");
+    assert!(e.is_transient());
+}
