@@ -13,7 +13,9 @@
 #   scripts/postgres.sh resume DIR       start it again on the same data and socket.
 #
 # The server listens on a unix socket in DIR only (no TCP port), trusts local connections,
-# and runs without fsync: it is for tests, never for data. initdb and pg_ctl refuse to run
+# and runs without fsync: it is for tests, never for data. Commits still write the WAL
+# before they are acknowledged, so a crash of the server (not of the machine) loses
+# nothing acknowledged, which the connection-loss tests check. initdb and pg_ctl refuse to run
 # as root, so as root the script runs them as the system user `memlane-pg`, created here.
 set -euo pipefail
 
@@ -75,7 +77,7 @@ run_server() {
   local dir=$1
   as_server "$BIN/pg_ctl" --pgdata="$dir/data" --log="$dir/server.log" --wait --silent \
     -o "-c listen_addresses='' -c unix_socket_directories='$dir' -c fsync=off \
-        -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 \
+        -c full_page_writes=off -c max_connections=200 \
         -c shared_buffers=256MB -c maintenance_work_mem=512MB" start \
     || { cat "$dir/server.log" >&2; die "the server did not start"; }
 }

@@ -194,6 +194,13 @@ impl Memory {
                 let changed = inner.changed.notified();
                 let mut changed = std::pin::pin!(changed);
                 changed.as_mut().enable();
+                // Other hosts' commits, where the store hears of them.
+                let signal = inner.store.commit_signal();
+                let remote = signal.as_ref().map(|s| s.notified());
+                let mut remote = std::pin::pin!(remote);
+                if let Some(remote) = remote.as_mut().as_pin_mut() {
+                    remote.enable();
+                }
                 match s
                     .memory
                     .inner
@@ -210,7 +217,15 @@ impl Memory {
                             .extend(batch.into_iter().map(|(c, h)| Event::new(c, h)));
                     }
                     Ok(_) => {
-                        let _ = tokio::time::timeout(EVENT_POLL, changed).await;
+                        let woken = async {
+                            match remote.as_mut().as_pin_mut() {
+                                Some(remote) => {
+                                    futures_util::future::select(changed, remote).await;
+                                }
+                                None => changed.await,
+                            }
+                        };
+                        let _ = tokio::time::timeout(EVENT_POLL, woken).await;
                     }
                 }
             }

@@ -477,6 +477,13 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
     fn candidate_source(&self) -> Option<std::sync::Arc<dyn CandidateSource>> {
         None
     }
+
+    /// Woken whenever another handle, process or host may have committed to the store,
+    /// when the store can tell (a database server's notifications); event streams then
+    /// wait on it. `None` (the default): streams poll the change log.
+    fn commit_signal(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
 }
 
 /// Metadata key holding the store's random identity (so an index saved for one store is

@@ -431,3 +431,108 @@ async fn a_malformed_connection_string_is_a_400_and_an_unreachable_server_a_503(
     assert_eq!(e.status(), 503, "{e}");
     assert!(e.is_transient());
 }
+
+/// Every commit, on any pool or host, wakes the listeners of the project's channel; an
+/// event stream on another handle receives the change.
+#[tokio::test]
+async fn commits_on_another_pool_wake_the_listeners() {
+    let url = pg_database().await;
+    let (a, b) = (store(&url).await, store(&url).await);
+    let signal = a
+        .commit_signal()
+        .expect("a PostgreSQL store has a commit signal");
+    // The listener wakes once when it is listening.
+    let listening = signal.notified();
+    tokio::time::timeout(std::time::Duration::from_secs(30), listening)
+        .await
+        .expect("the listener connected");
+    for i in 0..3 {
+        let woken = signal.notified();
+        let mut woken = std::pin::pin!(woken);
+        woken.as_mut().enable();
+        let text = format!("fact {i}");
+        apply(
+            &b,
+            WriteBatch::new(vec![insert(&text, "u", vec![1.0, 0.0])], 0),
+        )
+        .await
+        .unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(30), woken)
+            .await
+            .unwrap_or_else(|_| panic!("commit {i} did not wake the other pool's listener"));
+    }
+    // Through the engine: a stream on one handle receives another handle's add.
+    let url = pg_database().await;
+    let (m1, m2) = (pg_open(&url, DIM).await, pg_open(&url, DIM).await);
+    let cursor = m1.store().counters().await.unwrap().last_cursor;
+    let mut events = Box::pin(m1.events(cursor));
+    let id = crate::common::add(&m2, "alice", "alice rides a red bicycle").await;
+    let event = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        futures_util::StreamExt::next(&mut events),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .unwrap();
+    assert_eq!(event.memory_id, Some(id));
+}
+
+/// The server goes away mid-run: calls fail with a retryable 503 and write nothing; once
+/// it is back, the same handle works again and holds exactly what was acknowledged.
+#[tokio::test]
+async fn a_server_restart_is_a_retryable_503_and_loses_nothing_acknowledged() {
+    // A server of this test's own, since it is stopped.
+    let dir = std::env::temp_dir().join(format!("memlane-pg-{}", Uuid::new_v4().simple()));
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/postgres.sh");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&script)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "postgres.sh {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let dir_arg = dir.to_str().unwrap();
+    let pid = std::process::id().to_string();
+    let url = run(&["start", dir_arg, &pid]).trim().to_owned();
+    let memory = pg_open(&url, DIM).await;
+    let kept = crate::common::add(&memory, "alice", "alice speaks Finnish").await;
+    run(&["halt", dir_arg]);
+    let failed = memory
+        .add("alice speaks Basque")
+        .user("alice")
+        .infer(false)
+        .await
+        .expect_err("an add with the server down fails");
+    assert_eq!(failed.status(), 503, "{failed}");
+    assert!(failed.is_transient());
+    let search = memory.search("Finnish").user("alice").await.err().unwrap();
+    assert_eq!(search.status(), 503, "{search}");
+    run(&["resume", dir_arg]);
+    let again = crate::common::add(&memory, "alice", "alice speaks Welsh").await;
+    let texts: Vec<String> = memory
+        .list()
+        .user("alice")
+        .await
+        .unwrap()
+        .results
+        .into_iter()
+        .map(|r| r.memory)
+        .collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(!texts.iter().any(|t| t.contains("Basque")));
+    assert_eq!(
+        memory.get(kept).await.unwrap().memory,
+        "alice speaks Finnish"
+    );
+    assert_eq!(
+        memory.get(again).await.unwrap().memory,
+        "alice speaks Welsh"
+    );
+    run(&["stop", dir_arg]);
+}

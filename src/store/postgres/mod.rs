@@ -25,6 +25,7 @@ use tokio_postgres::{IsolationLevel, NoTls};
 use uuid::Uuid;
 
 mod filter_sql;
+mod listen;
 mod schema;
 mod search;
 mod write;
@@ -80,9 +81,23 @@ pub struct PostgresStore {
 
 struct Shared {
     pool: Pool,
+    /// How to open a connection of its own (the listener's).
+    config: tokio_postgres::Config,
     project: String,
     /// The project's schema, quoted.
     schema: String,
+    /// Woken when any host commits to the project (see `listen.rs`).
+    signal: Arc<tokio::sync::Notify>,
+    /// Whether the listener was started.
+    listening: std::sync::atomic::AtomicBool,
+    /// Stops the listener.
+    closing: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.closing.notify_waiters();
+    }
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -232,7 +247,7 @@ impl PostgresStore {
             ))
         })?;
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -248,8 +263,12 @@ impl PostgresStore {
         let store = PostgresStore {
             shared: Arc::new(Shared {
                 pool,
+                config,
                 project: project.to_owned(),
                 schema: format!("\"memlane_{project}\""),
+                signal: Arc::new(tokio::sync::Notify::new()),
+                listening: std::sync::atomic::AtomicBool::new(false),
+                closing: Arc::new(tokio::sync::Notify::new()),
             }),
             exact_max: search::EXACT_MAX,
         };
@@ -316,7 +335,28 @@ impl PostgresStore {
 impl Store for PostgresStore {
     async fn commit(&self, tx: Transaction) -> Result<Committed> {
         let mut client = self.client().await?;
-        write::commit(&mut client, &self.shared.schema, tx).await
+        let channel = listen::channel(&self.shared.project);
+        write::commit(&mut client, &self.shared.schema, &channel, tx).await
+    }
+
+    /// Woken by the server's notifications: every commit, on any host, notifies the
+    /// project's channel, and one connection of this store listens to it (opened on the
+    /// first call).
+    fn commit_signal(&self) -> Option<Arc<tokio::sync::Notify>> {
+        let shared = &self.shared;
+        if !shared
+            .listening
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            let runtime = tokio::runtime::Handle::try_current().ok()?;
+            runtime.spawn(listen::listen(
+                shared.config.clone(),
+                listen::channel(&shared.project),
+                Arc::downgrade(&shared.signal),
+                Arc::clone(&shared.closing),
+            ));
+        }
+        Some(Arc::clone(&shared.signal))
     }
 
     async fn rows(&self, ids: &[Uuid]) -> Result<Vec<Row>> {

@@ -27,7 +27,12 @@ struct State {
 }
 
 /// Commits a transaction, or nothing of it.
-pub(super) async fn commit(client: &mut Client, s: &str, tx: Transaction) -> Result<Committed> {
+pub(super) async fn commit(
+    client: &mut Client,
+    s: &str,
+    channel: &str,
+    tx: Transaction,
+) -> Result<Committed> {
     let t = client.transaction().await.map_err(pg_err)?;
     // Balances are bigints: a charge beyond them cannot be covered.
     let charge = big(tx.charge);
@@ -83,6 +88,10 @@ pub(super) async fn commit(client: &mut Client, s: &str, tx: Transaction) -> Res
     )
     .await
     .map_err(pg_err)?;
+    // Delivered to the listeners when the transaction commits, and only then.
+    t.execute("SELECT pg_notify($1, '')", &[&channel])
+        .await
+        .map_err(pg_err)?;
     t.commit().await.map_err(pg_err)?;
     out.credits = state.credits.max(0) as u64;
     Ok(out)
