@@ -33,10 +33,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -57,23 +56,6 @@ const KEY_ID_HEX: usize = 16;
 const KEY_SECRET_HEX: usize = 64;
 /// Bytes of a project or key name.
 pub const MAX_NAME_BYTES: usize = 200;
-
-const SCHEMA: &str = r#"
-CREATE TABLE IF NOT EXISTS projects (
-    id         TEXT PRIMARY KEY,
-    name       TEXT NOT NULL,
-    created_at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS api_keys (
-    id         TEXT PRIMARY KEY,
-    project_id TEXT NOT NULL REFERENCES projects (id),
-    name       TEXT NOT NULL,
-    hash       BLOB NOT NULL,
-    created_at INTEGER NOT NULL,
-    revoked_at INTEGER
-);
-CREATE INDEX IF NOT EXISTS api_keys_project ON api_keys (project_id);
-"#;
 
 /// A project: a tenant with its own memories, configuration, credits and keys.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -128,8 +110,8 @@ pub struct Projects {
 }
 
 struct Inner {
-    dir: PathBuf,
-    registry: Mutex<Connection>,
+    location: Location,
+    registry: Registry,
     template: Template,
     open: tokio::sync::Mutex<HashMap<String, Memory>>,
 }
@@ -146,7 +128,7 @@ struct Template {
 impl std::fmt::Debug for Projects {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Projects")
-            .field("dir", &self.inner.dir)
+            .field("location", &self.inner.location)
             .finish_non_exhaustive()
     }
 }
@@ -154,14 +136,35 @@ impl std::fmt::Debug for Projects {
 /// Builds a [`Projects`] registry: where it lives, and the models every project uses.
 #[must_use]
 pub struct ProjectsBuilder {
-    dir: PathBuf,
+    location: Location,
     template: Template,
+}
+
+/// Where a registry keeps projects, keys and memories.
+#[derive(Clone)]
+enum Location {
+    /// `registry.db` and `projects/<id>.db` in a directory.
+    Dir(PathBuf),
+    /// A PostgreSQL server (its connection string) and the connections to open at most.
+    #[cfg(feature = "postgres")]
+    Postgres(String, usize),
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Dir(dir) => f.debug_tuple("Dir").field(dir).finish(),
+            // The connection string may hold a password.
+            #[cfg(feature = "postgres")]
+            Location::Postgres(..) => f.write_str("Postgres(<connection string>)"),
+        }
+    }
 }
 
 impl std::fmt::Debug for ProjectsBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ProjectsBuilder")
-            .field("dir", &self.dir)
+            .field("location", &self.location)
             .finish_non_exhaustive()
     }
 }
@@ -191,30 +194,20 @@ impl ProjectsBuilder {
         self
     }
 
-    /// Opens the registry, creating the directory and its database if needed.
+    /// Opens the registry, creating the directory and its database (or the server's
+    /// registry tables) if needed.
     pub async fn build(self) -> Result<Projects> {
-        let dir = self.dir;
-        let registry = blocking({
-            let dir = dir.clone();
-            move || {
-                std::fs::create_dir_all(dir.join("projects"))
-                    .map_err(|e| Error::storage("cannot create the projects directory", e))?;
-                let conn = Connection::open(dir.join("registry.db")).map_err(sql_err)?;
-                conn.busy_timeout(std::time::Duration::from_secs(10))
-                    .map_err(sql_err)?;
-                conn.pragma_update(None, "journal_mode", "WAL")
-                    .map_err(sql_err)?;
-                conn.pragma_update(None, "synchronous", "FULL")
-                    .map_err(sql_err)?;
-                conn.execute_batch(SCHEMA).map_err(sql_err)?;
-                Ok(conn)
-            }
-        })
-        .await?;
+        let registry = match &self.location {
+            Location::Dir(dir) => Registry::sqlite(dir.clone()).await?,
+            #[cfg(feature = "postgres")]
+            Location::Postgres(url, connections) => Registry::Postgres(Box::new(
+                crate::store::postgres::PgRegistry::connect(url, *connections).await?,
+            )),
+        };
         Ok(Projects {
             inner: Arc::new(Inner {
-                dir,
-                registry: Mutex::new(registry),
+                location: self.location,
+                registry,
                 template: self.template,
                 open: tokio::sync::Mutex::new(HashMap::new()),
             }),
@@ -231,7 +224,20 @@ impl Projects {
     /// A builder for a registry in `dir`.
     pub fn builder(dir: impl AsRef<Path>) -> ProjectsBuilder {
         ProjectsBuilder {
-            dir: dir.as_ref().to_path_buf(),
+            location: Location::Dir(dir.as_ref().to_path_buf()),
+            template: Template::default(),
+        }
+    }
+
+    /// A builder for a registry on a PostgreSQL server (feature `postgres`): projects and
+    /// keys in the schema `memlane_registry`, each project's memories in a schema of its
+    /// own, every project on one pool of at most `connections` connections. Every host
+    /// that opens the same database shares the projects and keys, and reads them at each
+    /// call: a key created or revoked on one host is honoured by all at their next call.
+    #[cfg(feature = "postgres")]
+    pub fn postgres(url: impl Into<String>, connections: usize) -> ProjectsBuilder {
+        ProjectsBuilder {
+            location: Location::Postgres(url.into(), connections),
             template: Template::default(),
         }
     }
@@ -244,61 +250,24 @@ impl Projects {
             name,
             created_at: crate::record::now(),
         };
-        let row = project.clone();
-        self.registry(move |conn| {
-            conn.execute(
-                "INSERT INTO projects (id, name, created_at) VALUES (?1, ?2, ?3)",
-                params![row.id, row.name, row.created_at.timestamp_micros()],
-            )
-            .map_err(sql_err)?;
-            Ok(())
-        })
-        .await?;
+        self.inner.registry.insert_project(&project).await?;
         Ok(project)
     }
 
     /// Every project, oldest first.
     pub async fn projects(&self) -> Result<Vec<Project>> {
-        self.registry(|conn| {
-            let mut stmt = conn
-                .prepare("SELECT id, name, created_at FROM projects ORDER BY created_at, id")
-                .map_err(sql_err)?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok(Project {
-                        id: r.get(0)?,
-                        name: r.get(1)?,
-                        created_at: time(r.get(2)?)?,
-                    })
-                })
-                .map_err(sql_err)?;
-            rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
-        })
-        .await
+        self.inner.registry.projects().await
     }
 
     /// One project; a 404 for an unknown id.
     pub async fn project(&self, id: &str) -> Result<Project> {
-        let id = id.to_string();
-        self.registry(move |conn| {
-            conn.query_row(
-                "SELECT id, name, created_at FROM projects WHERE id = ?1",
-                [&id],
-                |r| {
-                    Ok(Project {
-                        id: r.get(0)?,
-                        name: r.get(1)?,
-                        created_at: time(r.get(2)?)?,
-                    })
-                },
-            )
-            .optional()
-            .map_err(sql_err)?
+        self.inner
+            .registry
+            .project(id)
+            .await?
             .ok_or_else(|| Error::Unknown {
                 detail: format!("no project {id:?}"),
             })
-        })
-        .await
     }
 
     /// Creates an API key for a project. The returned [`NewApiKey::key`] is the only copy.
@@ -315,17 +284,10 @@ impl Projects {
             created_at: crate::record::now(),
             revoked_at: None,
         };
-        let row = info.clone();
-        let hash = digest(&secret);
-        self.registry(move |conn| {
-            conn.execute(
-                "INSERT INTO api_keys (id, project_id, name, hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![row.id, row.project_id, row.name, hash.to_vec(), row.created_at.timestamp_micros()],
-            )
-            .map_err(sql_err)?;
-            Ok(())
-        })
-        .await?;
+        self.inner
+            .registry
+            .insert_key(&info, digest(&secret))
+            .await?;
         Ok(NewApiKey {
             key: format!("{KEY_PREFIX}{}_{secret}", info.id),
             info,
@@ -335,42 +297,19 @@ impl Projects {
     /// A project's keys, revoked ones included, oldest first.
     pub async fn keys(&self, project_id: &str) -> Result<Vec<ApiKey>> {
         self.project(project_id).await?;
-        let project_id = project_id.to_string();
-        self.registry(move |conn| {
-            let mut stmt = conn
-                .prepare(
-                    "SELECT id, project_id, name, created_at, revoked_at FROM api_keys \
-                     WHERE project_id = ?1 ORDER BY created_at, id",
-                )
-                .map_err(sql_err)?;
-            let rows = stmt.query_map([&project_id], key_row).map_err(sql_err)?;
-            rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
-        })
-        .await
+        self.inner.registry.keys(project_id).await
     }
 
     /// Revokes a key by its id: from now on it opens nothing. Revoking twice keeps the first
     /// time. A 404 for an unknown id.
     pub async fn revoke_key(&self, key_id: &str) -> Result<ApiKey> {
-        let key_id = key_id.to_string();
-        self.registry(move |conn| {
-            conn.execute(
-                "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-                params![key_id, Utc::now().timestamp_micros()],
-            )
-            .map_err(sql_err)?;
-            conn.query_row(
-                "SELECT id, project_id, name, created_at, revoked_at FROM api_keys WHERE id = ?1",
-                [&key_id],
-                key_row,
-            )
-            .optional()
-            .map_err(sql_err)?
+        self.inner
+            .registry
+            .revoke(key_id, Utc::now().timestamp_micros())
+            .await?
             .ok_or_else(|| Error::Unknown {
                 detail: format!("no API key with id {key_id:?}"),
             })
-        })
-        .await
     }
 
     /// The project an `Authorization` header value (`Token <key>`) opens, and its
@@ -386,24 +325,7 @@ impl Projects {
     pub async fn authorize(&self, authorization: &str) -> Result<String> {
         let (id, secret) = parse_header(authorization)?;
         let presented = digest(secret);
-        let id = id.to_string();
-        let found = self
-            .registry(move |conn| {
-                conn.query_row(
-                    "SELECT project_id, hash, revoked_at FROM api_keys WHERE id = ?1",
-                    [&id],
-                    |r| {
-                        Ok((
-                            r.get::<_, String>(0)?,
-                            r.get::<_, Vec<u8>>(1)?,
-                            r.get::<_, Option<i64>>(2)?,
-                        ))
-                    },
-                )
-                .optional()
-                .map_err(sql_err)
-            })
-            .await?;
+        let found = self.inner.registry.lookup(id).await?;
         // An unknown id is compared against a dummy hash, so both paths do the same work.
         let (project, stored, revoked) = found.unwrap_or_default();
         let stored: [u8; 32] = stored.try_into().unwrap_or([0xff; 32]);
@@ -414,7 +336,8 @@ impl Projects {
             ));
         }
         if let Some(at) = revoked {
-            let at = time(at).map_or_else(|_| "earlier".to_string(), |t| t.to_rfc3339());
+            let at = DateTime::<Utc>::from_timestamp_micros(at)
+                .map_or_else(|| "earlier".to_string(), |t| t.to_rfc3339());
             return Err(unauthorized(&format!(
                 "this API key was revoked ({at}); use another key of the project"
             )));
@@ -431,8 +354,11 @@ impl Projects {
         }
         let project = self.project(project_id).await?;
         let template = &self.inner.template;
-        let mut builder = Memory::builder()
-            .path(self.project_path(&project.id))
+        let mut builder = self
+            .inner
+            .registry
+            .place(&project.id, Memory::builder())
+            .await?
             .index_params(template.params);
         if let Some(e) = &template.embedder {
             builder = builder.embedder(Arc::clone(e));
@@ -448,28 +374,14 @@ impl Projects {
         Ok(memory)
     }
 
-    /// The database file of a project.
-    pub fn project_path(&self, project_id: &str) -> PathBuf {
-        self.inner
-            .dir
-            .join("projects")
-            .join(format!("{project_id}.db"))
-    }
-
-    async fn registry<T, F>(&self, f: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
-    {
-        let inner = Arc::clone(&self.inner);
-        blocking(move || {
-            let conn = inner
-                .registry
-                .lock()
-                .map_err(|_| Error::internal("the registry lock was poisoned by a panic"))?;
-            f(&conn)
-        })
-        .await
+    /// The database file of a project, for a registry in a directory (`None` on a
+    /// PostgreSQL server, where a project is a schema).
+    pub fn project_path(&self, project_id: &str) -> Option<PathBuf> {
+        match &self.inner.location {
+            Location::Dir(dir) => Some(Registry::project_path(dir, project_id)),
+            #[cfg(feature = "postgres")]
+            Location::Postgres(..) => None,
+        }
     }
 }
 
@@ -538,41 +450,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKey> {
-    let id: String = r.get(0)?;
-    Ok(ApiKey {
-        display: format!("{KEY_PREFIX}{id}_…"),
-        id,
-        project_id: r.get(1)?,
-        name: r.get(2)?,
-        created_at: time(r.get(3)?)?,
-        revoked_at: r.get::<_, Option<i64>>(4)?.map(time).transpose()?,
-    })
-}
-
-fn time(micros: i64) -> rusqlite::Result<DateTime<Utc>> {
-    DateTime::from_timestamp_micros(micros).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(
-            0,
-            rusqlite::types::Type::Integer,
-            "timestamp out of range".into(),
-        )
-    })
-}
-
-fn sql_err(e: rusqlite::Error) -> Error {
-    Error::storage("the project registry failed", e)
-}
-
-async fn blocking<T, F>(f: F) -> Result<T>
-where
-    T: Send + 'static,
-    F: FnOnce() -> Result<T> + Send + 'static,
-{
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| Error::internal(format!("registry task failed: {e}")))?
-}
-
+mod registry;
 #[cfg(test)]
 mod tests;
+
+use registry::Registry;

@@ -41,7 +41,7 @@ pub mod conformance;
 pub mod keyword;
 mod mem;
 #[cfg(feature = "postgres")]
-mod postgres;
+pub(crate) mod postgres;
 mod records;
 mod sqlite;
 

@@ -306,3 +306,58 @@ async fn a_file_opened_directly_is_its_own_project() {
     let err: Error = memory.get(Uuid::new_v4()).await.unwrap_err();
     assert_eq!(err.status(), 404);
 }
+
+/// Two hosts' registries on one PostgreSQL database: a key created on one opens its
+/// project on the other, a revocation on either is honoured by both at their next call,
+/// and one project's handle never reaches another's memories.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn on_postgres_every_host_honours_keys_at_its_next_call() {
+    let url = crate::common::pg_database().await;
+    let host = || async {
+        Projects::postgres(url.clone(), 4)
+            .embedder(Arc::new(HashEmbedder::new(64)))
+            .build()
+            .await
+            .unwrap()
+    };
+    let (a, b) = (host().await, host().await);
+    let acme = a.create_project("Acme").await.unwrap();
+    let other = b.create_project("Other").await.unwrap();
+    assert_eq!(a.projects().await.unwrap().len(), 2);
+    assert_eq!(b.project(&acme.id).await.unwrap().name, "Acme");
+    assert!(a.project_path(&acme.id).is_none());
+    let key = a.create_key(&acme.id, "production").await.unwrap();
+    let header = format!("Token {}", key.key);
+    let on_a = a.authenticate(&header).await.unwrap();
+    let on_b = b.authenticate(&header).await.unwrap();
+    let id = add(&on_a, "alice", "Alice prefers email over phone calls").await;
+    assert_eq!(
+        on_b.get(id).await.unwrap().memory,
+        "Alice prefers email over phone calls"
+    );
+    // Another project's handle neither finds nor reads it.
+    let theirs = b.memory(&other.id).await.unwrap();
+    assert_eq!(theirs.get(id).await.err().map(|e| e.status()), Some(404));
+    assert!(theirs
+        .search("email")
+        .user("alice")
+        .await
+        .unwrap()
+        .results
+        .is_empty());
+    // Revoked on b: a refuses it at its next call.
+    b.revoke_key(&key.info.id).await.unwrap();
+    let (code, detail) = status(a.authenticate(&header).await);
+    assert_eq!(code, 401, "{detail}");
+    assert!(detail.contains("revoked"), "{detail}");
+    assert!(a.keys(&acme.id).await.unwrap()[0].revoked_at.is_some());
+    // A wrong secret for a real key id is a 401 too.
+    let forged = format!("Token {}{}", &key.key[..key.key.len() - 1], "0");
+    let forged = if forged == header {
+        format!("Token {}{}", &key.key[..key.key.len() - 1], "1")
+    } else {
+        forged
+    };
+    assert_eq!(status(b.authenticate(&forged).await).0, 401);
+}

@@ -26,11 +26,13 @@ use uuid::Uuid;
 
 mod filter_sql;
 mod listen;
+mod registry;
 mod schema;
 mod search;
 mod write;
 
 use filter_sql::{visible, Params};
+pub(crate) use registry::PgRegistry;
 
 use super::{
     Committed, Counters, Entity, EntityKind, EntityQuery, Feedback, FeedbackKind, LogQuery, Row,
@@ -110,7 +112,7 @@ impl std::fmt::Debug for PostgresStore {
 
 /// A PostgreSQL error as the crate's: what the caller may retry (the connection, the
 /// server's availability, a serialisation failure) is a 503, the rest a 500.
-pub(super) fn pg_err(e: tokio_postgres::Error) -> Error {
+pub(crate) fn pg_err(e: tokio_postgres::Error) -> Error {
     let retryable = match e.as_db_error() {
         Some(db) => {
             let code = db.code().code();
@@ -133,7 +135,7 @@ pub(super) fn pg_err(e: tokio_postgres::Error) -> Error {
     }
 }
 
-fn pool_err(e: deadpool_postgres::PoolError) -> Error {
+pub(super) fn pool_err(e: deadpool_postgres::PoolError) -> Error {
     match e {
         deadpool_postgres::PoolError::Backend(e) => pg_err(e),
         other => Error::Unavailable {
@@ -214,6 +216,35 @@ fn valid_project(project: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
+/// A pool of at most `connections` connections to the server at `url`, and its config.
+pub(crate) fn pool(url: &str, connections: usize) -> Result<(Pool, tokio_postgres::Config)> {
+    if connections == 0 {
+        return Err(Error::invalid("a store needs at least one connection"));
+    }
+    let config = tokio_postgres::Config::from_str(url).map_err(|e| {
+        Error::invalid(format!(
+            "the PostgreSQL connection string is malformed ({e}); expected a URL such as \
+             postgresql://user@host/dbname or key=value pairs such as \
+             \"host=/run/postgresql dbname=memory\""
+        ))
+    })?;
+    let manager = Manager::from_config(
+        config.clone(),
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let pool = Pool::builder(manager)
+        .max_size(connections)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(std::time::Duration::from_secs(30)))
+        .create_timeout(Some(std::time::Duration::from_secs(10)))
+        .build()
+        .map_err(|e| Error::internal(format!("cannot build the connection pool: {e}")))?;
+    Ok((pool, config))
+}
+
 impl PostgresStore {
     /// Connects to the server at `url` (a `postgresql://` URL or a `key=value` connection
     /// string, as libpq takes them), and creates or migrates the default project's schema.
@@ -229,6 +260,16 @@ impl PostgresStore {
         project: &str,
         connections: usize,
     ) -> Result<PostgresStore> {
+        let (pool, config) = pool(url, connections)?;
+        Self::open_in(pool, config, project).await
+    }
+
+    /// The store of `project` on an existing pool, its schema created or migrated now.
+    pub(crate) async fn open_in(
+        pool: Pool,
+        config: tokio_postgres::Config,
+        project: &str,
+    ) -> Result<PostgresStore> {
         if !valid_project(project) {
             return Err(Error::invalid(format!(
                 "project {:?} cannot name a PostgreSQL schema: use 1 to 40 lowercase ASCII \
@@ -236,30 +277,6 @@ impl PostgresStore {
                 project.chars().take(60).collect::<String>()
             )));
         }
-        if connections == 0 {
-            return Err(Error::invalid("a store needs at least one connection"));
-        }
-        let config = tokio_postgres::Config::from_str(url).map_err(|e| {
-            Error::invalid(format!(
-                "the PostgreSQL connection string is malformed ({e}); expected a URL such as \
-                 postgresql://user@host/dbname or key=value pairs such as \
-                 \"host=/run/postgresql dbname=memory\""
-            ))
-        })?;
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(connections)
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(std::time::Duration::from_secs(30)))
-            .create_timeout(Some(std::time::Duration::from_secs(10)))
-            .build()
-            .map_err(|e| Error::internal(format!("cannot build the connection pool: {e}")))?;
         let store = PostgresStore {
             shared: Arc::new(Shared {
                 pool,
