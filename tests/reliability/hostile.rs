@@ -392,7 +392,6 @@ async fn snapshot(m: &Memory) -> (Value, u64, u64, Value, Prices) {
 
 #[tokio::test]
 async fn every_bad_input_is_a_typed_error_that_changes_nothing() {
-    assert!(CASES.len() >= 50, "{} cases", CASES.len());
     let dir = tempfile::tempdir().unwrap();
     let m = Memory::builder()
         .path(dir.path().join("m.db"))
@@ -400,6 +399,20 @@ async fn every_bad_input_is_a_typed_error_that_changes_nothing() {
         .build()
         .await
         .unwrap();
+    every_case(&m).await;
+}
+
+/// The same table on PostgreSQL.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn on_postgres_every_bad_input_is_a_typed_error_that_changes_nothing() {
+    let (m, _url) = crate::common::pg_memory(DIM).await;
+    every_case(&m).await;
+}
+
+/// Runs every case of the table on `m`, a new empty memory.
+async fn every_case(m: &Memory) {
+    assert!(CASES.len() >= 50, "{} cases", CASES.len());
     // Stored strings full of SQL and FTS syntax are data, kept as given.
     let nasty = "Robert'); DROP TABLE memories; -- \"quoted\" OR * NEAR(a b) % _ \\";
     let plain = m
@@ -450,9 +463,9 @@ async fn every_bad_input_is_a_typed_error_that_changes_nothing() {
 
     let mut failures = Vec::new();
     for c in CASES {
-        let before = snapshot(&m).await;
-        let outcome = run(c.name, &m, &ids).await;
-        let after = snapshot(&m).await;
+        let before = snapshot(m).await;
+        let outcome = run(c.name, m, &ids).await;
+        let after = snapshot(m).await;
         match outcome {
             Ok(()) => failures.push(format!("{}: succeeded", c.name)),
             Err(e) => {

@@ -1,16 +1,30 @@
 //! Random sequences of add / update / delete / bulk delete / search / list / reopen, run
-//! against the real engine (SQLite file, HNSW index) and against a plain in-memory model;
+//! against the real engine (SQLite file, HNSW index; and PostgreSQL with feature
+//! `postgres`) and against a plain in-memory model;
 //! every observation must agree. Two handles share the file, and each operation goes
 //! through one of them: what one writes, the other's next search must see.
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use memlane::{EmbedMode, Embedder, HashEmbedder, Memory, SearchMode};
 use proptest::prelude::*;
 use uuid::Uuid;
 
-async fn open(path: &Path) -> Memory {
-    crate::common::open(path, DIM).await
+/// Where the two handles keep their memories.
+enum Backend {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database (its connection string).
+    #[cfg(feature = "postgres")]
+    Postgres(String),
+}
+
+async fn open(backend: &Backend) -> Memory {
+    match backend {
+        Backend::Sqlite(path) => crate::common::open(path, DIM).await,
+        #[cfg(feature = "postgres")]
+        Backend::Postgres(url) => crate::common::pg_open(url, DIM).await,
+    }
 }
 
 const DIM: usize = 384;
@@ -86,11 +100,9 @@ async fn unit(e: &HashEmbedder, text: &str) -> Vec<f32> {
     v.iter().map(|x| x / n).collect()
 }
 
-async fn run(ops: Vec<(Op, bool)>) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("model.db");
+async fn run(backend: Backend, ops: Vec<(Op, bool)>) {
     let embedder = HashEmbedder::new(DIM);
-    let mut handles = [open(&path).await, open(&path).await];
+    let mut handles = [open(&backend).await, open(&backend).await];
     let mut model: Vec<Entry> = Vec::new();
 
     for (op, second) in ops {
@@ -218,7 +230,7 @@ async fn run(ops: Vec<(Op, bool)>) {
             }
             Op::Reopen => {
                 // Dropping the last clone saves the index while the other handle lives on.
-                handles[via] = open(&path).await;
+                handles[via] = open(&backend).await;
             }
         }
     }
@@ -230,6 +242,22 @@ proptest! {
     #[test]
     fn engine_agrees_with_a_simple_model(ops in prop::collection::vec((arb_op(), any::<bool>()), 1..40)) {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        runtime.block_on(run(ops));
+        let dir = tempfile::tempdir().unwrap();
+        runtime.block_on(run(Backend::Sqlite(dir.path().join("model.db")), ops));
+    }
+}
+
+#[cfg(feature = "postgres")]
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, .. ProptestConfig::default() })]
+
+    /// The same schedules on PostgreSQL, with two handles (two hosts' worth) on one database.
+    #[test]
+    fn postgres_agrees_with_a_simple_model(ops in prop::collection::vec((arb_op(), any::<bool>()), 1..40)) {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        runtime.block_on(async {
+            let url = crate::common::pg_database().await;
+            run(Backend::Postgres(url), ops).await;
+        });
     }
 }

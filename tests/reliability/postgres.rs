@@ -4,10 +4,11 @@
 //! change log under concurrent writers with a live reader, atomic credits, migrations
 //! racing, filtered vector search that keeps its recall, and the whole `Memory` on it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use memlane::filter::Filter;
+use memlane::ops::events::EventKind;
 use memlane::store::conformance::{self, record, t};
 use memlane::store::{
     apply, Among, CandidateSource, KeywordQuery, LogQuery, NewMemory, PostgresStore, Scan,
@@ -535,4 +536,223 @@ async fn a_server_restart_is_a_retryable_503_and_loses_nothing_acknowledged() {
         "alice speaks Welsh"
     );
     run(&["stop", dir_arg]);
+}
+
+// ---- Several OS processes on one database. ----
+
+const CHILD_URL: &str = "MEMLANE_PG_CHILD_URL";
+const CHILD_TASK: &str = "MEMLANE_PG_CHILD_TASK";
+/// Protocol lines of a child carry this; other lines are the test harness's.
+const TAG: &str = "@memlane-pg@ ";
+
+/// One writer's schedule on its own user: adds, updates and deletes, some refused for want
+/// of credits (402, nothing written). Returns the user's memories as its acknowledged
+/// operations left them, how many paid operations went through, and how many were refused.
+async fn writer(memory: &Memory, task: usize, ops: usize) -> (HashMap<Uuid, String>, u64, u64) {
+    let user = format!("writer-{task}");
+    let mut rng = Rng(0xA076_1D64_78BD_642F ^ (task as u64 + 1));
+    let (mut model, mut paid, mut refused) = (HashMap::new(), 0, 0);
+    for op in 0..ops {
+        let ids: Vec<Uuid> = model.keys().copied().collect();
+        let roll = rng.below(20);
+        let result = if roll < 12 || ids.is_empty() {
+            let text = format!("writer {task} fact {op}");
+            memory
+                .add(text.as_str())
+                .user(&user)
+                .infer(false)
+                .await
+                .map(|out| {
+                    model.insert(out.results[0].id, text);
+                })
+        } else if roll < 17 {
+            let id = ids[rng.below(ids.len())];
+            let text = format!("writer {task} fact {op} revised");
+            memory.update(id).text(text.as_str()).await.map(|_| {
+                model.insert(id, text);
+            })
+        } else {
+            let id = ids[rng.below(ids.len())];
+            memory.delete(id).await.unwrap();
+            model.remove(&id);
+            continue;
+        };
+        match result {
+            Ok(()) => paid += 1,
+            Err(e) if e.status() == 402 => refused += 1,
+            Err(e) => panic!("writer {task}: {e}"),
+        }
+    }
+    (model, paid, refused)
+}
+
+/// A writer in a process of its own, driven by the tests below through its environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by the PostgreSQL tests as a child process"]
+async fn postgres_child() {
+    let Ok(url) = std::env::var(CHILD_URL) else {
+        return;
+    };
+    let task: usize = std::env::var(CHILD_TASK).unwrap().parse().unwrap();
+    let memory = pg_open(&url, DIM).await;
+    if task == usize::MAX {
+        // Adds until killed, reporting each acknowledged id.
+        for i in 0.. {
+            let id = crate::common::add(&memory, "crash", &format!("crash fact {i}")).await;
+            println!("{TAG}{id}");
+        }
+    }
+    let (model, paid, refused) = writer(&memory, task, 40).await;
+    println!(
+        "{TAG}{}",
+        serde_json::json!({"model": model, "paid": paid, "refused": refused})
+    );
+}
+
+fn child(url: &str, task: usize) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "postgres::postgres_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_URL, url)
+        .env(CHILD_TASK, task.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+/// Writers in three processes and this one share a balance too small for all of them:
+/// credits are never overspent, every refused operation wrote nothing, each writer's user
+/// holds what its acknowledged operations left, and the event log replays to the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_processes_never_overspend_and_replay_to_the_final_state() {
+    let (memory, url) = pg_memory(DIM).await;
+    const BALANCE: u64 = 60;
+    let spend = memory.credits().await.unwrap() - BALANCE;
+    apply(&**memory.store(), WriteBatch::new(vec![], spend))
+        .await
+        .unwrap();
+    let children: Vec<_> = (1..4).map(|task| child(&url, task)).collect();
+    let (own_model, own_paid, own_refused) = writer(&memory, 0, 40).await;
+    let mut models = vec![own_model];
+    let (mut paid, mut refused) = (own_paid, own_refused);
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "a writer process failed");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let line = text
+            .lines()
+            .find_map(|l| l.split_once(TAG).map(|(_, r)| r.to_owned()))
+            .expect("the child reported");
+        let report: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let model: HashMap<Uuid, String> = serde_json::from_value(report["model"].clone()).unwrap();
+        models.push(model);
+        paid += report["paid"].as_u64().unwrap();
+        refused += report["refused"].as_u64().unwrap();
+    }
+    let left = memory.credits().await.unwrap();
+    assert_eq!(
+        left + paid,
+        BALANCE,
+        "charges and acknowledged operations disagree"
+    );
+    assert!(
+        refused > 0,
+        "the balance never ran out: the test checked nothing"
+    );
+    for (task, model) in models.iter().enumerate() {
+        let page = memory
+            .list()
+            .user(format!("writer-{task}"))
+            .page_size(1_000)
+            .await
+            .unwrap();
+        let live: HashMap<Uuid, String> =
+            page.results.into_iter().map(|r| (r.id, r.memory)).collect();
+        assert_eq!(&live, model, "writer {task}");
+    }
+    // The change log, replayed in cursor order, gives exactly the live memories.
+    let mut replay: HashMap<Uuid, String> = HashMap::new();
+    let mut cursor = 0;
+    loop {
+        let page = memory.events_after(cursor, 1_000).await.unwrap();
+        if page.results.is_empty() {
+            break;
+        }
+        for e in page.results {
+            match e.kind {
+                EventKind::MemoryAdd | EventKind::MemoryUpdate => {
+                    replay.insert(e.memory_id.unwrap(), e.memory.clone().unwrap());
+                }
+                EventKind::MemoryDelete => {
+                    assert!(replay.remove(&e.memory_id.unwrap()).is_some(), "{e:?}");
+                }
+                _ => {}
+            }
+        }
+        cursor = page.next_cursor;
+    }
+    let live: HashMap<Uuid, String> = models.into_iter().flatten().collect();
+    assert_eq!(replay, live);
+}
+
+/// A client process killed in the middle of its adds: every add it acknowledged is there,
+/// and every memory in the database is whole (its row, its vector, its change-log record),
+/// none half-written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_killed_mid_add_leaves_each_add_whole_or_absent() {
+    let (memory, url) = pg_memory(DIM).await;
+    let mut c = child(&url, usize::MAX);
+    let stdout = c.stdout.take().unwrap();
+    let mut acknowledged = Vec::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+        let line = line.unwrap();
+        if let Some((_, id)) = line.split_once(TAG) {
+            acknowledged.push(id.parse::<Uuid>().unwrap());
+            if acknowledged.len() == 40 {
+                break;
+            }
+        }
+    }
+    c.kill().unwrap();
+    c.wait().unwrap();
+    assert_eq!(acknowledged.len(), 40);
+    let page = memory.list().user("crash").page_size(1_000).await.unwrap();
+    let ids: HashSet<Uuid> = page.results.iter().map(|r| r.id).collect();
+    for id in &acknowledged {
+        assert!(ids.contains(id), "acknowledged add {id} is missing");
+    }
+    // Whole: every memory has its vector and its ADD record, and no vector is orphaned.
+    let all: Vec<Uuid> = ids.iter().copied().collect();
+    let vectors = memory
+        .store()
+        .vectors(memlane::store::VectorQuery::Of(&all))
+        .await
+        .unwrap();
+    assert_eq!(vectors.len(), all.len());
+    for id in &all {
+        let history = memory.history(*id).await.unwrap();
+        assert_eq!(history.len(), 1, "memory {id}");
+    }
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let counts = client
+        .query_one(
+            "SELECT (SELECT COUNT(*) FROM memlane_default.vectors), \
+             (SELECT COUNT(*) FROM memlane_default.memories WHERE deleted_at IS NULL), \
+             (SELECT COUNT(*) FROM memlane_default.history)",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (v, m, h): (i64, i64, i64) = (counts.get(0), counts.get(1), counts.get(2));
+    assert_eq!((v, h), (m, m), "vectors, memories and log records disagree");
+    assert!(m as usize >= acknowledged.len());
 }

@@ -120,8 +120,9 @@ pub(crate) fn pg_err(e: tokio_postgres::Error) -> Error {
                 || code.starts_with("57P")
                 || matches!(code, "40001" | "40P01" | "53300" | "53400")
         }
-        // No answer from the server: the connection closed or failed.
-        None => true,
+        // No answer from the server: the connection closed or failed. Anything else (a
+        // value the client could not encode, say) is not worth retrying.
+        None => e.is_closed() || caused_by_io(&e),
     };
     if retryable {
         Error::Unavailable {
@@ -133,6 +134,18 @@ pub(crate) fn pg_err(e: tokio_postgres::Error) -> Error {
     } else {
         Error::storage("PostgreSQL failed", e)
     }
+}
+
+/// Whether an input/output error is among the causes of `e`.
+fn caused_by_io(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        if c.is::<std::io::Error>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 pub(super) fn pool_err(e: deadpool_postgres::PoolError) -> Error {
