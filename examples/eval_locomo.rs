@@ -15,6 +15,10 @@
 //! mode (vector, keyword, hybrid), then a summary table.
 //!
 //! The data is CC BY-NC 4.0: it is read from the path given, never copied into this crate.
+//!
+//! On PostgreSQL (an empty database; `scripts/postgres.sh start DIR` gives a server):
+//! `MEMLANE_EVAL_POSTGRES="host=DIR user=postgres dbname=postgres" cargo run --release
+//! --features postgres --example eval_locomo -- ../shared/data/locomo/locomo10.json`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write as _;
@@ -126,6 +130,19 @@ fn progress(label: &str, done: usize, total: usize) {
     let _ = std::io::stderr().flush();
 }
 
+/// The same evaluation on PostgreSQL: `MEMLANE_EVAL_POSTGRES` names an empty database.
+#[cfg(feature = "postgres")]
+async fn open_postgres(url: &str) -> memlane::Result<Memory> {
+    Memory::builder().postgres(url).build().await
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(_url: &str) -> memlane::Result<Memory> {
+    Err(memlane::Error::invalid(
+        "MEMLANE_EVAL_POSTGRES needs the example built with --features postgres",
+    ))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args().nth(1).ok_or(
@@ -135,7 +152,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let samples = data
         .as_array()
         .ok_or("locomo10.json should hold an array of conversations")?;
-    let memory = Memory::in_memory().await?;
+    let memory = match std::env::var("MEMLANE_EVAL_POSTGRES") {
+        Ok(url) => open_postgres(&url).await?,
+        Err(_) => Memory::in_memory().await?,
+    };
 
     // Ingest: one `add` per (session, speaker), so each memory carries its speaker and
     // session date; the results come back in message order, which maps ids to turns.

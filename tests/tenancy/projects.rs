@@ -163,9 +163,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
 
 /// Runs the operations through two projects' handles, each aimed at any id either project
 /// ever made, and checks that a handle only ever sees and changes its own project's ids.
-async fn isolation(ops: Vec<Op>) {
-    let dir = tempfile::tempdir().unwrap();
-    let projects = registry(dir.path()).await;
+async fn isolation(projects: Projects, ops: Vec<Op>) {
     let mut memories = Vec::new();
     for name in ["a", "b"] {
         let project = projects.create_project(name).await.unwrap();
@@ -287,7 +285,30 @@ proptest! {
     #[test]
     fn no_operation_of_one_project_reaches_another(ops in prop::collection::vec(arb_op(), 1..30)) {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        runtime.block_on(isolation(ops));
+        runtime.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            isolation(registry(dir.path()).await, ops).await;
+        });
+    }
+}
+
+#[cfg(feature = "postgres")]
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, .. ProptestConfig::default() })]
+
+    /// The same on PostgreSQL, where the two projects are two schemas of one database.
+    #[test]
+    fn on_postgres_no_operation_of_one_project_reaches_another(ops in prop::collection::vec(arb_op(), 1..30)) {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        runtime.block_on(async {
+            let url = crate::common::pg_database().await;
+            let projects = Projects::postgres(url, 4)
+                .embedder(Arc::new(HashEmbedder::new(64)))
+                .build()
+                .await
+                .unwrap();
+            isolation(projects, ops).await;
+        });
     }
 }
 
