@@ -132,7 +132,15 @@ pub(crate) fn pg_err(e: tokio_postgres::Error) -> Error {
             ),
         }
     } else {
-        Error::storage("PostgreSQL failed", e)
+        let detail = match e.as_db_error() {
+            Some(db) => format!(
+                "PostgreSQL failed: {} (SQLSTATE {})",
+                db.message(),
+                db.code().code()
+            ),
+            None => format!("PostgreSQL failed: {e}"),
+        };
+        Error::storage(detail, e)
     }
 }
 
@@ -654,7 +662,8 @@ impl Store for PostgresStore {
         let r = client
             .query_one(
                 &self.sql(
-                    "SELECT credits, max_key, \
+                    "SELECT credits, \
+                     (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {s}.key_seq), \
                      (SELECT COUNT(*) FROM {s}.feedback \
                       WHERE feedback IN ('NEGATIVE', 'VERY_NEGATIVE')), last_cursor \
                      FROM {s}.state WHERE id = 1",

@@ -10,12 +10,12 @@ pub(super) const MIGRATION_LOCK: i64 = 0x6d65_6d6c_616e_6501;
 
 /// The steps of a project schema's history, applied in order; `{s}` is the schema.
 const MIGRATIONS: &[&str] = &[r#"
+CREATE SEQUENCE {s}.key_seq;
+CREATE SEQUENCE {s}.row_seq;
 CREATE TABLE {s}.state (
     id          integer PRIMARY KEY CHECK (id = 1),
     credits     bigint  NOT NULL,
-    max_key     bigint  NOT NULL DEFAULT 0,
     last_cursor bigint  NOT NULL DEFAULT 0,
-    seq         bigint  NOT NULL DEFAULT 0,
     live_rows   bigint  NOT NULL DEFAULT 0,
     live_tokens bigint  NOT NULL DEFAULT 0,
     dimension   integer

@@ -18,7 +18,6 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use tokio_postgres::IsolationLevel;
 
 use super::filter_sql::{visible, Params};
 use super::{big, pg_err, PostgresStore, COLUMNS};
@@ -77,13 +76,74 @@ impl PostgresStore {
              SELECT h.key, h.d FROM h JOIN {{s}}.memories m ON m.vector_key = h.key \
              WHERE {keep} ORDER BY h.d, h.key LIMIT {limit}"
         );
-        let tx = client.transaction().await.map_err(pg_err)?;
-        tx.batch_execute(&format!("SET LOCAL hnsw.ef_search = {fetch}"))
+        // The beam is a setting of the connection: set before the query, sent together.
+        let beam = format!("SET hnsw.ef_search = {fetch}");
+        let sql = self.sql(&sql);
+        let (_, hits) = futures_util::future::try_join(
+            async { client.batch_execute(&beam).await.map_err(pg_err) },
+            distances(&*client, &sql, &params),
+        )
+        .await?;
+        Ok((hits.len() >= k).then_some(hits))
+    }
+}
+
+impl PostgresStore {
+    /// How many live memories `clause` admits, up to [`Self::exact_max`] + 1 (all live
+    /// memories, from the state row, when the filter admits all), the live total, and, when
+    /// the count is within the exact limit, the `k` nearest among them, ranked exactly: one
+    /// statement.
+    async fn counted(
+        &self,
+        client: &impl deadpool_postgres::GenericClient,
+        query: &[f32],
+        clause: &str,
+        among: Among<'_>,
+        mut params: Params,
+        k: usize,
+    ) -> Result<(usize, usize, Option<Vec<(VectorKey, f32)>>)> {
+        let q = params.push(pgvector::Vector::from(query.to_vec()));
+        let limit = params.push(big(k));
+        let max = params.push(big(self.exact_max));
+        let counting = if among.filter.is_all() {
+            "SELECT live_rows AS n FROM {s}.state WHERE id = 1".to_owned()
+        } else {
+            format!(
+                "SELECT COUNT(*) AS n FROM (SELECT 1 FROM {{s}}.memories m WHERE {clause} \
+                 LIMIT {max}::bigint + 1) AS x"
+            )
+        };
+        let sql = format!(
+            "WITH n AS MATERIALIZED ({counting}), \
+             c AS MATERIALIZED (SELECT m.vector_key FROM {{s}}.memories m \
+                 WHERE {clause} AND (SELECT n FROM n) <= {max}::bigint) \
+             SELECT -1::bigint, 0::real, (SELECT n FROM n), \
+                 (SELECT live_rows FROM {{s}}.state WHERE id = 1) \
+             UNION ALL \
+             (SELECT v.key, (v.embedding <=> {q})::real AS d, 0, 0 FROM c \
+              JOIN {{s}}.vectors v ON v.key = c.vector_key ORDER BY d, v.key LIMIT {limit}::bigint)"
+        );
+        let found = client
+            .query(&self.sql(&sql), &params.refs())
             .await
             .map_err(pg_err)?;
-        let hits = distances(&tx, &self.sql(&sql), &params).await?;
-        tx.commit().await.map_err(pg_err)?;
-        Ok((hits.len() >= k).then_some(hits))
+        let mut rows = found.iter();
+        let head = rows
+            .next()
+            .ok_or_else(|| crate::error::Error::internal("the count row is missing"))?;
+        let count = head.try_get::<_, i64>(2).map_err(pg_err)?.max(0) as usize;
+        let total = head.try_get::<_, i64>(3).map_err(pg_err)?.max(0) as usize;
+        if count > self.exact_max {
+            return Ok((count, total, None));
+        }
+        let hits = rows
+            .map(|r| {
+                let key: i64 = r.try_get(0).map_err(pg_err)?;
+                let d: f32 = r.try_get(1).map_err(pg_err)?;
+                Ok((key.max(0) as VectorKey, 1.0 - d))
+            })
+            .collect::<Result<_>>()?;
+        Ok((count, total, Some(hits)))
     }
 }
 
@@ -118,23 +178,11 @@ impl CandidateSource for PostgresStore {
         let mut client = self.client().await?;
         let mut params = Params::default();
         let clause = visible(among.filter, among.now, among.include_expired, &mut params);
-        // How many memories the search may return, and which, when they are few.
-        let (count, keys) = if clause.exact {
-            let count: i64 = client
-                .query_one(
-                    &self.sql(&format!(
-                        "SELECT COUNT(*) FROM {{s}}.memories m WHERE {}",
-                        clause.sql
-                    )),
-                    &params.refs(),
-                )
-                .await
-                .map_err(pg_err)?
-                .get(0);
-            (count.max(0) as usize, None)
+        // An inexact filter is decided here, on the rows: the search ranks their keys.
+        let keys = if clause.exact {
+            None
         } else {
-            let keys = self.keys_with(&client, among).await?;
-            (keys.len(), Some(keys))
+            Some(self.keys_with(&client, among).await?)
         };
         for query in &queries {
             let source = |params: &mut Params| match &keys {
@@ -147,33 +195,46 @@ impl CandidateSource for PostgresStore {
                     format!("SELECT unnest({keys}::bigint[]) AS vector_key")
                 }
             };
-            let hits = if count == 0 {
-                Vec::new()
-            } else if count <= self.exact_max {
-                let mut p = rebuild(among);
-                let source = source(&mut p);
-                self.exact(&client, query, &source, p, k).await?
-            } else {
-                // A beam deep enough that the filter's share of it still holds k.
-                let total = self.counters_live(&client).await?.max(1);
-                let fetch = k.saturating_mul(2).saturating_mul(total) / count.max(1) + 10;
-                let mut p = rebuild(among);
-                let keep = match &keys {
-                    None => clause.sql.clone(),
-                    Some(keys) => {
-                        let keys = p.push(keys.iter().map(|k| big(*k)).collect::<Vec<i64>>());
-                        format!("m.vector_key = ANY({keys})")
-                    }
-                };
-                match self
-                    .approximate(&mut client, query, &keep, p, k, fetch.max(40))
-                    .await?
-                {
-                    Some(hits) => hits,
-                    None => {
-                        let mut p = rebuild(among);
-                        let source = source(&mut p);
-                        self.exact(&client, query, &source, p, k).await?
+            // One statement counts the candidates (up to the exact limit) and, when they
+            // are few enough, ranks them exactly.
+            let mut p = rebuild(among);
+            let (count, total, exact) = match &keys {
+                Some(keys) if keys.is_empty() => (0, 0, Some(Vec::new())),
+                Some(keys) if keys.len() <= self.exact_max => {
+                    let source = source(&mut p);
+                    let hits = self.exact(&client, query, &source, p, k).await?;
+                    (keys.len(), 0, Some(hits))
+                }
+                Some(keys) => (keys.len(), self.counters_live(&client).await?, None),
+                None => {
+                    self.counted(&client, query, &clause.sql, among, p, k)
+                        .await?
+                }
+            };
+            let hits = match exact {
+                Some(hits) => hits,
+                None => {
+                    // A beam deep enough that the filter's share of it still holds k.
+                    let fetch =
+                        k.saturating_mul(2).saturating_mul(total.max(1)) / count.max(1) + 10;
+                    let mut p = rebuild(among);
+                    let keep = match &keys {
+                        None => clause.sql.clone(),
+                        Some(keys) => {
+                            let keys = p.push(keys.iter().map(|k| big(*k)).collect::<Vec<i64>>());
+                            format!("m.vector_key = ANY({keys})")
+                        }
+                    };
+                    match self
+                        .approximate(&mut client, query, &keep, p, k, fetch.max(40))
+                        .await?
+                    {
+                        Some(hits) => hits,
+                        None => {
+                            let mut p = rebuild(among);
+                            let source = source(&mut p);
+                            self.exact(&client, query, &source, p, k).await?
+                        }
                     }
                 }
             };
@@ -254,39 +315,26 @@ impl KeywordIndex for PostgresStore {
         if query.queries.iter().all(Vec::is_empty) || query.limit == 0 {
             return Ok(out);
         }
-        let mut client = self.client().await?;
-        // One snapshot for the statistics and the rows.
-        let tx = client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(pg_err)?;
-        let stats = tx
-            .query_one(
-                &self.sql("SELECT live_rows, live_tokens FROM {s}.state WHERE id = 1"),
-                &[],
-            )
-            .await
-            .map_err(pg_err)?;
-        let (rows, tokens): (i64, i64) = (stats.get(0), stats.get(1));
+        let client = self.client().await?;
         let mut distinct: Vec<String> = query.queries.iter().flatten().cloned().collect();
         distinct.sort();
         distinct.dedup();
-        let df: HashMap<String, i64> = tx
+        // The statistics and each term's document frequency, in one statement.
+        let stats = client
             .query(
                 &self.sql(
-                    "SELECT t, (SELECT COUNT(*) FROM {s}.memories m WHERE m.deleted_at IS NULL \
-                     AND (m.terms || m.context_terms) @> ARRAY[t]) \
-                     FROM unnest($1::text[]) AS t",
+                    "SELECT s.live_rows, s.live_tokens, t, (SELECT COUNT(*) FROM {s}.memories m \
+                     WHERE m.deleted_at IS NULL AND (m.terms || m.context_terms) @> ARRAY[t]) \
+                     FROM {s}.state s, unnest($1::text[]) AS t WHERE s.id = 1",
                 ),
                 &[&distinct],
             )
             .await
-            .map_err(pg_err)?
+            .map_err(pg_err)?;
+        let (rows, tokens): (i64, i64) = stats.first().map_or((0, 0), |r| (r.get(0), r.get(1)));
+        let df: HashMap<String, i64> = stats
             .iter()
-            .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
+            .map(|r| (r.get::<_, String>(2), r.get::<_, i64>(3)))
             .collect();
         let weights: Vec<Option<TermWeights>> = query
             .queries
@@ -312,11 +360,10 @@ impl KeywordIndex for PostgresStore {
             // The row's columns are only read to check an inexact filter.
             sql = sql.replace(&format!(", {COLUMNS}"), "");
         }
-        let found = tx
+        let found = client
             .query(&self.sql(&sql), &params.refs())
             .await
             .map_err(pg_err)?;
-        tx.commit().await.map_err(pg_err)?;
         let mut documents = Vec::with_capacity(found.len());
         for r in &found {
             if !clause.exact {

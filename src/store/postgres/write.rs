@@ -1,6 +1,13 @@
-//! The write path: one transaction per commit. Its first statement locks the project's state
-//! row and takes the charge (`UPDATE … WHERE credits >= $n RETURNING`), so commits of a
-//! project run one after another and every precondition is checked inside the transaction.
+//! The write path: one transaction per commit, every precondition checked inside it.
+//!
+//! The rows go in first, in as few statements as the writes allow (consecutive insertions
+//! share one `INSERT … SELECT FROM unnest(…)` per table), with vector keys and row
+//! sequence numbers from sequences, while other writers do the same. Only then does the
+//! transaction lock the project's state row, in the statement that checks and takes the
+//! charge (`UPDATE … WHERE credits >= $n RETURNING`); under that lock it numbers its
+//! change-log records, writes them, and commits. Commits therefore take their cursors in
+//! the order they commit, and the lock is held for a few statements, not for the whole
+//! write: writers on several hosts insert (and pay pgvector's index insertion) in parallel.
 
 use tokio_postgres::Transaction as PgTransaction;
 use uuid::Uuid;
@@ -8,22 +15,31 @@ use uuid::Uuid;
 use super::{big, pg_err, Client};
 use crate::error::{Error, Result};
 use crate::filter::micros;
-use crate::record::{HistoryRecord, MemoryRecord};
+use crate::record::MemoryRecord;
 use crate::store::{
     Committed, Feedback, FeedbackKind, RowOutcome, RowWrite, Transaction, VectorKey,
 };
 use crate::text;
 
-/// The counters a commit allocates from, read under the state row's lock and written back
-/// at its end.
-struct State {
-    credits: i64,
-    max_key: i64,
-    last_cursor: i64,
-    seq: i64,
+/// Separates a row's terms in the text that carries them into `unnest` (which cannot take
+/// an array per row); no term holds it.
+const TERM_SEPARATOR: &str = "\u{1f}";
+
+/// What a commit has done before it takes the lock, for the state row.
+#[derive(Default)]
+struct Tally {
     live_rows: i64,
     live_tokens: i64,
+    credits_added: i64,
+    logs: Vec<(Uuid, String)>,
+    /// The store's vector dimension, once known.
     dimension: Option<i32>,
+}
+
+/// An insertion waiting to be written with the others next to it.
+struct Pending {
+    record: MemoryRecord,
+    vector: Vec<f32>,
 }
 
 /// Commits a transaction, or nothing of it.
@@ -34,15 +50,51 @@ pub(super) async fn commit(
     tx: Transaction,
 ) -> Result<Committed> {
     let t = client.transaction().await.map_err(pg_err)?;
-    // Balances are bigints: a charge beyond them cannot be covered.
+    let mut tally = Tally {
+        dimension: t
+            .query_one(
+                &format!("SELECT dimension FROM {s}.state WHERE id = 1"),
+                &[],
+            )
+            .await
+            .map_err(pg_err)?
+            .get(0),
+        ..Tally::default()
+    };
+    let mut out = Committed::default();
+    let mut pending: Vec<Pending> = Vec::new();
+    for write in tx.writes {
+        if let RowWrite::Insert { record, vector } = write {
+            pending.push(Pending { record, vector });
+            continue;
+        }
+        // An error drops `t`, which rolls the whole transaction back.
+        insert_all(&t, s, std::mem::take(&mut pending), &mut tally, &mut out).await?;
+        apply(&t, s, write, &mut tally, &mut out).await?;
+    }
+    insert_all(&t, s, pending, &mut tally, &mut out).await?;
+
+    // The lock: the charge, then the cursors, in commit order.
     let charge = big(tx.charge);
     let locked = t
         .query_opt(
             &format!(
-                "UPDATE {s}.state SET credits = credits - $1 WHERE id = 1 AND credits >= $1 \
-                 RETURNING credits, max_key, last_cursor, seq, live_rows, live_tokens, dimension"
+                "UPDATE {s}.state SET \
+                 credits = LEAST(credits::numeric - $1::bigint + $2::bigint, \
+                 9223372036854775807)::bigint, \
+                 live_rows = live_rows + $3::bigint, live_tokens = live_tokens + $4::bigint, \
+                 last_cursor = last_cursor + $5::bigint, \
+                 dimension = COALESCE(dimension, $6::integer) \
+                 WHERE id = 1 AND credits >= $1::bigint RETURNING credits, last_cursor"
             ),
-            &[&charge],
+            &[
+                &charge,
+                &tally.credits_added,
+                &tally.live_rows,
+                &tally.live_tokens,
+                &(tally.logs.len() as i64),
+                &tally.dimension,
+            ],
         )
         .await
         .map_err(pg_err)?;
@@ -57,65 +109,264 @@ pub(super) async fn commit(
             remaining: credits.max(0) as u64,
         });
     };
-    let mut state = State {
-        credits: r.get(0),
-        max_key: r.get(1),
-        last_cursor: r.get(2),
-        seq: r.get(3),
-        live_rows: r.get(4),
-        live_tokens: r.get(5),
-        dimension: r.get(6),
-    };
-    let mut out = Committed::default();
-    for write in tx.writes {
-        // An error drops `t`, which rolls the whole transaction back.
-        apply(&t, s, write, &mut state, &mut out).await?;
+    let (credits, last): (i64, i64) = (r.get(0), r.get(1));
+    let first = last - tally.logs.len() as i64 + 1;
+    if !tally.logs.is_empty() {
+        let cursors: Vec<i64> = (first..=last).collect();
+        let (ids, records): (Vec<Uuid>, Vec<String>) = tally.logs.into_iter().unzip();
+        t.execute(
+            &format!(
+                "INSERT INTO {s}.history (seq, memory_id, record) \
+                 SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[])"
+            ),
+            &[&cursors, &ids, &records],
+        )
+        .await
+        .map_err(pg_err)?;
+        out.cursors = cursors.into_iter().map(|c| c.max(0) as u64).collect();
     }
-    t.execute(
-        &format!(
-            "UPDATE {s}.state SET credits = $1, max_key = $2, last_cursor = $3, seq = $4, \
-             live_rows = $5, live_tokens = $6, dimension = $7 WHERE id = 1"
-        ),
-        &[
-            &state.credits,
-            &state.max_key,
-            &state.last_cursor,
-            &state.seq,
-            &state.live_rows,
-            &state.live_tokens,
-            &state.dimension,
-        ],
-    )
-    .await
-    .map_err(pg_err)?;
     // Delivered to the listeners when the transaction commits, and only then.
     t.execute("SELECT pg_notify($1, '')", &[&channel])
         .await
         .map_err(pg_err)?;
     t.commit().await.map_err(pg_err)?;
-    out.credits = state.credits.max(0) as u64;
+    out.credits = credits.max(0) as u64;
     Ok(out)
+}
+
+/// Checks a vector against the store's dimension. The first vector ever fixes it and builds
+/// the HNSW index (cosine distance, over the vectors cast to that dimension), under the
+/// state row's lock, so that two first writers do not both build it.
+async fn check_dimension(
+    t: &PgTransaction<'_>,
+    s: &str,
+    tally: &mut Tally,
+    vector: &[f32],
+) -> Result<()> {
+    let dimension = vector.len() as i32;
+    if tally.dimension.is_none() {
+        let current: Option<i32> = t
+            .query_one(
+                &format!("SELECT dimension FROM {s}.state WHERE id = 1 FOR UPDATE"),
+                &[],
+            )
+            .await
+            .map_err(pg_err)?
+            .get(0);
+        if current.is_none() {
+            t.batch_execute(&format!(
+                "CREATE INDEX vectors_hnsw ON {s}.vectors \
+                 USING hnsw ((embedding::vector({dimension})) vector_cosine_ops); \
+                 UPDATE {s}.state SET dimension = {dimension} WHERE id = 1"
+            ))
+            .await
+            .map_err(pg_err)?;
+        }
+        tally.dimension = Some(current.unwrap_or(dimension));
+    }
+    match tally.dimension {
+        Some(d) if d != dimension => Err(Error::DimensionMismatch {
+            expected: d.max(0) as usize,
+            actual: vector.len(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Fresh values of the project's sequences: `n` vector keys, or row numbers.
+async fn next(t: &PgTransaction<'_>, s: &str, sequence: &str, n: usize) -> Result<Vec<i64>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let rows = t
+        .query(
+            &format!("SELECT nextval('{s}.{sequence}') FROM generate_series(1, $1::bigint)"),
+            &[&(n as i64)],
+        )
+        .await
+        .map_err(pg_err)?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Writes consecutive insertions together: one statement per table. 409 when an id is
+/// taken (or given twice).
+async fn insert_all(
+    t: &PgTransaction<'_>,
+    s: &str,
+    pending: Vec<Pending>,
+    tally: &mut Tally,
+    out: &mut Committed,
+) -> Result<()> {
+    if pending.is_empty() {
+        return Ok(());
+    }
+    for p in &pending {
+        check_dimension(t, s, tally, &p.vector).await?;
+    }
+    let n = pending.len();
+    let keys = next(t, s, "key_seq", n).await?;
+    let seqs = next(t, s, "row_seq", n).await?;
+    let mut cols = Columns::with_capacity(n);
+    let mut vectors = Vec::with_capacity(n);
+    for p in pending {
+        let length = cols.push(&p.record)?;
+        tally.live_rows += 1;
+        tally.live_tokens += i64::from(length);
+        vectors.push(pgvector::Vector::from(p.vector));
+    }
+    let inserted = t
+        .query(
+            &format!(
+                "INSERT INTO {s}.memories (id, seq, memory, user_id, agent_id, app_id, run_id, \
+                 metadata, categories, immutable, expiration_date, created_at, updated_at, hash, \
+                 context, version, vector_key, terms, context_terms, doc_length) \
+                 SELECT u.id, u.seq, u.memory, u.user_id, u.agent_id, u.app_id, u.run_id, \
+                 u.metadata, u.categories, u.immutable, u.expiration_date, u.created_at, \
+                 u.updated_at, u.hash, u.context, 1, u.vector_key, \
+                 string_to_array(u.terms, E'\\x1f'), string_to_array(u.context_terms, E'\\x1f'), \
+                 u.doc_length \
+                 FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], \
+                 $6::text[], $7::text[], $8::text[], $9::jsonb[], $10::boolean[], $11::bigint[], \
+                 $12::bigint[], $13::bigint[], $14::text[], $15::text[], $16::bigint[], \
+                 $17::text[], $18::text[], $19::integer[]) AS u (id, seq, memory, user_id, \
+                 agent_id, app_id, run_id, metadata, categories, immutable, expiration_date, \
+                 created_at, updated_at, hash, context, vector_key, terms, context_terms, \
+                 doc_length) \
+                 ORDER BY u.seq ON CONFLICT (id) DO NOTHING RETURNING id"
+            ),
+            &[
+                &cols.id,
+                &seqs,
+                &cols.memory,
+                &cols.user_id,
+                &cols.agent_id,
+                &cols.app_id,
+                &cols.run_id,
+                &cols.metadata,
+                &cols.categories,
+                &cols.immutable,
+                &cols.expiration_date,
+                &cols.created_at,
+                &cols.updated_at,
+                &cols.hash,
+                &cols.context,
+                &keys,
+                &cols.terms,
+                &cols.context_terms,
+                &cols.doc_length,
+            ],
+        )
+        .await
+        .map_err(pg_err)?;
+    if inserted.len() != n {
+        let written: std::collections::HashSet<Uuid> =
+            inserted.iter().map(|r| r.get::<_, Uuid>(0)).collect();
+        let taken = cols
+            .id
+            .iter()
+            .find(|id| !written.contains(id))
+            .copied()
+            .unwrap_or_default();
+        return Err(Error::Conflict {
+            detail: format!("a memory with id {taken} already exists"),
+        });
+    }
+    t.execute(
+        &format!(
+            "INSERT INTO {s}.vectors (key, embedding) \
+             SELECT * FROM unnest($1::bigint[], $2::vector[])"
+        ),
+        &[&keys, &vectors],
+    )
+    .await
+    .map_err(pg_err)?;
+    for (id, key) in cols.id.iter().zip(&keys) {
+        out.rows.push(RowOutcome::inserted(*id, *key as VectorKey));
+    }
+    Ok(())
+}
+
+/// The columns of insertions, one array each, for `unnest`.
+struct Columns {
+    id: Vec<Uuid>,
+    memory: Vec<String>,
+    user_id: Vec<Option<String>>,
+    agent_id: Vec<Option<String>>,
+    app_id: Vec<Option<String>>,
+    run_id: Vec<Option<String>>,
+    metadata: Vec<String>,
+    categories: Vec<serde_json::Value>,
+    immutable: Vec<bool>,
+    expiration_date: Vec<Option<i64>>,
+    created_at: Vec<i64>,
+    updated_at: Vec<i64>,
+    hash: Vec<String>,
+    context: Vec<Option<String>>,
+    terms: Vec<String>,
+    context_terms: Vec<String>,
+    doc_length: Vec<i32>,
+}
+
+impl Columns {
+    fn with_capacity(n: usize) -> Columns {
+        Columns {
+            id: Vec::with_capacity(n),
+            memory: Vec::with_capacity(n),
+            user_id: Vec::with_capacity(n),
+            agent_id: Vec::with_capacity(n),
+            app_id: Vec::with_capacity(n),
+            run_id: Vec::with_capacity(n),
+            metadata: Vec::with_capacity(n),
+            categories: Vec::with_capacity(n),
+            immutable: Vec::with_capacity(n),
+            expiration_date: Vec::with_capacity(n),
+            created_at: Vec::with_capacity(n),
+            updated_at: Vec::with_capacity(n),
+            hash: Vec::with_capacity(n),
+            context: Vec::with_capacity(n),
+            terms: Vec::with_capacity(n),
+            context_terms: Vec::with_capacity(n),
+            doc_length: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds a record; returns its BM25 length.
+    fn push(&mut self, r: &MemoryRecord) -> Result<i32> {
+        let terms = text::terms(&r.memory);
+        let context_terms = r.context.as_deref().map(text::terms).unwrap_or_default();
+        let length = doc_length(&terms, &context_terms, r) as i32;
+        self.id.push(r.id);
+        self.memory.push(r.memory.clone());
+        self.user_id.push(r.owners.user_id.clone());
+        self.agent_id.push(r.owners.agent_id.clone());
+        self.app_id.push(r.owners.app_id.clone());
+        self.run_id.push(r.owners.run_id.clone());
+        self.metadata.push(to_text(&r.metadata)?);
+        self.categories
+            .push(serde_json::to_value(&r.categories).map_err(encode_err)?);
+        self.immutable.push(r.immutable);
+        self.expiration_date.push(r.expiration_date.map(micros));
+        self.created_at.push(micros(r.created_at));
+        self.updated_at.push(micros(r.updated_at));
+        self.hash.push(r.hash.clone());
+        self.context.push(r.context.clone());
+        self.terms.push(terms.join(TERM_SEPARATOR));
+        self.context_terms.push(context_terms.join(TERM_SEPARATOR));
+        self.doc_length.push(length);
+        Ok(length)
+    }
 }
 
 async fn apply(
     t: &PgTransaction<'_>,
     s: &str,
     write: RowWrite,
-    state: &mut State,
+    tally: &mut Tally,
     out: &mut Committed,
 ) -> Result<()> {
     match write {
-        RowWrite::Insert { record, vector } => {
-            state.max_key += 1;
-            state.seq += 1;
-            let key = state.max_key;
-            let length = insert(t, s, &record, key, state.seq).await?;
-            insert_vector(t, s, state, key, vector).await?;
-            state.live_rows += 1;
-            state.live_tokens += i64::from(length);
-            out.rows
-                .push(RowOutcome::inserted(record.id, key as VectorKey));
-        }
+        // Gathered and written by `insert_all`.
+        RowWrite::Insert { .. } => {}
         RowWrite::Replace {
             record,
             vector,
@@ -143,10 +394,11 @@ async fn apply(
             .map_err(pg_err)?;
             let (mut retired, mut added) = (None, None);
             if let Some(vector) = vector {
-                state.max_key += 1;
-                let key = state.max_key;
+                check_dimension(t, s, tally, &vector).await?;
+                let key = next(t, s, "key_seq", 1).await?[0];
                 let terms = text::terms(&r.memory);
-                let length = doc_length(&terms, &r.context, r) as i32;
+                let context_terms = r.context.as_deref().map(text::terms).unwrap_or_default();
+                let length = doc_length(&terms, &context_terms, r) as i32;
                 t.execute(
                     &format!(
                         "UPDATE {s}.memories SET memory = $1, hash = $2, terms = $3, \
@@ -156,9 +408,19 @@ async fn apply(
                 )
                 .await
                 .map_err(pg_err)?;
-                retire_vector(t, s, old_key).await?;
-                insert_vector(t, s, state, key, vector).await?;
-                state.live_tokens += i64::from(length) - i64::from(old_length);
+                t.execute(
+                    &format!("DELETE FROM {s}.vectors WHERE key = $1"),
+                    &[&old_key],
+                )
+                .await
+                .map_err(pg_err)?;
+                t.execute(
+                    &format!("INSERT INTO {s}.vectors (key, embedding) VALUES ($1, $2)"),
+                    &[&key, &pgvector::Vector::from(vector)],
+                )
+                .await
+                .map_err(pg_err)?;
+                tally.live_tokens += i64::from(length) - i64::from(old_length);
                 (retired, added) = (Some(old_key as VectorKey), Some(key as VectorKey));
             }
             out.rows.push(RowOutcome {
@@ -176,9 +438,11 @@ async fn apply(
             )
             .await
             .map_err(pg_err)?;
-            retire_vector(t, s, key).await?;
-            state.live_rows -= 1;
-            state.live_tokens -= i64::from(length);
+            t.execute(&format!("DELETE FROM {s}.vectors WHERE key = $1"), &[&key])
+                .await
+                .map_err(pg_err)?;
+            tally.live_rows -= 1;
+            tally.live_tokens -= i64::from(length);
             out.rows.push(RowOutcome {
                 id,
                 retired: Some(key as VectorKey),
@@ -186,11 +450,7 @@ async fn apply(
                 version: version + 1,
             });
         }
-        RowWrite::Log(record) => {
-            state.last_cursor += 1;
-            insert_log(t, s, &record, state.last_cursor).await?;
-            out.cursors.push(state.last_cursor.max(0) as u64);
-        }
+        RowWrite::Log(record) => tally.logs.push((record.memory_id, to_text(&record)?)),
         RowWrite::Feedback(feedback) => {
             let live = t
                 .query_opt(
@@ -218,7 +478,7 @@ async fn apply(
             .map_err(pg_err)?;
         }
         RowWrite::Credit(amount) => {
-            state.credits = state.credits.saturating_add(big(amount));
+            tally.credits_added = tally.credits_added.saturating_add(big(amount));
         }
     }
     Ok(())
@@ -233,8 +493,7 @@ fn to_text(v: &impl serde::Serialize) -> Result<String> {
 }
 
 /// A memory's length as BM25 counts it: its terms, its context's, one token per owner.
-fn doc_length(terms: &[String], context: &Option<String>, r: &MemoryRecord) -> usize {
-    let context = context.as_deref().map_or(0, |c| text::terms(c).len());
+fn doc_length(terms: &[String], context_terms: &[String], r: &MemoryRecord) -> usize {
     let owners = [
         &r.owners.user_id,
         &r.owners.agent_id,
@@ -244,105 +503,7 @@ fn doc_length(terms: &[String], context: &Option<String>, r: &MemoryRecord) -> u
     .iter()
     .filter(|o| o.is_some())
     .count();
-    terms.len() + context + owners
-}
-
-/// Inserts a memory row; returns its BM25 length. 409 when its id is taken.
-async fn insert(
-    t: &PgTransaction<'_>,
-    s: &str,
-    r: &MemoryRecord,
-    key: i64,
-    seq: i64,
-) -> Result<i32> {
-    let terms = text::terms(&r.memory);
-    let context_terms = r.context.as_deref().map(text::terms).unwrap_or_default();
-    let length = doc_length(&terms, &r.context, r) as i32;
-    let categories = serde_json::to_value(&r.categories).map_err(encode_err)?;
-    let inserted = t
-        .execute(
-            &format!(
-                "INSERT INTO {s}.memories (id, seq, memory, user_id, agent_id, app_id, run_id, \
-                 metadata, categories, immutable, expiration_date, created_at, updated_at, hash, \
-                 context, version, vector_key, terms, context_terms, doc_length) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 1, \
-                 $16, $17, $18, $19) ON CONFLICT (id) DO NOTHING"
-            ),
-            &[
-                &r.id,
-                &seq,
-                &r.memory,
-                &r.owners.user_id,
-                &r.owners.agent_id,
-                &r.owners.app_id,
-                &r.owners.run_id,
-                &to_text(&r.metadata)?,
-                &categories,
-                &r.immutable,
-                &r.expiration_date.map(micros),
-                &micros(r.created_at),
-                &micros(r.updated_at),
-                &r.hash,
-                &r.context,
-                &key,
-                &terms,
-                &context_terms,
-                &length,
-            ],
-        )
-        .await
-        .map_err(pg_err)?;
-    if inserted == 0 {
-        return Err(Error::Conflict {
-            detail: format!("a memory with id {} already exists", r.id),
-        });
-    }
-    Ok(length)
-}
-
-/// Stores the vector of a new key. The first vector fixes the store's dimension and builds
-/// its HNSW index (cosine distance, over the vectors cast to that dimension).
-async fn insert_vector(
-    t: &PgTransaction<'_>,
-    s: &str,
-    state: &mut State,
-    key: i64,
-    vector: Vec<f32>,
-) -> Result<()> {
-    let dimension = vector.len() as i32;
-    match state.dimension {
-        Some(d) if d != dimension => {
-            return Err(Error::DimensionMismatch {
-                expected: d.max(0) as usize,
-                actual: vector.len(),
-            })
-        }
-        Some(_) => {}
-        None => {
-            t.batch_execute(&format!(
-                "CREATE INDEX vectors_hnsw ON {s}.vectors \
-                 USING hnsw ((embedding::vector({dimension})) vector_cosine_ops)"
-            ))
-            .await
-            .map_err(pg_err)?;
-            state.dimension = Some(dimension);
-        }
-    }
-    t.execute(
-        &format!("INSERT INTO {s}.vectors (key, embedding) VALUES ($1, $2)"),
-        &[&key, &pgvector::Vector::from(vector)],
-    )
-    .await
-    .map_err(pg_err)?;
-    Ok(())
-}
-
-/// Drops the vector of a key no live memory holds any more.
-async fn retire_vector(t: &PgTransaction<'_>, s: &str, key: i64) -> Result<()> {
-    t.execute(&format!("DELETE FROM {s}.vectors WHERE key = $1"), &[&key])
-        .await
-        .map_err(pg_err)?;
-    Ok(())
+    terms.len() + context_terms.len() + owners
 }
 
 /// A live row's vector key, version and BM25 length, if its version is `expect` (locking
@@ -369,16 +530,6 @@ async fn live_at(t: &PgTransaction<'_>, s: &str, id: Uuid, expect: u64) -> Resul
         });
     }
     Ok((r.get(0), version, r.get(2)))
-}
-
-async fn insert_log(t: &PgTransaction<'_>, s: &str, h: &HistoryRecord, seq: i64) -> Result<()> {
-    t.execute(
-        &format!("INSERT INTO {s}.history (seq, memory_id, record) VALUES ($1, $2, $3)"),
-        &[&seq, &h.memory_id, &to_text(h)?],
-    )
-    .await
-    .map_err(pg_err)?;
-    Ok(())
 }
 
 async fn upsert_feedback(t: &PgTransaction<'_>, s: &str, f: &Feedback) -> Result<()> {
