@@ -55,6 +55,10 @@ CREATE INDEX memories_run   ON {s}.memories (run_id)   WHERE deleted_at IS NULL;
 CREATE INDEX memories_order ON {s}.memories (created_at DESC, seq DESC) WHERE deleted_at IS NULL;
 CREATE INDEX memories_terms ON {s}.memories USING gin ((terms || context_terms))
     WHERE deleted_at IS NULL;
+CREATE TABLE {s}.terms (
+    term text   PRIMARY KEY,
+    df   bigint NOT NULL
+);
 CREATE TABLE {s}.vectors (
     key       bigint PRIMARY KEY,
     embedding vector NOT NULL

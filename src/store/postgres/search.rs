@@ -20,13 +20,13 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 
 use super::filter_sql::{visible, Params};
-use super::{big, pg_err, PostgresStore, COLUMNS};
+use super::{big, pg_err, run, PostgresStore, COLUMNS};
 use crate::error::Result;
 use crate::store::keyword::{best, score, RowTerms, TermWeights};
 use crate::store::{Among, CandidateSource, KeywordHits, KeywordIndex, KeywordQuery, VectorKey};
 
 /// The largest set of memories a vector search ranks exactly.
-pub const EXACT_MAX: usize = 20_000;
+pub const EXACT_MAX: usize = 2_048;
 
 /// The deepest HNSW beam a search asks for (pgvector's own ceiling is 1,000).
 const MAX_EF_SEARCH: usize = 1_000;
@@ -45,9 +45,8 @@ impl PostgresStore {
         let q = params.push(pgvector::Vector::from(query.to_vec()));
         let limit = params.push(big(k));
         let sql = format!(
-            "WITH c AS MATERIALIZED ({source}) \
-             SELECT v.key, (v.embedding <=> {q})::real AS d FROM c \
-             JOIN {{s}}.vectors v ON v.key = c.vector_key ORDER BY d, v.key LIMIT {limit}"
+            "SELECT v.key, (v.embedding <=> {q})::real AS d FROM {{s}}.vectors v \
+             WHERE v.key = ANY(ARRAY({source})) ORDER BY d, v.key LIMIT {limit}::bigint"
         );
         distances(client, &self.sql(&sql), &params).await
     }
@@ -120,13 +119,11 @@ impl PostgresStore {
              SELECT -1::bigint, 0::real, (SELECT n FROM n), \
                  (SELECT live_rows FROM {{s}}.state WHERE id = 1) \
              UNION ALL \
-             (SELECT v.key, (v.embedding <=> {q})::real AS d, 0, 0 FROM c \
-              JOIN {{s}}.vectors v ON v.key = c.vector_key ORDER BY d, v.key LIMIT {limit}::bigint)"
+             (SELECT v.key, (v.embedding <=> {q})::real AS d, 0, 0 FROM {{s}}.vectors v \
+              WHERE v.key = ANY(ARRAY(SELECT vector_key FROM c)) \
+              ORDER BY d, v.key LIMIT {limit}::bigint)"
         );
-        let found = client
-            .query(&self.sql(&sql), &params.refs())
-            .await
-            .map_err(pg_err)?;
+        let found = run(client, &self.sql(&sql), &params.refs()).await?;
         let mut rows = found.iter();
         let head = rows
             .next()
@@ -152,7 +149,7 @@ async fn distances(
     sql: &str,
     params: &Params,
 ) -> Result<Vec<(VectorKey, f32)>> {
-    let found = client.query(sql, &params.refs()).await.map_err(pg_err)?;
+    let found = run(client, sql, &params.refs()).await?;
     found
         .iter()
         .map(|r| {
@@ -323,8 +320,8 @@ impl KeywordIndex for PostgresStore {
         let stats = client
             .query(
                 &self.sql(
-                    "SELECT s.live_rows, s.live_tokens, t, (SELECT COUNT(*) FROM {s}.memories m \
-                     WHERE m.deleted_at IS NULL AND (m.terms || m.context_terms) @> ARRAY[t]) \
+                    "SELECT s.live_rows, s.live_tokens, t, \
+                     COALESCE((SELECT df FROM {s}.terms WHERE term = t), 0) \
                      FROM {s}.state s, unnest($1::text[]) AS t WHERE s.id = 1",
                 ),
                 &[&distinct],
@@ -360,10 +357,7 @@ impl KeywordIndex for PostgresStore {
             // The row's columns are only read to check an inexact filter.
             sql = sql.replace(&format!(", {COLUMNS}"), "");
         }
-        let found = client
-            .query(&self.sql(&sql), &params.refs())
-            .await
-            .map_err(pg_err)?;
+        let found = run(&client, &self.sql(&sql), &params.refs()).await?;
         let mut documents = Vec::with_capacity(found.len());
         for r in &found {
             if !clause.exact {

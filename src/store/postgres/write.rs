@@ -32,8 +32,20 @@ struct Tally {
     live_tokens: i64,
     credits_added: i64,
     logs: Vec<(Uuid, String)>,
+    /// Changes of document frequency: for each term, live rows gained (or lost).
+    df: std::collections::HashMap<String, i64>,
     /// The store's vector dimension, once known.
     dimension: Option<i32>,
+}
+
+impl Tally {
+    /// Counts a row's distinct terms (of its text and its context) `by` rows more.
+    fn count_terms(&mut self, text: &[String], context: &[String], by: i64) {
+        let distinct: std::collections::HashSet<&String> = text.iter().chain(context).collect();
+        for term in distinct {
+            *self.df.entry(term.clone()).or_default() += by;
+        }
+    }
 }
 
 /// An insertion waiting to be written with the others next to it.
@@ -125,6 +137,22 @@ pub(super) async fn commit(
         .map_err(pg_err)?;
         out.cursors = cursors.into_iter().map(|c| c.max(0) as u64).collect();
     }
+    // Document frequencies, under the lock (so in one order: no deadlock between writers).
+    let mut df: Vec<(String, i64)> = tally.df.into_iter().filter(|(_, d)| *d != 0).collect();
+    if !df.is_empty() {
+        df.sort();
+        let (terms, deltas): (Vec<String>, Vec<i64>) = df.into_iter().unzip();
+        t.execute(
+            &format!(
+                "INSERT INTO {s}.terms AS t (term, df) \
+                 SELECT * FROM unnest($1::text[], $2::bigint[]) \
+                 ON CONFLICT (term) DO UPDATE SET df = t.df + excluded.df"
+            ),
+            &[&terms, &deltas],
+        )
+        .await
+        .map_err(pg_err)?;
+    }
     // Delivered to the listeners when the transaction commits, and only then.
     t.execute("SELECT pg_notify($1, '')", &[&channel])
         .await
@@ -209,7 +237,8 @@ async fn insert_all(
     let mut cols = Columns::with_capacity(n);
     let mut vectors = Vec::with_capacity(n);
     for p in pending {
-        let length = cols.push(&p.record)?;
+        let (length, text, context) = cols.push(&p.record)?;
+        tally.count_terms(&text, &context, 1);
         tally.live_rows += 1;
         tally.live_tokens += i64::from(length);
         vectors.push(pgvector::Vector::from(p.vector));
@@ -330,8 +359,8 @@ impl Columns {
         }
     }
 
-    /// Adds a record; returns its BM25 length.
-    fn push(&mut self, r: &MemoryRecord) -> Result<i32> {
+    /// Adds a record; returns its BM25 length and its terms (of its text, of its context).
+    fn push(&mut self, r: &MemoryRecord) -> Result<(i32, Vec<String>, Vec<String>)> {
         let terms = text::terms(&r.memory);
         let context_terms = r.context.as_deref().map(text::terms).unwrap_or_default();
         let length = doc_length(&terms, &context_terms, r) as i32;
@@ -353,7 +382,7 @@ impl Columns {
         self.terms.push(terms.join(TERM_SEPARATOR));
         self.context_terms.push(context_terms.join(TERM_SEPARATOR));
         self.doc_length.push(length);
-        Ok(length)
+        Ok((length, terms, context_terms))
     }
 }
 
@@ -372,7 +401,8 @@ async fn apply(
             vector,
             expect,
         } => {
-            let (old_key, version, old_length) = live_at(t, s, record.id, expect).await?;
+            let (old_key, version, old_length, old_terms) =
+                live_at(t, s, record.id, expect).await?;
             let r = &record;
             let categories = serde_json::to_value(&r.categories).map_err(encode_err)?;
             t.execute(
@@ -421,6 +451,8 @@ async fn apply(
                 .await
                 .map_err(pg_err)?;
                 tally.live_tokens += i64::from(length) - i64::from(old_length);
+                tally.count_terms(&old_terms.0, &old_terms.1, -1);
+                tally.count_terms(&terms, &old_terms.1, 1);
                 (retired, added) = (Some(old_key as VectorKey), Some(key as VectorKey));
             }
             out.rows.push(RowOutcome {
@@ -431,7 +463,8 @@ async fn apply(
             });
         }
         RowWrite::Delete { id, at, expect } => {
-            let (key, version, length) = live_at(t, s, id, expect).await?;
+            let (key, version, length, terms) = live_at(t, s, id, expect).await?;
+            tally.count_terms(&terms.0, &terms.1, -1);
             t.execute(
                 &format!("UPDATE {s}.memories SET deleted_at = $1, version = $2 WHERE id = $3"),
                 &[&micros(at), &big(version + 1), &id],
@@ -506,13 +539,21 @@ fn doc_length(terms: &[String], context_terms: &[String], r: &MemoryRecord) -> u
     terms.len() + context_terms.len() + owners
 }
 
-/// A live row's vector key, version and BM25 length, if its version is `expect` (locking
-/// it): 404 when the memory is not live, 409 when it moved.
-async fn live_at(t: &PgTransaction<'_>, s: &str, id: Uuid, expect: u64) -> Result<(i64, u64, i32)> {
+/// The terms of a row's text and of its context.
+type RowTerms = (Vec<String>, Vec<String>);
+
+/// A live row's vector key, version, BM25 length and terms, if its version is `expect`
+/// (locking it): 404 when the memory is not live, 409 when it moved.
+async fn live_at(
+    t: &PgTransaction<'_>,
+    s: &str,
+    id: Uuid,
+    expect: u64,
+) -> Result<(i64, u64, i32, RowTerms)> {
     let found = t
         .query_opt(
             &format!(
-                "SELECT vector_key, version, doc_length FROM {s}.memories \
+                "SELECT vector_key, version, doc_length, terms, context_terms FROM {s}.memories \
                  WHERE id = $1 AND deleted_at IS NULL FOR UPDATE"
             ),
             &[&id],
@@ -529,7 +570,7 @@ async fn live_at(t: &PgTransaction<'_>, s: &str, id: Uuid, expect: u64) -> Resul
             ),
         });
     }
-    Ok((r.get(0), version, r.get(2)))
+    Ok((r.get(0), version, r.get(2), (r.get(3), r.get(4))))
 }
 
 async fn upsert_feedback(t: &PgTransaction<'_>, s: &str, f: &Feedback) -> Result<()> {
