@@ -256,6 +256,54 @@ proptest! {
     }
 }
 
+#[cfg(feature = "postgres")]
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, .. ProptestConfig::default() })]
+
+    /// The same on PostgreSQL, where most of the filter is SQL and the rest (metadata,
+    /// case-insensitive matching) is checked on the rows the SQL narrows down to. Each case
+    /// is a project (a schema) of one database.
+    #[test]
+    fn postgres_filters_match_the_reference_semantics(
+        records in prop::collection::vec(arb_record(), 1..12),
+        filters in prop::collection::vec(arb_filter(), 1..8),
+    ) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static CASE: AtomicUsize = AtomicUsize::new(0);
+        static DATABASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+        let Ok(runtime) = runtime else { return Err(TestCaseError::fail("runtime")) };
+        runtime.block_on(async {
+            let url = match DATABASE.get() {
+                Some(url) => url.clone(),
+                None => {
+                    let url = crate::common::pg_database().await;
+                    DATABASE.get_or_init(|| url).clone()
+                }
+            };
+            let project = format!("filters_{}", CASE.fetch_add(1, Ordering::Relaxed));
+            let store = memlane::store::PostgresStore::connect_project(&url, &project, 2)
+                .await
+                .unwrap();
+            let writes = records.iter().map(|r| insert(r, vec![1.0])).collect();
+            write(&store, writes).await;
+            let now = t(2 * 86_400);
+            for json in &filters {
+                let filter = Filter::from_json(json).unwrap_or_else(|e| panic!("{json}: {e}"));
+                let mut want: Vec<Uuid> = records
+                    .iter()
+                    .filter(|r| !r.is_expired_at(now) && filter.matches(r))
+                    .map(|r| r.id)
+                    .collect();
+                let mut got: Vec<Uuid> = all(&store, filter, now).await.iter().map(|r| r.id).collect();
+                want.sort();
+                got.sort();
+                assert_eq!(got, want, "filter {json}");
+            }
+        });
+    }
+}
+
 /// A word in at least half of the memories weighs nothing in BM25; the SQLite store drops it
 /// from a query that has other words once it is in 1,000 memories or more, and keeps it in
 /// a query made only of such words.

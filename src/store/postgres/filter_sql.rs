@@ -151,11 +151,19 @@ fn condition(c: &Condition, params: &mut Params) -> Option<String> {
 
 fn text_condition(col: &str, op: &Op<String>, params: &mut Params) -> Option<String> {
     Some(match op {
-        Op::Eq(x) => format!("COALESCE({col} = {}, FALSE)", params.push(x.clone())),
-        Op::Ne(x) => format!("NOT COALESCE({col} = {}, FALSE)", params.push(x.clone())),
-        Op::In(xs) => format!("COALESCE({col} = ANY({}), FALSE)", params.push(xs.clone())),
+        // `col IS NOT NULL AND col = $n` is never NULL, and keeps the index on `col` usable
+        // (a COALESCE around the comparison hides it from the planner).
+        Op::Eq(x) => format!("({col} IS NOT NULL AND {col} = {})", params.push(x.clone())),
+        Op::Ne(x) => format!(
+            "NOT ({col} IS NOT NULL AND {col} = {})",
+            params.push(x.clone())
+        ),
+        Op::In(xs) => format!(
+            "({col} IS NOT NULL AND {col} = ANY({}))",
+            params.push(xs.clone())
+        ),
         Op::Nin(xs) => format!(
-            "NOT COALESCE({col} = ANY({}), FALSE)",
+            "NOT ({col} IS NOT NULL AND {col} = ANY({}))",
             params.push(xs.clone())
         ),
         Op::Contains(x) => format!(
