@@ -54,6 +54,41 @@ struct Pending {
     vector: Vec<f32>,
 }
 
+/// A step of a commit before the lock.
+enum Step {
+    /// Consecutive insertions, written with one statement per table.
+    Insert(Vec<Pending>),
+    /// A write that reads or changes rows, after the insertions before it.
+    Apply(Box<RowWrite>),
+}
+
+/// Orders a transaction's writes into steps. Change-log records and credits are only
+/// counted until the lock, so the insertions around them stay one step: an add of a
+/// hundred memories (each followed by its log record) is one insertion, not a hundred.
+fn steps(writes: Vec<RowWrite>, tally: &mut Tally) -> Result<Vec<Step>> {
+    let mut out = Vec::new();
+    let mut pending = Vec::new();
+    for write in writes {
+        match write {
+            RowWrite::Insert { record, vector } => pending.push(Pending { record, vector }),
+            RowWrite::Log(record) => tally.logs.push((record.memory_id, to_text(&record)?)),
+            RowWrite::Credit(amount) => {
+                tally.credits_added = tally.credits_added.saturating_add(big(amount));
+            }
+            write => {
+                if !pending.is_empty() {
+                    out.push(Step::Insert(std::mem::take(&mut pending)));
+                }
+                out.push(Step::Apply(Box::new(write)));
+            }
+        }
+    }
+    if !pending.is_empty() {
+        out.push(Step::Insert(pending));
+    }
+    Ok(out)
+}
+
 /// Commits a transaction, or nothing of it.
 pub(super) async fn commit(
     client: &mut Client,
@@ -74,17 +109,13 @@ pub(super) async fn commit(
         ..Tally::default()
     };
     let mut out = Committed::default();
-    let mut pending: Vec<Pending> = Vec::new();
-    for write in tx.writes {
-        if let RowWrite::Insert { record, vector } = write {
-            pending.push(Pending { record, vector });
-            continue;
-        }
+    for step in steps(tx.writes, &mut tally)? {
         // An error drops `t`, which rolls the whole transaction back.
-        insert_all(&t, s, std::mem::take(&mut pending), &mut tally, &mut out).await?;
-        apply(&t, s, write, &mut tally, &mut out).await?;
+        match step {
+            Step::Insert(pending) => insert_all(&t, s, pending, &mut tally, &mut out).await?,
+            Step::Apply(write) => apply(&t, s, *write, &mut tally, &mut out).await?,
+        }
     }
-    insert_all(&t, s, pending, &mut tally, &mut out).await?;
 
     // The lock: the charge, then the cursors, in commit order.
     let charge = big(tx.charge);
@@ -394,8 +425,6 @@ async fn apply(
     out: &mut Committed,
 ) -> Result<()> {
     match write {
-        // Gathered and written by `insert_all`.
-        RowWrite::Insert { .. } => {}
         RowWrite::Replace {
             record,
             vector,
@@ -483,7 +512,6 @@ async fn apply(
                 version: version + 1,
             });
         }
-        RowWrite::Log(record) => tally.logs.push((record.memory_id, to_text(&record)?)),
         RowWrite::Feedback(feedback) => {
             let live = t
                 .query_opt(
@@ -510,9 +538,8 @@ async fn apply(
             .await
             .map_err(pg_err)?;
         }
-        RowWrite::Credit(amount) => {
-            tally.credits_added = tally.credits_added.saturating_add(big(amount));
-        }
+        // Taken apart by `steps`, never applied one by one.
+        RowWrite::Insert { .. } | RowWrite::Log(_) | RowWrite::Credit(_) => {}
     }
     Ok(())
 }
@@ -591,4 +618,58 @@ async fn upsert_feedback(t: &PgTransaction<'_>, s: &str, f: &Feedback) -> Result
     .await
     .map_err(pg_err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{HistoryEvent, HistoryRecord};
+    use crate::store::conformance::{record, t};
+
+    fn insert(text: &str) -> [RowWrite; 2] {
+        let record = record(text, "ana", t(0));
+        let log = HistoryRecord {
+            id: Uuid::new_v4(),
+            memory_id: record.id,
+            event: HistoryEvent::Add,
+            old_memory: None,
+            new_memory: Some(text.into()),
+            input: Vec::new(),
+            owners: record.owners.clone(),
+            categories: Vec::new(),
+            metadata: serde_json::Map::new(),
+            created_at: t(0),
+        };
+        [
+            RowWrite::Insert {
+                record,
+                vector: vec![1.0, 0.0],
+            },
+            RowWrite::Log(log),
+        ]
+    }
+
+    #[test]
+    fn insertions_with_their_log_records_are_one_step() {
+        let mut writes: Vec<RowWrite> = ["a", "b", "c"].into_iter().flat_map(insert).collect();
+        writes.push(RowWrite::Credit(5));
+        writes.push(RowWrite::Meta {
+            key: "k".into(),
+            value: "v".into(),
+        });
+        writes.extend(insert("d"));
+        let mut tally = Tally::default();
+        let steps = steps(writes, &mut tally).unwrap();
+        let shape: Vec<String> = steps
+            .iter()
+            .map(|s| match s {
+                Step::Insert(p) => format!("insert {}", p.len()),
+                Step::Apply(w) if matches!(**w, RowWrite::Meta { .. }) => "meta".into(),
+                Step::Apply(_) => "other".into(),
+            })
+            .collect();
+        assert_eq!(shape, ["insert 3", "meta", "insert 1"]);
+        assert_eq!(tally.logs.len(), 4);
+        assert_eq!(tally.credits_added, 5);
+    }
 }
