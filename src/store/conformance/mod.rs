@@ -284,6 +284,9 @@ async fn rules(store: &dyn Store) {
     let err = apply(store, batch(vec![Write::Update(upd)])).await;
     assert_eq!(err.err().map(|e| e.status()), Some(404));
 
+    // Reads by key skip a deleted row's key too.
+    assert!(store.rows_by_key(&[new_key]).await.unwrap().is_empty());
+
     // Catch-up reads see only live vectors, with their expiry.
     let after = store
         .vectors(VectorQuery::After { key: 0, limit: 10 })

@@ -331,7 +331,9 @@ impl PostgresStore {
     /// results under a filter, so a search never gives it one: a set of memories this small
     /// (one user's, typically) is ranked exactly, a larger one through the index with a
     /// beam deep enough for the filter's share, the filter applied to what it returns, and
-    /// exactly when that leaves fewer than `k`.
+    /// exactly when that leaves fewer than `k`. Keyword search takes the same line: a
+    /// filter admitting at most `n` memories is served by reading them, a wider one through
+    /// the index of terms.
     pub fn with_exact_search_max(mut self, n: usize) -> Self {
         self.exact_max = n;
         self
@@ -422,15 +424,18 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         let mut params = Params::default();
         let keys = params.push(keys.iter().map(|k| big(*k)).collect::<Vec<i64>>());
-        self.query_rows(
-            &client,
-            &format!(
-                "SELECT {COLUMNS} FROM {{s}}.memories m \
-                 WHERE m.vector_key = ANY({keys}) AND m.deleted_at IS NULL"
-            ),
-            &params,
-        )
-        .await
+        // Deleted rows are dropped here, not in SQL: `deleted_at IS NULL` is the predicate
+        // of the owner indexes, and a planner without fresh statistics would combine one of
+        // them (all live rows) with the key lookup.
+        let mut rows = self
+            .query_rows(
+                &client,
+                &format!("SELECT {COLUMNS} FROM {{s}}.memories m WHERE m.vector_key = ANY({keys})"),
+                &params,
+            )
+            .await?;
+        rows.retain(|r| r.deleted_at.is_none());
+        Ok(rows)
     }
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
@@ -504,7 +509,8 @@ impl Store for PostgresStore {
     async fn vectors(&self, query: VectorQuery<'_>) -> Result<Vec<StoredVector>> {
         let client = self.client().await?;
         let mut params = Params::default();
-        let select = "SELECT m.vector_key, m.id, v.embedding, m.expiration_date \
+        let select = "SELECT m.vector_key, m.id, v.embedding, m.expiration_date, \
+                      m.deleted_at IS NULL AS live \
                       FROM {s}.memories m JOIN {s}.vectors v ON v.key = m.vector_key";
         let sql = match query {
             VectorQuery::After { key, limit } => {
@@ -516,7 +522,13 @@ impl Store for PostgresStore {
             }
             VectorQuery::Of(ids) => {
                 let ids = params.push(ids.to_vec());
-                format!("{select} WHERE m.id = ANY({ids}) AND m.deleted_at IS NULL")
+                // The key lookup is fenced off (`OFFSET 0`) from the test of liveness, the
+                // owner indexes' predicate, which a planner without fresh statistics would
+                // otherwise combine with it (see `rows_by_key`).
+                format!(
+                    "SELECT * FROM ({select} WHERE m.id = ANY({ids}) OFFSET 0) AS x \
+                     WHERE x.live"
+                )
             }
         };
         let found = client

@@ -269,10 +269,14 @@ impl CandidateSource for PostgresStore {
         let mut params = Params::default();
         let q = params.push(pgvector::Vector::from(query.to_vec()));
         let keys = params.push(keys.iter().map(|k| big(*k)).collect::<Vec<i64>>());
+        // The key lookup is fenced off (`OFFSET 0`) from the test of liveness, the owner
+        // indexes' predicate, which a planner without fresh statistics would otherwise
+        // combine with it.
         let mut sql = format!(
-            "SELECT v.key, (v.embedding <=> {q})::real FROM {{s}}.vectors v \
+            "SELECT key, d FROM (SELECT v.key, (v.embedding <=> {q})::real AS d, m.deleted_at, \
+             m.expiration_date FROM {{s}}.vectors v \
              JOIN {{s}}.memories m ON m.vector_key = v.key \
-             WHERE v.key = ANY({keys}) AND m.deleted_at IS NULL"
+             WHERE v.key = ANY({keys}) OFFSET 0) AS m WHERE m.deleted_at IS NULL"
         );
         if !among.include_expired {
             let now = params.push(crate::filter::micros(among.now));
@@ -348,15 +352,37 @@ impl KeywordIndex for PostgresStore {
         let mut params = Params::default();
         let clause = visible(query.filter, query.now, query.include_expired, &mut params);
         let terms = params.push(wanted);
-        let mut sql = format!(
-            "SELECT m.vector_key, m.terms, m.context_terms, m.doc_length, {COLUMNS} \
-             FROM {{s}}.memories m WHERE (m.terms || m.context_terms) && {terms} AND {}",
-            clause.sql
+        let max = params.push(big(self.exact_max));
+        // The row's columns are only read to check an inexact filter.
+        let columns = if clause.exact {
+            "m.vector_key, m.terms, m.context_terms, m.doc_length".to_owned()
+        } else {
+            format!("m.vector_key, m.terms, m.context_terms, m.doc_length, {COLUMNS}")
+        };
+        // The path is chosen by counting, not left to the planner's estimates, which miss
+        // by orders of magnitude between statistics runs: while the filter admits at most
+        // `exact_max` memories (one user's, typically), those are read by the filter's
+        // indexes and their terms checked; a wider filter goes through the terms' index.
+        let counting = if query.filter.is_all() {
+            "SELECT live_rows AS n FROM {s}.state WHERE id = 1".to_owned()
+        } else {
+            format!(
+                "SELECT COUNT(*) AS n FROM (SELECT 1 FROM {{s}}.memories m WHERE {} \
+                 LIMIT {max}::bigint + 1) AS x",
+                clause.sql
+            )
+        };
+        let sql = format!(
+            "WITH n AS MATERIALIZED ({counting}), \
+             f AS MATERIALIZED (SELECT m.* FROM {{s}}.memories m \
+                 WHERE {clause} AND (SELECT n FROM n) <= {max}::bigint) \
+             SELECT {columns} FROM f AS m WHERE (m.terms || m.context_terms) && {terms} \
+             UNION ALL \
+             SELECT {columns} FROM {{s}}.memories m \
+             WHERE (m.terms || m.context_terms) && {terms} AND {clause} \
+                 AND (SELECT n FROM n) > {max}::bigint",
+            clause = clause.sql
         );
-        if clause.exact {
-            // The row's columns are only read to check an inexact filter.
-            sql = sql.replace(&format!(", {COLUMNS}"), "");
-        }
         let found = run(&client, &self.sql(&sql), &params.refs()).await?;
         let mut documents = Vec::with_capacity(found.len());
         for r in &found {
