@@ -179,30 +179,73 @@ impl MiniLm {
         })
     }
 
-    /// Embeds texts on the calling thread (the async [`Embedder::embed`] runs this off the
-    /// runtime). Returns unit-length vectors.
+    /// Embeds texts on the calling thread and, for more than one text, on one more thread
+    /// per further core (the async [`Embedder::embed`] runs this off the runtime). Returns
+    /// unit-length vectors.
+    ///
+    /// The texts are sorted by length and cut into batches padded to their longest text;
+    /// the batches are shared out over the threads, each running whole forward passes.
+    /// candle spreads a matrix product over the cores but runs the other operations of a
+    /// pass (activations, softmax, normalisation, copies) on the calling thread, so two
+    /// passes side by side use both cores where one pass uses little more than one.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         // Sort by length so that each batch pads to similar lengths; restore order after.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts.get(i).map_or(0, String::len));
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH) {
-            let batch: Vec<&str> = chunk
-                .iter()
-                .filter_map(|&i| texts.get(i).map(String::as_str))
+        let threads = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .min(texts.len())
+            .max(1);
+        let size = texts.len().div_ceil(threads).clamp(1, BATCH);
+        let chunks: Vec<&[usize]> = order.chunks(size).collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = || -> Result<Vec<Embedded>> {
+            let mut done = Vec::new();
+            loop {
+                let c = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(chunk) = chunks.get(c) else {
+                    return Ok(done);
+                };
+                let batch: Vec<&str> = chunk
+                    .iter()
+                    .filter_map(|&i| texts.get(i).map(String::as_str))
+                    .collect();
+                let vectors = self.inner.batch(&batch).map_err(|e| Error::Internal {
+                    detail: format!("embedding failed: {e}"),
+                })?;
+                done.push((c, vectors));
+            }
+        };
+        let results: Vec<Result<Vec<Embedded>>> = std::thread::scope(|scope| {
+            let helpers: Vec<_> = (1..threads.min(chunks.len()))
+                .map(|_| scope.spawn(work))
                 .collect();
-            let vectors = self.inner.batch(&batch).map_err(|e| Error::Internal {
-                detail: format!("embedding failed: {e}"),
-            })?;
-            for (&i, v) in chunk.iter().zip(vectors) {
-                if let Some(slot) = out.get_mut(i) {
-                    *slot = v;
+            let mut all = vec![work()];
+            for h in helpers {
+                all.push(
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::internal("an embedding thread panicked"))),
+                );
+            }
+            all
+        });
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for result in results {
+            for (c, vectors) in result? {
+                let Some(chunk) = chunks.get(c) else { continue };
+                for (&i, v) in chunk.iter().zip(vectors) {
+                    if let Some(slot) = out.get_mut(i) {
+                        *slot = v;
+                    }
                 }
             }
         }
         Ok(out)
     }
 }
+
+/// A batch's vectors, with the batch's number.
+type Embedded = (usize, Vec<Vec<f32>>);
 
 impl Inner {
     fn batch(

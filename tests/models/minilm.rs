@@ -56,6 +56,26 @@ async fn batching_and_padding_do_not_change_vectors() {
         .iter()
         .zip(&batch[1])
         .all(|(a, b)| (a - b).abs() < 1e-4));
+    // More texts than one batch holds, of many lengths: the batches run on several
+    // threads, and every vector comes back in its text's place.
+    let words = [
+        "river", "stone", "lamp", "orchard", "violin", "harbour", "ledger",
+    ];
+    let many: Vec<String> = (0..70)
+        .map(|i| {
+            (0..1 + (i * 7) % 23)
+                .map(|w| words[(i + w) % words.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+                + &format!(" {i}")
+        })
+        .collect();
+    let together = model.embed(&many, EmbedMode::Document).await.unwrap();
+    assert_eq!(together.len(), many.len());
+    for (text, v) in many.iter().zip(&together) {
+        let one = model.embed_one(text, EmbedMode::Document).await.unwrap();
+        assert!(cosine(&one, v) > 0.9999, "{text}: {}", cosine(&one, v));
+    }
     let over_limit = "word ".repeat(2_000);
     let v = model
         .embed_one(&over_limit, EmbedMode::Document)
