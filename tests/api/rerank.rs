@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use memlane::{
-    EmbedMode, EmbeddingReranker, Error, HashEmbedder, Memory, Reranker, Result, SearchMode,
-};
+#[cfg(feature = "local-embed")]
+use memlane::EmbeddingReranker;
+use memlane::{EmbedMode, Error, HashEmbedder, Memory, Reranker, Result, SearchMode};
 
 /// Scores a document by its length, so the longest text wins; or misbehaves as told.
 #[derive(Debug)]
