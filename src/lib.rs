@@ -42,8 +42,9 @@
 //!
 //! ## Crate features
 //!
-//! - `local-embed` (default): the local all-MiniLM-L6-v2 embedder ([`MiniLm`]) on candle.
-//!   Its files are fetched by `scripts/fetch-models.sh`.
+//! - `local-embed` (default): the local all-MiniLM-L6-v2 embedder ([`MiniLm`]) on the CPU,
+//!   with the crate's own BERT forward pass on the `gemm` kernels. Its files are fetched by
+//!   `scripts/fetch-models.sh`.
 //! - `local-llm` (default): a local quantized Qwen2.5 instruct model ([`LocalLlm`]) on
 //!   candle, for fact extraction offline. Fetched by `scripts/fetch-models.sh qwen`.
 

@@ -1,15 +1,13 @@
-//! all-MiniLM-L6-v2 sentence embeddings, in process, on candle.
+//! all-MiniLM-L6-v2 sentence embeddings, in process, on the CPU.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use sha2::{Digest, Sha256};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
 
+use super::bert::{Bert, Config, Scratch};
 use super::{EmbedMode, Embedder};
 use crate::error::{Error, Result};
 
@@ -32,13 +30,16 @@ const PINNED: [(&str, &str); 3] = [
 
 /// Texts longer than this many tokens are embedded by their beginning (the model's own limit).
 pub const MAX_TOKENS: usize = 256;
-const BATCH: usize = 32;
+/// Tokens per forward pass: enough rows for the matrix products to run at full speed, few
+/// enough that a pass's buffers (about 16 KB per token) stay small.
+const PASS_TOKENS: usize = 1024;
 
-/// all-MiniLM-L6-v2: 384-dimensional sentence embeddings, computed on the CPU with candle.
+/// all-MiniLM-L6-v2: 384-dimensional sentence embeddings, computed on the CPU.
 ///
-/// Loads in well under a second and needs about 200 MB of memory. Texts are embedded in
-/// length-sorted batches padded to the longest text of the batch, so a batch of short
-/// memories costs little more than one.
+/// Loads in well under a second and needs about 150 MB of memory, plus about 16 MB of
+/// buffers per core once it has embedded many texts at once. Texts are never padded: the
+/// tokens of all the texts of a call go through the model's layers together, split over the
+/// cores, so many short memories cost what their tokens cost.
 ///
 /// ```no_run
 /// # async fn run() -> memlane::Result<()> {
@@ -54,11 +55,12 @@ pub struct MiniLm {
 }
 
 struct Inner {
-    model: BertModel,
+    model: Bert,
     dimension: usize,
     tokenizer: Tokenizer,
-    device: Device,
     model_id: String,
+    /// Buffers of finished passes, taken by the next ones.
+    scratch: Mutex<Vec<Scratch>>,
 }
 
 impl std::fmt::Debug for MiniLm {
@@ -154,72 +156,87 @@ impl MiniLm {
         };
         let config: Config = serde_json::from_slice(config).map_err(|e| bad("config", &e))?;
         let mut tokenizer = Tokenizer::from_bytes(tokenizer).map_err(|e| bad("tokenizer", &e))?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..PaddingParams::default()
-        }));
+        tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: MAX_TOKENS,
+                max_length: MAX_TOKENS.min(config.max_position_embeddings),
                 ..TruncationParams::default()
             }))
             .map_err(|e| bad("tokenizer", &e))?;
-        let device = Device::Cpu;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .map_err(|e| bad("weights", &e))?;
-        let model = BertModel::load(vb, &config).map_err(|e| bad("weights", &e))?;
+        let model = Bert::load(&weights, &config).map_err(|e| bad("weights", &e))?;
         Ok(MiniLm {
             inner: Arc::new(Inner {
                 model,
                 dimension: config.hidden_size,
                 tokenizer,
-                device,
                 model_id: id.to_owned(),
+                scratch: Mutex::new(Vec::new()),
             }),
         })
     }
 
-    /// Embeds texts on the calling thread and, for more than one text, on one more thread
-    /// per further core (the async [`Embedder::embed`] runs this off the runtime). Returns
-    /// unit-length vectors.
+    /// Embeds texts on the calling thread and, when there is more than one core, on one more
+    /// thread per further core (the async [`Embedder::embed`] runs this off the runtime).
+    /// Returns unit-length vectors, each the same whatever texts it is embedded with.
     ///
-    /// The texts are sorted by length and cut into batches padded to their longest text;
-    /// the batches are shared out over the threads, each running whole forward passes.
-    /// candle spreads a matrix product over the cores but runs the other operations of a
-    /// pass (activations, softmax, normalisation, copies) on the calling thread, so two
-    /// passes side by side use both cores where one pass uses little more than one.
+    /// The texts are tokenized, sorted by length and cut into passes of at most about a
+    /// thousand tokens, at least one per core when there are enough texts; the passes are
+    /// shared out over the threads. A single pass (one text, or a few short ones) runs its
+    /// matrix products on every core instead.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        // Sort by length so that each batch pads to similar lengths; restore order after.
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts.get(i).map_or(0, String::len));
-        let threads = std::thread::available_parallelism()
-            .map_or(1, std::num::NonZeroUsize::get)
-            .min(texts.len())
-            .max(1);
-        let size = texts.len().div_ceil(threads).clamp(1, BATCH);
-        let chunks: Vec<&[usize]> = order.chunks(size).collect();
+        let failed = |e: &dyn std::fmt::Display| Error::Internal {
+            detail: format!("embedding failed: {e}"),
+        };
+        let encodings = self
+            .inner
+            .tokenizer
+            .encode_batch(texts.iter().map(String::as_str).collect::<Vec<_>>(), true)
+            .map_err(|e| failed(&e))?;
+        let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by_key(|&i| ids.get(i).map_or(0, |t| t.len()));
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let total: usize = ids.iter().map(|t| t.len()).sum();
+        let budget = total.div_ceil(cores).clamp(1, PASS_TOKENS);
+        // Cut the sorted texts into passes of at most `budget` tokens (a longer text alone).
+        let mut passes: Vec<&[usize]> = Vec::new();
+        let (mut from, mut tokens) = (0, 0);
+        for (at, &i) in order.iter().enumerate() {
+            let len = ids.get(i).map_or(0, |t| t.len());
+            if at > from && tokens + len > budget {
+                passes.extend(order.get(from..at));
+                (from, tokens) = (at, 0);
+            }
+            tokens += len;
+        }
+        passes.extend(order.get(from..).filter(|p| !p.is_empty()));
+        let threads = cores.min(passes.len()).max(1);
+        // One pass alone spreads its products over the cores; several run side by side.
+        let product_threads = if passes.len() == 1 { cores } else { 1 };
         let next = std::sync::atomic::AtomicUsize::new(0);
         let work = || -> Result<Vec<Embedded>> {
+            let mut scratch = self.inner.take_scratch();
             let mut done = Vec::new();
-            loop {
-                let c = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(chunk) = chunks.get(c) else {
-                    return Ok(done);
+            let result = loop {
+                let p = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(pass) = passes.get(p) else {
+                    break Ok(());
                 };
-                let batch: Vec<&str> = chunk
-                    .iter()
-                    .filter_map(|&i| texts.get(i).map(String::as_str))
-                    .collect();
-                let vectors = self.inner.batch(&batch).map_err(|e| Error::Internal {
-                    detail: format!("embedding failed: {e}"),
-                })?;
-                done.push((c, vectors));
-            }
+                let texts: Vec<&[u32]> = pass.iter().filter_map(|&i| ids.get(i).copied()).collect();
+                match self
+                    .inner
+                    .model
+                    .embed(&texts, &mut scratch, product_threads)
+                {
+                    Ok(vectors) => done.push((p, vectors)),
+                    Err(e) => break Err(failed(&e)),
+                }
+            };
+            self.inner.give_scratch(scratch);
+            result.map(|()| done)
         };
         let results: Vec<Result<Vec<Embedded>>> = std::thread::scope(|scope| {
-            let helpers: Vec<_> = (1..threads.min(chunks.len()))
-                .map(|_| scope.spawn(work))
-                .collect();
+            let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
             let mut all = vec![work()];
             for h in helpers {
                 all.push(
@@ -231,9 +248,9 @@ impl MiniLm {
         });
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
         for result in results {
-            for (c, vectors) in result? {
-                let Some(chunk) = chunks.get(c) else { continue };
-                for (&i, v) in chunk.iter().zip(vectors) {
+            for (p, vectors) in result? {
+                let Some(pass) = passes.get(p) else { continue };
+                for (&i, v) in pass.iter().zip(vectors) {
                     if let Some(slot) = out.get_mut(i) {
                         *slot = v;
                     }
@@ -244,38 +261,27 @@ impl MiniLm {
     }
 }
 
-/// A batch's vectors, with the batch's number.
+/// A pass's vectors, with the pass's number.
 type Embedded = (usize, Vec<Vec<f32>>);
 
 impl Inner {
-    fn batch(
-        &self,
-        texts: &[&str],
-    ) -> std::result::Result<Vec<Vec<f32>>, Box<dyn std::error::Error + Send + Sync>> {
-        let encodings = self.tokenizer.encode_batch(texts.to_vec(), true)?;
-        let n = encodings.len();
-        let len = encodings.first().map_or(0, |e| e.get_ids().len());
-        let mut ids = Vec::with_capacity(n * len);
-        let mut mask = Vec::with_capacity(n * len);
-        for e in &encodings {
-            ids.extend_from_slice(e.get_ids());
-            mask.extend_from_slice(e.get_attention_mask());
+    fn take_scratch(&self) -> Scratch {
+        self.scratch
+            .lock()
+            .ok()
+            .and_then(|mut pool| pool.pop())
+            .unwrap_or_default()
+    }
+
+    /// Keeps a pass's buffers for the next, up to two per core (more only come from many
+    /// calls at once, and are dropped).
+    fn give_scratch(&self, scratch: Scratch) {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        if let Ok(mut pool) = self.scratch.lock() {
+            if pool.len() < 2 * cores {
+                pool.push(scratch);
+            }
         }
-        let ids = Tensor::from_vec(ids, (n, len), &self.device)?;
-        let mask = Tensor::from_vec(mask, (n, len), &self.device)?;
-        let types = ids.zeros_like()?;
-        let hidden = self.model.forward(&ids, &types, Some(&mask))?;
-        // Mean over the real (unpadded) tokens, then scale to unit length.
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-        let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?;
-        let mean = summed.broadcast_div(&counts)?;
-        let norms = mean
-            .sqr()?
-            .sum_keepdim(1)?
-            .sqrt()?
-            .clamp(1e-12f32, f32::MAX)?;
-        Ok(mean.broadcast_div(&norms)?.to_vec2::<f32>()?)
     }
 }
 

@@ -5,7 +5,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+#[cfg(feature = "local-embed")]
+mod bert;
 mod hash;
+#[cfg(feature = "local-embed")]
+mod matmul;
 #[cfg(feature = "local-embed")]
 mod minilm;
 

@@ -1,4 +1,5 @@
-//! The real local models: all-MiniLM-L6-v2 and the quantized Qwen2.5 GGUF on candle.
+//! The real local models: all-MiniLM-L6-v2 (the crate's own forward pass) and the quantized
+//! Qwen2.5 GGUF on candle.
 //! Needs `scripts/fetch-models.sh` to have run.
 
 #[path = "../common/mod.rs"]

@@ -1,4 +1,4 @@
-//! The real local model: all-MiniLM-L6-v2 on candle, alone and as the default embedder of a
+//! The real local model: all-MiniLM-L6-v2, alone and as the default embedder of a
 //! `Memory` on a SQLite file. Needs `scripts/fetch-models.sh` to have run.
 
 use memlane::{EmbedMode, Embedder, Memory, MiniLm};
@@ -218,4 +218,62 @@ async fn a_short_answer_is_found_by_the_question_it_answered() {
         .unwrap();
     let found: Vec<_> = hits.results.iter().map(|h| h.record.id).collect();
     assert!(found.contains(&answer), "{hits:?}");
+}
+
+/// The crate's own forward pass against candle's BERT on the same files, text by text:
+/// texts of many lengths and scripts, and one past the token limit.
+#[cfg(feature = "local-llm")]
+#[tokio::test]
+async fn vectors_equal_those_of_candles_bert() {
+    use candle_core::{DType, Device, Tensor};
+    use candle_transformers::models::bert::{BertModel, Config};
+
+    let dir = MiniLm::default_dir();
+    let config: Config =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    let vb = candle_nn::VarBuilder::from_buffered_safetensors(
+        std::fs::read(dir.join("model.safetensors")).unwrap(),
+        DType::F32,
+        &Device::Cpu,
+    )
+    .unwrap();
+    let bert = BertModel::load(vb, &config).unwrap();
+    let mut tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+    tokenizer.with_padding(None); // the file pads every text to 128 tokens
+    tokenizer
+        .with_truncation(Some(tokenizers::TruncationParams {
+            max_length: 256, // the crate's limit for MiniLM
+            ..Default::default()
+        }))
+        .unwrap();
+    let reference = |text: &str| -> Vec<f32> {
+        let ids = tokenizer.encode(text, true).unwrap().get_ids().to_vec();
+        let n = ids.len();
+        let ids = Tensor::from_vec(ids, (1, n), &Device::Cpu).unwrap();
+        let hidden = bert
+            .forward(&ids, &ids.zeros_like().unwrap(), None)
+            .unwrap();
+        let mean = hidden.mean(1).unwrap().squeeze(0).unwrap();
+        let v = mean.to_vec1::<f32>().unwrap();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / norm).collect()
+    };
+    let mut texts: Vec<String> = [
+        "I love pizza",
+        "Carlos moved to Valencia last month and works at a bakery near the port",
+        "Ich wohne seit zwei Jahren in Berlin und arbeite als Ärztin",
+        "私は毎朝コーヒーを飲みます",
+        "ok",
+        "",
+    ]
+    .map(String::from)
+    .to_vec();
+    texts.extend((0..30).map(|i| "the committee reviewed the budget again ".repeat(1 + i)));
+    let model = MiniLm::load_default().unwrap();
+    let ours = model.embed(&texts, EmbedMode::Document).await.unwrap();
+    assert_eq!(ours.len(), texts.len());
+    for (text, v) in texts.iter().zip(&ours) {
+        let want = reference(text);
+        assert!(cosine(v, &want) > 0.99999, "{text:?}: {}", cosine(v, &want));
+    }
 }
