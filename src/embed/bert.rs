@@ -37,9 +37,10 @@ enum Act {
     Relu,
 }
 
-/// `y = x · Wᵀ + b`, with `W` stored as the checkpoint stores it: `out` rows of `inp`.
+/// `y = x · Wᵀ + b`. `W` is kept transposed (`inp` rows of `out`): the matrix kernels then
+/// read it as it lies in memory instead of gathering it anew on every call.
 struct Linear {
-    w: Vec<f32>,
+    wt: Vec<f32>,
     b: Vec<f32>,
     inp: usize,
     out: usize,
@@ -151,12 +152,12 @@ impl Tensors<'_> {
     }
 
     fn linear(&self, name: &str, inp: usize, out: usize) -> Result<Linear, String> {
-        Ok(Linear {
-            w: self.get(&format!("{name}.weight"), &[out, inp])?,
-            b: self.get(&format!("{name}.bias"), &[out])?,
+        Ok(Linear::new(
+            &self.get(&format!("{name}.weight"), &[out, inp])?,
+            self.get(&format!("{name}.bias"), &[out])?,
             inp,
             out,
-        })
+        ))
     }
 }
 
@@ -205,17 +206,16 @@ impl Bert {
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for l in 0..config.num_hidden_layers {
             let at = |part: &str| format!("encoder.layer.{l}.{part}");
-            let (q, k, v) = (
-                t.linear(&at("attention.self.query"), h, h)?,
-                t.linear(&at("attention.self.key"), h, h)?,
-                t.linear(&at("attention.self.value"), h, h)?,
-            );
-            let qkv = Linear {
-                w: [q.w, k.w, v.w].concat(),
-                b: [q.b, k.b, v.b].concat(),
-                inp: h,
-                out: 3 * h,
+            let weights = |part: &str| -> Result<(Vec<f32>, Vec<f32>), String> {
+                let name = at(&format!("attention.self.{part}"));
+                Ok((
+                    t.get(&format!("{name}.weight"), &[h, h])?,
+                    t.get(&format!("{name}.bias"), &[h])?,
+                ))
             };
+            let ((q, qb), (k, kb), (v, vb)) =
+                (weights("query")?, weights("key")?, weights("value")?);
+            let qkv = Linear::new(&[q, k, v].concat(), [qb, kb, vb].concat(), h, 3 * h);
             layers.push(Layer {
                 qkv,
                 out: t.linear(&at("attention.output.dense"), h, h)?,
@@ -413,6 +413,19 @@ impl Bert {
 }
 
 impl Linear {
+    /// From `W` as checkpoints store it: `out` rows of `inp`.
+    fn new(w: &[f32], b: Vec<f32>, inp: usize, out: usize) -> Linear {
+        let mut wt = vec![0.0; inp * out];
+        for (o, row) in w.chunks_exact(inp).enumerate() {
+            for (i, &v) in row.iter().enumerate() {
+                if let Some(slot) = wt.get_mut(i * out + o) {
+                    *slot = v;
+                }
+            }
+        }
+        Linear { wt, b, inp, out }
+    }
+
     /// `dst = x · Wᵀ + b (+ residual)` over `rows` rows.
     fn apply(
         &self,
@@ -437,11 +450,11 @@ impl Linear {
             cs: 1,
         };
         let w = Mat {
-            data: &self.w,
+            data: &self.wt,
             rows: self.inp,
             cols: out,
-            rs: 1,
-            cs: self.inp,
+            rs: out,
+            cs: 1,
         };
         matmul(
             MatMut {
