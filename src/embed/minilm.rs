@@ -61,7 +61,30 @@ struct Inner {
     model_id: String,
     /// Buffers of finished passes, taken by the next ones.
     scratch: Mutex<Vec<Scratch>>,
+    /// Small calls waiting to be embedded together.
+    queue: Mutex<Queue>,
+    /// The cores this process may use, read once (it costs a few system calls).
+    cores: usize,
 }
+
+/// Calls of [`Embedder::embed`] with few texts are queued: while a pass runs, the calls that
+/// arrive wait, and the next pass embeds all of them at once. One short text alone costs
+/// nearly what many cost together (each pass reads every weight of the model, about 40 MB),
+/// so concurrent `add`s and searches share passes instead of competing for the cores.
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Request>,
+    /// Whether a thread is draining the queue.
+    draining: bool,
+}
+
+struct Request {
+    texts: Vec<String>,
+    reply: tokio::sync::oneshot::Sender<Result<Vec<Vec<f32>>>>,
+}
+
+/// Calls of more texts than this run at once, on their own.
+const QUEUED_TEXTS: usize = 64;
 
 impl std::fmt::Debug for MiniLm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -171,6 +194,8 @@ impl MiniLm {
                 tokenizer,
                 model_id: id.to_owned(),
                 scratch: Mutex::new(Vec::new()),
+                queue: Mutex::new(Queue::default()),
+                cores: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
             }),
         })
     }
@@ -195,7 +220,7 @@ impl MiniLm {
         let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_by_key(|&i| ids.get(i).map_or(0, |t| t.len()));
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let cores = self.inner.cores;
         let total: usize = ids.iter().map(|t| t.len()).sum();
         let budget = total.div_ceil(cores).clamp(1, PASS_TOKENS);
         // Cut the sorted texts into passes of at most `budget` tokens (a longer text alone).
@@ -264,6 +289,68 @@ impl MiniLm {
 /// A pass's vectors, with the pass's number.
 type Embedded = (usize, Vec<Vec<f32>>);
 
+/// Drains the queue of small calls on a blocking thread. If it is dropped before it has
+/// drained (its thread never ran, or it panicked), the waiting calls fail instead of
+/// waiting for ever, and the next call starts a new drainer.
+struct Drainer {
+    model: MiniLm,
+    finished: bool,
+}
+
+impl Drainer {
+    fn run(mut self) {
+        loop {
+            let batch = {
+                let Ok(mut queue) = self.model.inner.queue.lock() else {
+                    return;
+                };
+                if queue.waiting.is_empty() {
+                    queue.draining = false;
+                    self.finished = true;
+                    return;
+                }
+                std::mem::take(&mut queue.waiting)
+            };
+            let texts: Vec<String> = batch.iter().flat_map(|r| r.texts.iter().cloned()).collect();
+            match self.model.embed_blocking(&texts) {
+                Ok(vectors) => {
+                    let mut vectors = vectors.into_iter();
+                    for request in batch {
+                        let mine: Vec<Vec<f32>> =
+                            vectors.by_ref().take(request.texts.len()).collect();
+                        // A caller that gave up no longer listens.
+                        let _ = request.reply.send(Ok(mine));
+                    }
+                }
+                // One call's failure is its own: embed them apart to say whose it is.
+                Err(e) if batch.len() == 1 => {
+                    if let Some(request) = batch.into_iter().next() {
+                        let _ = request.reply.send(Err(e));
+                    }
+                }
+                Err(_) => {
+                    for request in batch {
+                        let _ = request
+                            .reply
+                            .send(self.model.embed_blocking(&request.texts));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Drainer {
+    fn drop(&mut self) {
+        if !self.finished {
+            if let Ok(mut queue) = self.model.inner.queue.lock() {
+                queue.draining = false;
+                queue.waiting.clear();
+            }
+        }
+    }
+}
+
 impl Inner {
     fn take_scratch(&self) -> Scratch {
         self.scratch
@@ -276,9 +363,8 @@ impl Inner {
     /// Keeps a pass's buffers for the next, up to two per core (more only come from many
     /// calls at once, and are dropped).
     fn give_scratch(&self, scratch: Scratch) {
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         if let Ok(mut pool) = self.scratch.lock() {
-            if pool.len() < 2 * cores {
+            if pool.len() < 2 * self.cores {
                 pool.push(scratch);
             }
         }
@@ -300,10 +386,36 @@ impl Embedder for MiniLm {
     }
 
     async fn embed(&self, texts: &[String], _mode: EmbedMode) -> Result<Vec<Vec<f32>>> {
-        let this = self.clone();
-        let texts = texts.to_vec();
-        tokio::task::spawn_blocking(move || this.embed_blocking(&texts))
+        if texts.len() > QUEUED_TEXTS {
+            let this = self.clone();
+            let texts = texts.to_vec();
+            return tokio::task::spawn_blocking(move || this.embed_blocking(&texts))
+                .await
+                .map_err(|e| Error::internal(format!("embedding task failed: {e}")))?;
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let start = {
+            let mut queue = self
+                .inner
+                .queue
+                .lock()
+                .map_err(|_| Error::internal("the embedding queue is poisoned"))?;
+            queue.waiting.push(Request {
+                texts: texts.to_vec(),
+                reply,
+            });
+            !std::mem::replace(&mut queue.draining, true)
+        };
+        if start {
+            let drainer = Drainer {
+                model: self.clone(),
+                finished: false,
+            };
+            // The handle is not awaited: the answer comes through the channel.
+            drop(tokio::task::spawn_blocking(move || drainer.run()));
+        }
+        answer
             .await
-            .map_err(|e| Error::internal(format!("embedding task failed: {e}")))?
+            .map_err(|_| Error::internal("the embedding thread stopped"))?
     }
 }

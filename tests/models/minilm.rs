@@ -277,3 +277,56 @@ async fn vectors_equal_those_of_candles_bert() {
         assert!(cosine(v, &want) > 0.99999, "{text:?}: {}", cosine(v, &want));
     }
 }
+
+/// Concurrent calls share passes (small ones are queued and embedded together): each still
+/// gets its own texts' vectors, in its order, next to a large call that runs on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_calls_each_get_their_own_vectors() {
+    let model = MiniLm::load_default().unwrap();
+    let call = |c: usize| -> Vec<String> {
+        (0..1 + c % 3)
+            .map(|i| {
+                format!(
+                    "call {c} text {i}: {}",
+                    "about the garden ".repeat(1 + (c + i) % 5)
+                )
+            })
+            .collect()
+    };
+    let large: Vec<String> = (0..100)
+        .map(|i| format!("a large import, memory {i}"))
+        .collect();
+    let mut tasks = Vec::new();
+    for c in 0..24 {
+        let model = model.clone();
+        tasks.push(tokio::spawn(async move {
+            (
+                call(c),
+                model.embed(&call(c), EmbedMode::Document).await.unwrap(),
+            )
+        }));
+    }
+    let big = {
+        let model = model.clone();
+        let large = large.clone();
+        tokio::spawn(async move { model.embed(&large, EmbedMode::Document).await.unwrap() })
+    };
+    let mut results = vec![(large, big.await.unwrap())];
+    for t in tasks {
+        results.push(t.await.unwrap());
+    }
+    let mut checked = 0;
+    for (texts, vectors) in results {
+        assert_eq!(texts.len(), vectors.len());
+        for (text, v) in texts.iter().zip(&vectors) {
+            let alone = model.embed_blocking(std::slice::from_ref(text)).unwrap();
+            assert!(
+                cosine(&alone[0], v) > 0.99999,
+                "{text}: {}",
+                cosine(&alone[0], v)
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 100 + (0..24).map(|c| 1 + c % 3).sum::<usize>());
+}
