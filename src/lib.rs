@@ -54,6 +54,8 @@
     warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+#[cfg(feature = "local-embed")]
+mod coalesce;
 pub mod config;
 pub mod credits;
 pub mod embed;

@@ -9,6 +9,7 @@ use tokenizers::{Tokenizer, TruncationParams};
 
 use super::bert::{Bert, Config, Scratch};
 use super::{EmbedMode, Embedder};
+use crate::coalesce::Coalescer;
 use crate::error::{Error, Result};
 
 /// Files of the pinned all-MiniLM-L6-v2 release and their SHA-256, as installed by
@@ -61,30 +62,19 @@ struct Inner {
     model_id: String,
     /// Buffers of finished passes, taken by the next ones.
     scratch: Mutex<Vec<Scratch>>,
-    /// Small calls waiting to be embedded together.
-    queue: Mutex<Queue>,
+    /// Calls of few texts are queued: while a pass runs, the calls that arrive wait, and the
+    /// next pass embeds all of them at once. One short text alone costs nearly what many
+    /// cost together (each pass reads every weight of the model, about 40 MB), so concurrent
+    /// `add`s and searches share passes instead of competing for the cores.
+    queue: Arc<Coalescer<Vec<String>, Vec<Vec<f32>>>>,
     /// The cores this process may use, read once (it costs a few system calls).
     cores: usize,
 }
 
-/// Calls of [`Embedder::embed`] with few texts are queued: while a pass runs, the calls that
-/// arrive wait, and the next pass embeds all of them at once. One short text alone costs
-/// nearly what many cost together (each pass reads every weight of the model, about 40 MB),
-/// so concurrent `add`s and searches share passes instead of competing for the cores.
-#[derive(Default)]
-struct Queue {
-    waiting: Vec<Request>,
-    /// Whether a thread is draining the queue.
-    draining: bool,
-}
-
-struct Request {
-    texts: Vec<String>,
-    reply: tokio::sync::oneshot::Sender<Result<Vec<Vec<f32>>>>,
-}
-
 /// Calls of more texts than this run at once, on their own.
 const QUEUED_TEXTS: usize = 64;
+/// The most queued calls one pass takes.
+const QUEUED_CALLS: usize = 32;
 
 impl std::fmt::Debug for MiniLm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -194,7 +184,7 @@ impl MiniLm {
                 tokenizer,
                 model_id: id.to_owned(),
                 scratch: Mutex::new(Vec::new()),
-                queue: Mutex::new(Queue::default()),
+                queue: Coalescer::new(QUEUED_CALLS),
                 cores: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
             }),
         })
@@ -289,64 +279,21 @@ impl MiniLm {
 /// A pass's vectors, with the pass's number.
 type Embedded = (usize, Vec<Vec<f32>>);
 
-/// Drains the queue of small calls on a blocking thread. If it is dropped before it has
-/// drained (its thread never ran, or it panicked), the waiting calls fail instead of
-/// waiting for ever, and the next call starts a new drainer.
-struct Drainer {
-    model: MiniLm,
-    finished: bool,
-}
-
-impl Drainer {
-    fn run(mut self) {
-        loop {
-            let batch = {
-                let Ok(mut queue) = self.model.inner.queue.lock() else {
-                    return;
-                };
-                if queue.waiting.is_empty() {
-                    queue.draining = false;
-                    self.finished = true;
-                    return;
-                }
-                std::mem::take(&mut queue.waiting)
-            };
-            let texts: Vec<String> = batch.iter().flat_map(|r| r.texts.iter().cloned()).collect();
-            match self.model.embed_blocking(&texts) {
-                Ok(vectors) => {
-                    let mut vectors = vectors.into_iter();
-                    for request in batch {
-                        let mine: Vec<Vec<f32>> =
-                            vectors.by_ref().take(request.texts.len()).collect();
-                        // A caller that gave up no longer listens.
-                        let _ = request.reply.send(Ok(mine));
-                    }
-                }
-                // One call's failure is its own: embed them apart to say whose it is.
-                Err(e) if batch.len() == 1 => {
-                    if let Some(request) = batch.into_iter().next() {
-                        let _ = request.reply.send(Err(e));
-                    }
-                }
-                Err(_) => {
-                    for request in batch {
-                        let _ = request
-                            .reply
-                            .send(self.model.embed_blocking(&request.texts));
-                    }
-                }
+impl MiniLm {
+    /// Embeds the texts of several calls together and hands each call its vectors. If that
+    /// fails, each call is embedded apart, so that an error is only its own call's.
+    fn embed_calls(&self, calls: Vec<Vec<String>>) -> Vec<Result<Vec<Vec<f32>>>> {
+        let texts: Vec<String> = calls.iter().flatten().cloned().collect();
+        match self.embed_blocking(&texts) {
+            Ok(vectors) => {
+                let mut vectors = vectors.into_iter();
+                calls
+                    .iter()
+                    .map(|call| Ok(vectors.by_ref().take(call.len()).collect()))
+                    .collect()
             }
-        }
-    }
-}
-
-impl Drop for Drainer {
-    fn drop(&mut self) {
-        if !self.finished {
-            if let Ok(mut queue) = self.model.inner.queue.lock() {
-                queue.draining = false;
-                queue.waiting.clear();
-            }
+            Err(e) if calls.len() == 1 => vec![Err(e)],
+            Err(_) => calls.iter().map(|call| self.embed_blocking(call)).collect(),
         }
     }
 }
@@ -393,29 +340,10 @@ impl Embedder for MiniLm {
                 .await
                 .map_err(|e| Error::internal(format!("embedding task failed: {e}")))?;
         }
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let start = {
-            let mut queue = self
-                .inner
-                .queue
-                .lock()
-                .map_err(|_| Error::internal("the embedding queue is poisoned"))?;
-            queue.waiting.push(Request {
-                texts: texts.to_vec(),
-                reply,
-            });
-            !std::mem::replace(&mut queue.draining, true)
-        };
-        if start {
-            let drainer = Drainer {
-                model: self.clone(),
-                finished: false,
-            };
-            // The handle is not awaited: the answer comes through the channel.
-            drop(tokio::task::spawn_blocking(move || drainer.run()));
-        }
-        answer
+        let model = self.clone();
+        self.inner
+            .queue
+            .submit(texts.to_vec(), move |calls| model.embed_calls(calls))
             .await
-            .map_err(|_| Error::internal("the embedding thread stopped"))?
     }
 }

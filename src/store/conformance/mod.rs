@@ -30,6 +30,7 @@ mod search;
 pub async fn run(store: &dyn Store) {
     rules(store).await;
     preconditions(store).await;
+    concurrent_commits(store).await;
     search::scans(store).await;
     search::keyword(store).await;
 }
@@ -415,6 +416,52 @@ async fn rules(store: &dyn Store) {
 }
 
 /// Preconditions are checked inside the transaction; a failed one rolls all back.
+/// Transactions committed at once (a store may commit them together) succeed or fail each
+/// on its own: a refused one leaves nothing, and the others are all kept.
+async fn concurrent_commits(store: &dyn Store) {
+    let target = record("contested", "together", t(200));
+    insert_all(store, &[&target]).await;
+    let version = row(store, target.id).await.version;
+    let records: Vec<MemoryRecord> = (0..24)
+        .map(|i| record(&format!("together {i}"), "together", t(201 + i)))
+        .collect();
+    let commits = records.iter().enumerate().map(|(i, r)| {
+        let mut writes = vec![RowWrite::Insert {
+            record: r.clone(),
+            vector: vec![1.0, 0.0],
+        }];
+        if i % 3 == 1 {
+            // A stale version after the insert: the whole transaction is refused.
+            writes.push(RowWrite::Replace {
+                record: target.clone(),
+                vector: None,
+                expect: version + 1,
+            });
+        }
+        store.commit(Transaction::new(writes, 0))
+    });
+    let results = futures_util::future::join_all(commits).await;
+    assert_eq!(results.len(), records.len());
+    for (i, (r, result)) in records.iter().zip(results).enumerate() {
+        if i % 3 == 1 {
+            assert_eq!(result.err().map(|e| e.status()), Some(409), "commit {i}");
+            assert_eq!(
+                live(store, r.id).await,
+                None,
+                "refused commit {i} left its insert"
+            );
+        } else {
+            result.unwrap();
+            assert_eq!(
+                live(store, r.id).await.as_ref(),
+                Some(r),
+                "commit {i} was lost"
+            );
+        }
+    }
+    assert_eq!(row(store, target.id).await.version, version);
+}
+
 async fn preconditions(store: &dyn Store) {
     let r = record("precondition", "pre", t(100));
     let other = record("bystander", "pre", t(101));
