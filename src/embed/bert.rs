@@ -476,8 +476,8 @@ impl Linear {
 fn layer_norm(x: &mut [f32], width: usize, norm: &Norm, eps: f32) {
     let n = width as f32;
     for row in x.chunks_exact_mut(width) {
-        let mean = row.iter().sum::<f32>() / n;
-        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+        let mean = sum_of(row, |v| v) / n;
+        let var = sum_of(row, |v| (v - mean) * (v - mean)) / n;
         let inv = 1.0 / (var + eps).sqrt();
         for ((v, g), b) in row.iter_mut().zip(&norm.g).zip(&norm.b) {
             *v = (*v - mean) * inv * g + b;
@@ -488,13 +488,23 @@ fn layer_norm(x: &mut [f32], width: usize, norm: &Norm, eps: f32) {
 /// Replaces every value by its softmax over the row.
 fn softmax(row: &mut [f32]) {
     let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let mut sum = 0.0;
-    for v in row.iter_mut() {
-        *v = exp(*v - max);
-        sum += *v;
-    }
-    let inv = 1.0 / sum;
+    row.iter_mut().for_each(|v| *v = exp(*v - max));
+    let inv = 1.0 / sum_of(row, |v| v);
     row.iter_mut().for_each(|v| *v *= inv);
+}
+
+/// The sum of `f` over `values`, in eight interleaved parts that the compiler keeps in one
+/// vector register (a plain fold must add in order, one value at a time).
+fn sum_of(values: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut parts = [0.0f32; 8];
+    let chunks = values.chunks_exact(8);
+    let rest: f32 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    for chunk in chunks {
+        for (p, &v) in parts.iter_mut().zip(chunk) {
+            *p += f(v);
+        }
+    }
+    parts.iter().sum::<f32>() + rest
 }
 
 fn activate(x: &mut [f32], act: Act) {
@@ -517,14 +527,23 @@ fn exp(x: f32) -> f32 {
     // Adding and subtracting 1.5 · 2^23 rounds to the nearest integer.
     const ROUND: f32 = 12_582_912.0;
     let x = x.clamp(-87.0, 88.0);
-    let n = (x * LOG2_E + ROUND) - ROUND;
+    let shifted = x * LOG2_E + ROUND;
+    let n = shifted - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = 1.0
         + r * (1.0
             + r * (0.5
                 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-    // n lies in [-126, 127]: a normal power of two.
-    let two_n = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // n lies in [-126, 127], and `shifted`'s low mantissa bits hold it (offset by the bits
+    // of ROUND): 2^n's exponent field is n + 127, built with integer operations only, which
+    // vectorise where a float-to-int conversion would not.
+    let two_n = f32::from_bits(
+        shifted
+            .to_bits()
+            .wrapping_sub(ROUND.to_bits())
+            .wrapping_add(127)
+            << 23,
+    );
     p * two_n
 }
 
