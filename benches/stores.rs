@@ -11,11 +11,13 @@
 //! - search: four processes searching at once, 100 queries each per kind (one user's
 //!   vector, keyword and hybrid search, unfiltered vector search), reporting p50 and p95
 //!   over all four (the query's embedding is a hashing embedder's, microseconds);
-//! - PostgreSQL only: recall@10 of filtered vector search against exact ranking, at 0.1%,
-//!   1% and 10% selectivity (a run, a user, an app of the synthetic owners).
+//! - PostgreSQL only: recall@10 of filtered vector search against exact ranking, for filters
+//!   on owners, metadata, categories and dates, each at 0.1%, 1% and 10% selectivity.
 //!
-//! Memory `i` belongs to user `i / 1000`, app `i % 10` and run `i / 100`; its vector is
-//! that of the other benches (1,000 random centres with noise, 384 dimensions). The
+//! Memory `i` is in batch `b = i / 100` (one `add`): user `i / 1000`, app `b % 10`, run `b`,
+//! metadata `{"batch": b}`, categories `c{b}`, `d{b % 100}` and `e{b % 10}`, created on
+//! 2024-01-01 plus `b` minutes; its vector is that of the other benches (1,000 random
+//! centres with noise, 384 dimensions). The
 //! PostgreSQL server is `MEMLANE_TEST_POSTGRES`'s, or one started by `scripts/postgres.sh`
 //! for the run (no fsync: it measures the store, not the disk).
 
@@ -98,17 +100,26 @@ impl Place {
 async fn ingest(memory: &Memory, range: std::ops::Range<usize>) {
     let mut at = range.start;
     while at < range.end {
-        // A batch stays within one user (and one app group is per memory: by metadata).
+        // A batch stays within one user; its memories share run, app, metadata, categories
+        // and date.
         let end = (at + BATCH)
             .min(range.end)
             .min((at / PER_USER + 1) * PER_USER);
         let messages: Vec<Message> = (at..end).map(|i| Message::user(text(i))).collect();
         let vectors: Vec<Vec<f32>> = (at..end).map(vector).collect();
+        let b = at / BATCH;
         memory
             .add(messages)
             .user(format!("user{}", at / PER_USER))
-            .app(format!("app{}", (at / BATCH) % 10))
-            .run(format!("run{}", at / 100))
+            .app(format!("app{}", b % 10))
+            .run(format!("run{b}"))
+            .metadata(serde_json::json!({"batch": b}))
+            .categories([
+                format!("c{b}"),
+                format!("d{}", b % 100),
+                format!("e{}", b % 10),
+            ])
+            .timestamp(batch_time(b))
             .vectors(vectors)
             .infer(false)
             .await
@@ -226,76 +237,113 @@ async fn fresh(kind: &str, n: usize, tag: &str, server: &str, dir: &Path) -> Pla
     }
 }
 
-/// The owner groups of the synthetic memories, by selectivity.
-#[derive(Clone, Copy)]
-enum Group {
-    /// 100 memories: 0.1% at 100k.
-    Run,
-    /// 1,000 memories: 1% at 100k.
-    User,
-    /// A tenth of the memories.
-    App,
+/// The minute memories of batch `b` (`i / 100`) are dated: 2024-01-01 plus `b` minutes.
+fn batch_time(b: usize) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339("2024-01-01T00:00:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc)
+        + chrono::Duration::minutes(b as i64)
 }
 
-impl Group {
-    fn name(self) -> &'static str {
-        match self {
-            Group::Run => "one run (0.1% at 100k)",
-            Group::User => "one user (1% at 100k)",
-            Group::App => "one app (10%)",
-        }
-    }
-
-    /// The group memory `i` is in.
-    fn of(self, i: usize) -> usize {
-        match self {
-            Group::Run => i / 100,
-            Group::User => i / PER_USER,
-            Group::App => (i / BATCH) % 10,
-        }
-    }
-
-    fn count(self, n: usize) -> usize {
-        match self {
-            Group::Run => n / 100,
-            Group::User => n / PER_USER,
-            Group::App => 10,
-        }
-    }
-
-    fn filter(self, g: usize) -> Filter {
-        match self {
-            Group::Run => Filter::run(format!("run{g}")),
-            Group::User => Filter::user(format!("user{g}")),
-            Group::App => Filter::app(format!("app{g}")),
-        }
-    }
+/// One row of the recall table: a filter, and which batches it admits.
+struct FilterCase {
+    name: String,
+    filter: Filter,
+    admits: Box<dyn Fn(usize) -> bool>,
 }
 
-/// Recall@10 of filtered vector search on PostgreSQL at three selectivities, and p50.
+/// Each kind of filter — owners, metadata, categories, dates — at three selectivities (at
+/// 100k: one batch of 100 memories, 0.1%; ten, 1%; a hundred or a tenth, 10%), for query `q`.
+fn filter_cases(n: usize, q: usize) -> Vec<FilterCase> {
+    let batches = n / BATCH;
+    let mut out = Vec::new();
+    for (label, size) in [("0.1%", 1), ("1%", 10), ("10%", 100)] {
+        let groups = (batches / size).max(1);
+        let g = (q * 7919) % groups;
+        let (lo, hi) = (g * size, g * size + size);
+        let range = move |b: usize| (lo..hi).contains(&b);
+        let (owner, owner_of): (Filter, Box<dyn Fn(usize) -> bool>) = match size {
+            1 => (Filter::run(format!("run{g}")), Box::new(move |b| b == g)),
+            10 => (
+                Filter::user(format!("user{g}")),
+                Box::new(move |b| b / 10 == g),
+            ),
+            _ => {
+                let g = q % 10;
+                (
+                    Filter::app(format!("app{g}")),
+                    Box::new(move |b| b % 10 == g),
+                )
+            }
+        };
+        out.push(FilterCase {
+            name: format!("owner ({label} at 100k)"),
+            filter: owner,
+            admits: owner_of,
+        });
+        let metadata = if size == 1 {
+            serde_json::json!({"metadata.batch": g})
+        } else {
+            serde_json::json!({"metadata.batch": {"gte": lo, "lt": hi}})
+        };
+        out.push(FilterCase {
+            name: format!("metadata ({label} at 100k)"),
+            filter: Filter::from_json(&metadata).unwrap(),
+            admits: Box::new(range),
+        });
+        let (category, category_of): (String, Box<dyn Fn(usize) -> bool>) = match size {
+            1 => (format!("c{g}"), Box::new(move |b| b == g)),
+            10 => {
+                let g = q % 100;
+                (format!("d{g}"), Box::new(move |b| b % 100 == g))
+            }
+            _ => {
+                let g = q % 10;
+                (format!("e{g}"), Box::new(move |b| b % 10 == g))
+            }
+        };
+        out.push(FilterCase {
+            name: format!("category ({label} at 100k)"),
+            filter: Filter::from_json(&serde_json::json!({"categories": category})).unwrap(),
+            admits: category_of,
+        });
+        let dates = serde_json::json!({"AND": [
+            {"created_at": {"gte": batch_time(lo).to_rfc3339()}},
+            {"created_at": {"lt": batch_time(hi).to_rfc3339()}},
+        ]});
+        out.push(FilterCase {
+            name: format!("date range ({label} at 100k)"),
+            filter: Filter::from_json(&dates).unwrap(),
+            admits: Box::new(range),
+        });
+    }
+    out
+}
+
+/// Recall@10 of filtered vector search on PostgreSQL for every kind of filter at three
+/// selectivities, and p50.
 async fn filtered_recall(url: &str, n: usize) -> Vec<(String, f64, f64)> {
     let store = PostgresStore::connect(url).await.unwrap();
     let all: Vec<Vec<f32>> = (0..n).map(vector).collect();
+    let now = chrono::Utc::now();
+    let kinds = filter_cases(n, 0).len();
     let mut out = Vec::new();
-    for group in [Group::Run, Group::User, Group::App] {
+    for kind in 0..kinds {
         let (mut found, mut wanted, mut times) = (0, 0, Vec::new());
+        let mut name = String::new();
         for q in 0..20 {
+            let case = filter_cases(n, q).swap_remove(kind);
+            name = case.name;
             let query = vector(70_000_000 + q);
-            let g = (q * 7919) % group.count(n);
             let mut scored: Vec<f32> = (0..n)
-                .filter(|&i| group.of(i) == g)
+                .filter(|&i| (case.admits)(i / BATCH))
                 .map(|i| all[i].iter().zip(&query).map(|(a, b)| a * b).sum())
                 .collect();
             scored.sort_by(|a, b| b.total_cmp(a));
             scored.truncate(10);
-            let filter = group.filter(g);
             let t = Instant::now();
             let hits = store
-                .nearest(
-                    vec![query],
-                    Among::new(&filter, chrono::Utc::now(), false),
-                    10,
-                )
+                .nearest(vec![query], Among::new(&case.filter, now, false), 10)
                 .await
                 .unwrap()
                 .pop()
@@ -306,8 +354,9 @@ async fn filtered_recall(url: &str, n: usize) -> Vec<(String, f64, f64)> {
             found += hits.iter().filter(|h| h.1 >= cut).count().min(scored.len());
             wanted += scored.len();
         }
+        assert!(wanted > 0, "{name} admitted nothing");
         out.push((
-            group.name().to_owned(),
+            name,
             found as f64 / wanted as f64,
             percentile(&mut times, 0.5),
         ));

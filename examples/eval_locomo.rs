@@ -16,9 +16,11 @@
 //!
 //! The data is CC BY-NC 4.0: it is read from the path given, never copied into this crate.
 //!
-//! On PostgreSQL (an empty database; `scripts/postgres.sh start DIR` gives a server):
+//! SQLite and PostgreSQL side by side, in one run (an empty database; `scripts/postgres.sh
+//! start DIR` gives a server and prints its connection string):
 //! `MEMLANE_EVAL_POSTGRES="host=DIR user=postgres dbname=postgres" cargo run --release
-//! --features postgres --example eval_locomo -- ../shared/data/locomo/locomo10.json`.
+//! --features postgres --example eval_locomo -- ../shared/data/locomo/locomo10.json`
+//! evaluates the SQLite store, then the PostgreSQL one, and ends with one table of both.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write as _;
@@ -152,11 +154,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let samples = data
         .as_array()
         .ok_or("locomo10.json should hold an array of conversations")?;
-    let memory = match std::env::var("MEMLANE_EVAL_POSTGRES") {
-        Ok(url) => open_postgres(&url).await?,
-        Err(_) => Memory::in_memory().await?,
-    };
+    // SQLite always; PostgreSQL too, in the same run, when a database is named.
+    let mut stores = vec![("SQLite", Memory::in_memory().await?)];
+    if let Ok(url) = std::env::var("MEMLANE_EVAL_POSTGRES") {
+        stores.push(("PostgreSQL", open_postgres(&url).await?));
+    }
+    let mut summary = Vec::new();
+    for (store, memory) in &stores {
+        if stores.len() > 1 {
+            println!("\n## {store}");
+        }
+        for row in evaluate(memory, samples).await? {
+            summary.push(if stores.len() > 1 {
+                format!("| {store} {row}")
+            } else {
+                row
+            });
+        }
+    }
+    let store_column = if stores.len() > 1 { "store | " } else { "" };
+    let store_rule = if stores.len() > 1 { "---|" } else { "" };
+    println!(
+        "\n| {store_column}mode | n | R@5 | R@10 | R@25 | R@50 | all@10 | MRR |\n|{store_rule}---|---|---|---|---|---|---|---|"
+    );
+    for row in summary {
+        println!("{row}");
+    }
+    Ok(())
+}
 
+/// Ingests LoCoMo into `memory`, asks every question in each mode, prints the tables, and
+/// returns the summary row of each mode.
+async fn evaluate(
+    memory: &Memory,
+    samples: &[Value],
+) -> Result<Vec<String>, Box<dyn std::error::Error>> {
     // Ingest: one `add` per (session, speaker), so each memory carries its speaker and
     // session date; the results come back in message order, which maps ids to turns.
     let total_turns: usize = samples
@@ -303,11 +335,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             p(0.5).as_secs_f64() * 1e3
         )));
     }
-    println!("\n| mode | n | R@5 | R@10 | R@25 | R@50 | all@10 | MRR |\n|---|---|---|---|---|---|---|---|");
-    for row in summary {
-        println!("{row}");
-    }
-    Ok(())
+    Ok(summary)
 }
 
 #[cfg(test)]

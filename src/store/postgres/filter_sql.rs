@@ -8,6 +8,7 @@
 //! checked with [`Filter::matches`] afterwards. [`Compiled::exact`] says which case holds.
 
 use chrono::{DateTime, Utc};
+use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
 use crate::filter::{micros, Condition, Filter, Op, OwnerField, TimeField};
@@ -77,7 +78,11 @@ fn compile(filter: &Filter, wide: bool, exact: &mut bool, params: &mut Params) -
         Filter::Not(inner) => format!("NOT ({})", compile(inner, !wide, exact, params)),
         Filter::Condition(c) => condition(c, params).unwrap_or_else(|| {
             *exact = false;
-            if wide { "TRUE" } else { "FALSE" }.into()
+            if wide {
+                superset(c, params).unwrap_or_else(|| "TRUE".into())
+            } else {
+                "FALSE".into()
+            }
         }),
     }
 }
@@ -147,6 +152,91 @@ fn condition(c: &Condition, params: &mut Params) -> Option<String> {
         // Metadata comparisons follow `crate::filter::json_eq` and friends.
         Condition::Metadata(..) => return None,
     })
+}
+
+/// SQL that admits every row `c` admits (and maybe more), for a condition [`condition`]
+/// cannot express exactly; `None` when no narrower superset than all rows is known. It
+/// keeps a search by metadata from reading every row: only those it admits are read and
+/// checked with [`Filter::matches`].
+fn superset(c: &Condition, params: &mut Params) -> Option<String> {
+    let Condition::Metadata(path, op) = c else {
+        return None;
+    };
+    let number = |v: &Value| v.as_f64().filter(|x| x.is_finite());
+    let plain = |s: &str| !s.chars().any(|c| c == '"' || c == '\\' || c < ' ');
+    let scalar = |v: &Value| match v {
+        Value::Number(_) => number(v).is_some(),
+        Value::Array(_) | Value::Object(_) => false,
+        _ => true,
+    };
+    // Only conditions with a narrower superset below; no parameter is pushed for others.
+    let narrows = match op {
+        Op::Eq(x) => scalar(x),
+        Op::In(xs) => xs.iter().all(scalar),
+        Op::Gt(x) | Op::Gte(x) | Op::Lt(x) | Op::Lte(x) => number(x).is_some(),
+        Op::Contains(Value::String(s)) => plain(s),
+        Op::Exists => true,
+        _ => false,
+    };
+    if !narrows {
+        return None;
+    }
+    // `lookup` never finds a null, so null matches nothing.
+    let none = match op {
+        Op::Eq(x) => x.is_null(),
+        Op::In(xs) => xs.iter().all(Value::is_null),
+        _ => false,
+    };
+    if none {
+        return Some("FALSE".into());
+    }
+    // The value at the path, as `lookup` finds it (PostgreSQL's `#>` also indexes arrays,
+    // which only widens the set).
+    let at = format!(
+        "(m.metadata::jsonb #> {}::text[])",
+        params.push(path.clone())
+    );
+    // Numbers compared as float8, as the crate compares numbers that are not both
+    // integers; two integers it tells apart may be equal as float8, which only widens.
+    let numeric = |cmp: &str, x: f64, params: &mut Params| {
+        format!(
+            "COALESCE(CASE WHEN jsonb_typeof({at}) = 'number' THEN ({at})::float8 {cmp} {}::float8 END, FALSE)",
+            params.push(x)
+        )
+    };
+    let eq = |x: &Value, params: &mut Params| -> Option<String> {
+        match x {
+            Value::Null => Some("FALSE".into()),
+            Value::String(_) | Value::Bool(_) => Some(format!(
+                "COALESCE({at} = {}::jsonb, FALSE)",
+                params.push(x.clone())
+            )),
+            Value::Number(_) => number(x).map(|n| numeric("=", n, params)),
+            Value::Array(_) | Value::Object(_) => None,
+        }
+    };
+    match op {
+        Op::Eq(x) => eq(x, params),
+        Op::In(xs) => {
+            let any: Option<Vec<String>> = xs
+                .iter()
+                .filter(|x| !x.is_null())
+                .map(|x| eq(x, params))
+                .collect();
+            any.map(|any| format!("({})", any.join(" OR ")))
+        }
+        // A strict comparison may hold where the float8 values are equal.
+        Op::Gt(x) | Op::Gte(x) => number(x).map(|n| numeric(">=", n, params)),
+        Op::Lt(x) | Op::Lte(x) => number(x).map(|n| numeric("<=", n, params)),
+        // A string holding `s`, or an array with the element `s`: either's text holds `s`
+        // when `s` has no character JSON escapes inside an array's text.
+        Op::Contains(Value::String(s)) => Some(format!(
+            "COALESCE(strpos({at} #>> '{{}}', {}) > 0, FALSE)",
+            params.push(s.clone())
+        )),
+        Op::Exists => Some(format!("COALESCE(jsonb_typeof({at}) <> 'null', FALSE)")),
+        _ => None,
+    }
 }
 
 fn text_condition(col: &str, op: &Op<String>, params: &mut Params) -> Option<String> {

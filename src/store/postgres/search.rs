@@ -194,7 +194,7 @@ impl CandidateSource for PostgresStore {
             };
             // One statement counts the candidates (up to the exact limit) and, when they
             // are few enough, ranks them exactly.
-            let mut p = rebuild(among);
+            let mut p = fresh(&keys, among);
             let (count, total, exact) = match &keys {
                 Some(keys) if keys.is_empty() => (0, 0, Some(Vec::new())),
                 Some(keys) if keys.len() <= self.exact_max => {
@@ -214,7 +214,7 @@ impl CandidateSource for PostgresStore {
                     // A beam deep enough that the filter's share of it still holds k.
                     let fetch =
                         k.saturating_mul(2).saturating_mul(total.max(1)) / count.max(1) + 10;
-                    let mut p = rebuild(among);
+                    let mut p = fresh(&keys, among);
                     let keep = match &keys {
                         None => clause.sql.clone(),
                         Some(keys) => {
@@ -228,7 +228,7 @@ impl CandidateSource for PostgresStore {
                     {
                         Some(hits) => hits,
                         None => {
-                            let mut p = rebuild(among);
+                            let mut p = fresh(&keys, among);
                             let source = source(&mut p);
                             self.exact(&client, query, &source, p, k).await?
                         }
@@ -289,6 +289,16 @@ impl CandidateSource for PostgresStore {
 }
 
 /// The parameters of `among`'s clause again, for a statement of its own.
+/// The parameters a statement starts from: the filter's, when the statement selects by the
+/// filter's SQL; none, when it selects by keys found beforehand (an unused parameter is an
+/// error to PostgreSQL).
+fn fresh(keys: &Option<Vec<VectorKey>>, among: Among<'_>) -> Params {
+    match keys {
+        Some(_) => Params::default(),
+        None => rebuild(among),
+    }
+}
+
 fn rebuild(among: Among<'_>) -> Params {
     let mut params = Params::default();
     visible(among.filter, among.now, among.include_expired, &mut params);

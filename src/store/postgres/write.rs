@@ -188,9 +188,26 @@ pub(super) async fn commit(
     t.execute("SELECT pg_notify($1, '')", &[&channel])
         .await
         .map_err(pg_err)?;
-    t.commit().await.map_err(pg_err)?;
+    t.commit().await.map_err(at_commit)?;
     out.credits = credits.max(0) as u64;
     Ok(out)
+}
+
+/// An error while committing. A connection lost then leaves the outcome unknown: the server
+/// may have committed the transaction (whole) before the answer was lost, or rolled it back
+/// (whole). Still a retryable 503, but one that says so.
+fn at_commit(e: tokio_postgres::Error) -> Error {
+    let cause = e.to_string();
+    match pg_err(e) {
+        Error::Unavailable { .. } => Error::Unavailable {
+            detail: format!(
+                "the connection to PostgreSQL was lost while the call committed ({cause}), so \
+                 it is either wholly written or not at all: read back what it wrote (get, \
+                 list or the events) before retrying it"
+            ),
+        },
+        other => other,
+    }
 }
 
 /// Checks a vector against the store's dimension. The first vector ever fixes it and builds
