@@ -9,7 +9,7 @@
 
 use serde::Deserialize;
 
-use super::matmul::{matmul, Mat, MatMut};
+use super::matmul::{matmul, Mat, MatMut, Team};
 
 /// The fields of a Hugging Face BERT `config.json` the forward pass needs.
 #[derive(Debug, Deserialize)]
@@ -244,13 +244,14 @@ impl Bert {
         })
     }
 
-    /// Unit-length mean-pooled embeddings of tokenized texts, in their order. `threads` is
-    /// how many threads the matrix products may use (1 runs everything on the caller's).
+    /// Unit-length mean-pooled embeddings of tokenized texts, in their order. The linear
+    /// layers' products share their columns with `team`, if any (attention runs on the
+    /// caller's thread).
     pub fn embed(
         &self,
         texts: &[&[u32]],
         scratch: &mut Scratch,
-        threads: usize,
+        team: Option<&Team>,
     ) -> Result<Vec<Vec<f32>>, String> {
         let h = self.hidden;
         let total: usize = texts.iter().map(|t| t.len()).sum();
@@ -300,14 +301,14 @@ impl Bert {
         }
         layer_norm(x, h, &self.norm, self.eps);
         for layer in &self.layers {
-            layer.qkv.apply(x, total, qkv, None, threads)?;
+            layer.qkv.apply(x, total, qkv, None, team)?;
             self.attention(texts, qkv, ctx, scores)?;
-            layer.out.apply(ctx, total, tmp, Some(x), threads)?;
+            layer.out.apply(ctx, total, tmp, Some(x), team)?;
             layer_norm(tmp, h, &layer.norm1, self.eps);
             std::mem::swap(x, tmp);
-            layer.up.apply(x, total, hid, None, threads)?;
+            layer.up.apply(x, total, hid, None, team)?;
             activate(hid, self.act);
-            layer.down.apply(hid, total, tmp, Some(x), threads)?;
+            layer.down.apply(hid, total, tmp, Some(x), team)?;
             layer_norm(tmp, h, &layer.norm2, self.eps);
             std::mem::swap(x, tmp);
         }
@@ -373,7 +374,7 @@ impl Bert {
                     cols: len,
                     rs: len,
                 };
-                matmul(s, q, k, scale, false, 1)?;
+                matmul(s, q, k, scale, false, None)?;
                 for row in scores.chunks_exact_mut(len) {
                     softmax(row);
                 }
@@ -403,7 +404,7 @@ impl Bert {
                     v,
                     1.0,
                     false,
-                    1,
+                    None,
                 )?;
             }
             start += len;
@@ -433,7 +434,7 @@ impl Linear {
         rows: usize,
         dst: &mut [f32],
         residual: Option<&[f32]>,
-        threads: usize,
+        team: Option<&Team>,
     ) -> Result<(), String> {
         let out = self.out;
         for (i, row) in dst.chunks_exact_mut(out).take(rows).enumerate() {
@@ -467,7 +468,7 @@ impl Linear {
             w,
             1.0,
             true,
-            threads,
+            team,
         )
     }
 }

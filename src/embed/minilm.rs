@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 use tokenizers::{Tokenizer, TruncationParams};
 
 use super::bert::{Bert, Config, Scratch};
+use super::matmul::Team;
 use super::{EmbedMode, Embedder};
 use crate::coalesce::Coalescer;
 use crate::error::{Error, Result};
@@ -69,6 +70,8 @@ struct Inner {
     queue: Arc<Coalescer<Vec<String>, Vec<Vec<f32>>>>,
     /// The cores this process may use, read once (it costs a few system calls).
     cores: usize,
+    /// Threads that share a lone pass's products (one per further core), made on first use.
+    team: std::sync::OnceLock<Mutex<Team>>,
 }
 
 /// Calls of more texts than this run at once, on their own.
@@ -186,6 +189,7 @@ impl MiniLm {
                 scratch: Mutex::new(Vec::new()),
                 queue: Coalescer::new(QUEUED_CALLS),
                 cores: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+                team: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -226,10 +230,20 @@ impl MiniLm {
         }
         passes.extend(order.get(from..).filter(|p| !p.is_empty()));
         let threads = cores.min(passes.len()).max(1);
-        // One pass alone spreads its products over the cores; several run side by side.
-        let product_threads = if passes.len() == 1 { cores } else { 1 };
+        // One pass alone shares its products' columns with a team of one thread per further
+        // core; several passes run side by side, each on one thread.
+        // A team busy with another call's pass is not waited for: the pass runs alone.
+        let team = (passes.len() == 1 && cores > 1)
+            .then(|| {
+                self.inner
+                    .team
+                    .get_or_init(|| Mutex::new(Team::new(cores - 1)))
+                    .try_lock()
+                    .ok()
+            })
+            .flatten();
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let work = || -> Result<Vec<Embedded>> {
+        let work = |team: Option<&Team>| -> Result<Vec<Embedded>> {
             let mut scratch = self.inner.take_scratch();
             let mut done = Vec::new();
             let result = loop {
@@ -238,11 +252,7 @@ impl MiniLm {
                     break Ok(());
                 };
                 let texts: Vec<&[u32]> = pass.iter().filter_map(|&i| ids.get(i).copied()).collect();
-                match self
-                    .inner
-                    .model
-                    .embed(&texts, &mut scratch, product_threads)
-                {
+                match self.inner.model.embed(&texts, &mut scratch, team) {
                     Ok(vectors) => done.push((p, vectors)),
                     Err(e) => break Err(failed(&e)),
                 }
@@ -251,8 +261,11 @@ impl MiniLm {
             result.map(|()| done)
         };
         let results: Vec<Result<Vec<Embedded>>> = std::thread::scope(|scope| {
-            let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
-            let mut all = vec![work()];
+            let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(|| work(None))).collect();
+            let mut all = vec![work(team.as_deref())];
+            if let Some(team) = team.as_deref() {
+                team.rest();
+            }
             for h in helpers {
                 all.push(
                     h.join()
