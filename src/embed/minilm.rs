@@ -74,6 +74,10 @@ struct Inner {
     team: std::sync::OnceLock<Mutex<Team>>,
 }
 
+/// The most helper threads a lone pass shares its products with: a pass of one short text
+/// has too little work for more.
+const MAX_TEAM: usize = 7;
+
 /// Calls of more texts than this run at once, on their own.
 const QUEUED_TEXTS: usize = 64;
 /// The most queued calls one pass takes.
@@ -237,7 +241,7 @@ impl MiniLm {
             .then(|| {
                 self.inner
                     .team
-                    .get_or_init(|| Mutex::new(Team::new(cores - 1)))
+                    .get_or_init(|| Mutex::new(Team::new((cores - 1).min(MAX_TEAM))))
                     .try_lock()
                     .ok()
             })
