@@ -104,7 +104,8 @@ pub(super) fn matmul(
         .min(n.div_ceil(LANES))
         .max(1);
     let width = n.div_ceil(parts).div_ceil(LANES) * LANES;
-    let mut waits = Waits(Vec::with_capacity(parts));
+    // Empty (no allocation) unless parts are handed out: most products run alone.
+    let mut waits = Waits(Vec::new());
     if let Some(team) = team {
         for (i, slot) in team.slots.iter().enumerate().take(parts - 1) {
             let from = (i + 1) * width;
@@ -270,15 +271,14 @@ const WAIT_SPIN: std::time::Duration = std::time::Duration::from_micros(30);
 /// One team thread's mailbox.
 #[derive(Default)]
 struct Slot {
-    job: std::sync::Mutex<Option<Job>>,
+    /// The posted job, and the thread to wake when it is done.
+    job: std::sync::Mutex<Option<(Job, std::thread::Thread)>>,
     /// Jobs posted so far, and finished so far.
     posted: std::sync::atomic::AtomicU64,
     done: std::sync::atomic::AtomicU64,
     stop: std::sync::atomic::AtomicBool,
     /// Set between passes: wait asleep, not spinning.
     resting: std::sync::atomic::AtomicBool,
-    /// The thread that posted the last job, woken when it is done.
-    poster: std::sync::Mutex<Option<std::thread::Thread>>,
     thread: std::sync::OnceLock<std::thread::Thread>,
 }
 
@@ -287,10 +287,7 @@ impl Slot {
     fn post(&self, job: Job) -> Wait<'_> {
         use std::sync::atomic::Ordering;
         if let Ok(mut slot) = self.job.lock() {
-            *slot = Some(job);
-        }
-        if let Ok(mut poster) = self.poster.lock() {
-            *poster = Some(std::thread::current());
+            *slot = Some((job, std::thread::current()));
         }
         self.resting.store(false, Ordering::Release);
         let id = self.posted.fetch_add(1, Ordering::AcqRel) + 1;
@@ -321,14 +318,14 @@ impl Slot {
                 }
             }
             seen = self.posted.load(Ordering::Acquire);
-            let job = self.job.lock().ok().and_then(|mut j| j.take());
-            if let Some(job) = job {
+            let posted = self.job.lock().ok().and_then(|mut j| j.take());
+            if let Some((job, _)) = &posted {
                 // SAFETY: the poster made the job from checked slices and waits for `done`
                 // before those borrows end (see `matmul`).
                 unsafe { job.run() };
             }
             self.done.store(seen, Ordering::Release);
-            if let Some(poster) = self.poster.lock().ok().and_then(|p| p.clone()) {
+            if let Some((_, poster)) = posted {
                 poster.unpark();
             }
         }

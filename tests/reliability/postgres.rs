@@ -713,23 +713,7 @@ async fn a_server_crash_mid_write_is_a_retryable_503_and_leaves_every_add_whole_
     }
     assert!(failures > 0, "no call failed: the crash missed the writers");
     // Every memory of bob's, by its add: each add is whole (three parts) or absent.
-    let mut by_add: HashMap<String, Vec<Uuid>> = HashMap::new();
-    let mut cursor = None;
-    loop {
-        let mut list = memory.list().user("bob").page_size(1000);
-        if let Some(c) = cursor.take() {
-            list = list.cursor(c);
-        }
-        let page = list.await.unwrap();
-        for r in page.results {
-            let add = r.memory.rsplit_once(" part ").unwrap().0.to_owned();
-            by_add.entry(add).or_default().push(r.id);
-        }
-        match page.pagination.next_cursor {
-            Some(c) => cursor = Some(c),
-            None => break,
-        }
-    }
+    let by_add = memories_by_add(&memory, "bob").await;
     for (add, ids) in &by_add {
         assert_eq!(ids.len(), 3, "{add} is stored in part");
     }
@@ -754,6 +738,28 @@ async fn a_server_crash_mid_write_is_a_retryable_503_and_leaves_every_add_whole_
         assert_eq!(hits.first().map(|h| h.record.id), Some(kept), "{mode:?}");
     }
     run(&["stop", dir_arg]);
+}
+
+/// Every memory of `user`, grouped by the add that stored it: the memories are "<add> part
+/// <j>", so each group of a whole add has all its parts.
+async fn memories_by_add(memory: &Memory, user: &str) -> HashMap<String, Vec<Uuid>> {
+    let mut by_add: HashMap<String, Vec<Uuid>> = HashMap::new();
+    let mut cursor = None;
+    loop {
+        let mut list = memory.list().user(user).page_size(1000);
+        if let Some(c) = cursor.take() {
+            list = list.cursor(c);
+        }
+        let page = list.await.unwrap();
+        for r in page.results {
+            let add = r.memory.rsplit_once(" part ").unwrap().0.to_owned();
+            by_add.entry(add).or_default().push(r.id);
+        }
+        match page.pagination.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return by_add,
+        }
+    }
 }
 
 // ---- Several OS processes on one database. ----
@@ -973,12 +979,7 @@ async fn a_client_killed_mid_add_leaves_each_add_whole_or_absent() {
         c.kill().unwrap();
         c.wait().unwrap();
         // Every add is whole or absent; every acknowledged one is there, as acknowledged.
-        let page = memory.list().user("crash").page_size(1_000).await.unwrap();
-        let mut by_tag: HashMap<String, Vec<Uuid>> = HashMap::new();
-        for r in &page.results {
-            let tag = r.memory.rsplit_once(" part ").unwrap().0.to_owned();
-            by_tag.entry(tag).or_default().push(r.id);
-        }
+        let by_tag = memories_by_add(&memory, "crash").await;
         for (tag, ids) in &by_tag {
             assert_eq!(ids.len(), 3, "round {kill}: {tag} is stored in part");
         }

@@ -288,7 +288,6 @@ impl CandidateSource for PostgresStore {
     }
 }
 
-/// The parameters of `among`'s clause again, for a statement of its own.
 /// The parameters a statement starts from: the filter's, when the statement selects by the
 /// filter's SQL; none, when it selects by keys found beforehand (an unused parameter is an
 /// error to PostgreSQL).
@@ -299,6 +298,7 @@ fn fresh(keys: &Option<Vec<VectorKey>>, among: Among<'_>) -> Params {
     }
 }
 
+/// The parameters of `among`'s clause again, for a statement of its own.
 fn rebuild(among: Among<'_>) -> Params {
     let mut params = Params::default();
     visible(among.filter, among.now, among.include_expired, &mut params);
