@@ -22,115 +22,15 @@
 //! --features postgres --example eval_locomo -- ../shared/data/locomo/locomo10.json`
 //! evaluates the SQLite store, then the PostgreSQL one, and ends with one table of both.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Write as _;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use memlane::{Memory, Message, SearchMode};
-use serde_json::{json, Value};
-use uuid::Uuid;
+use locomo::{category_name, progress, Score};
+use memlane::{Memory, SearchMode};
+use serde_json::Value;
 
-const KS: [usize; 4] = [5, 10, 25, 50];
-
-/// Category names, in the mapping of the official evaluation code (see the data's README).
-fn category_name(c: u64) -> &'static str {
-    match c {
-        1 => "multi-hop",
-        2 => "temporal",
-        3 => "open-domain",
-        4 => "single-hop",
-        5 => "adversarial",
-        _ => "other",
-    }
-}
-
-/// Evidence ids as written, split and normalised: `"D8:6; D9:17"` → two ids, `"D:11:26"` →
-/// `D11:26`, `"D30:05"` → `D30:5`. Ids that name no turn are dropped by the caller.
-fn evidence_ids(raw: &[Value]) -> Vec<String> {
-    let mut out = Vec::new();
-    for item in raw.iter().filter_map(Value::as_str) {
-        for piece in item
-            .split(|c: char| c == ';' || c.is_whitespace())
-            .filter(|p| !p.is_empty())
-        {
-            let digits: Vec<&str> = piece
-                .trim_start_matches('D')
-                .split(':')
-                .filter(|p| !p.is_empty())
-                .collect();
-            if let [session, turn] = digits[..] {
-                if let (Ok(s), Ok(t)) = (session.parse::<u32>(), turn.parse::<u32>()) {
-                    let id = format!("D{s}:{t}");
-                    if !out.contains(&id) {
-                        out.push(id);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-#[derive(Default, Clone)]
-struct Score {
-    questions: usize,
-    recall: [f64; 4],
-    all_at_10: f64,
-    reciprocal_rank: f64,
-}
-
-impl Score {
-    fn add(&mut self, ranked: &[String], evidence: &HashSet<String>) {
-        self.questions += 1;
-        for (i, k) in KS.iter().enumerate() {
-            let found = ranked
-                .iter()
-                .take(*k)
-                .filter(|d| evidence.contains(*d))
-                .count();
-            self.recall[i] += found as f64 / evidence.len() as f64;
-        }
-        let top10 = ranked
-            .iter()
-            .take(10)
-            .filter(|d| evidence.contains(*d))
-            .count();
-        if top10 == evidence.len() {
-            self.all_at_10 += 1.0;
-        }
-        if let Some(rank) = ranked.iter().position(|d| evidence.contains(d)) {
-            self.reciprocal_rank += 1.0 / (rank + 1) as f64;
-        }
-    }
-
-    fn row(&self, name: &str) -> String {
-        let n = self.questions.max(1) as f64;
-        format!(
-            "| {name} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} |",
-            self.questions,
-            100.0 * self.recall[0] / n,
-            100.0 * self.recall[1] / n,
-            100.0 * self.recall[2] / n,
-            100.0 * self.recall[3] / n,
-            100.0 * self.all_at_10 / n,
-            self.reciprocal_rank / n
-        )
-    }
-}
-
-fn progress(label: &str, done: usize, total: usize) {
-    let width = 40;
-    let filled = width * done / total.max(1);
-    eprint!(
-        "\r{label:>9} [{}{}] {done}/{total}",
-        "#".repeat(filled),
-        " ".repeat(width - filled)
-    );
-    if done == total {
-        eprintln!();
-    }
-    let _ = std::io::stderr().flush();
-}
+#[path = "shared/locomo.rs"]
+mod locomo;
 
 /// The same evaluation on PostgreSQL: `MEMLANE_EVAL_POSTGRES` names an empty database.
 #[cfg(feature = "postgres")]
@@ -189,94 +89,9 @@ async fn evaluate(
     memory: &Memory,
     samples: &[Value],
 ) -> Result<Vec<String>, Box<dyn std::error::Error>> {
-    // Ingest: one `add` per (session, speaker), so each memory carries its speaker and
-    // session date; the results come back in message order, which maps ids to turns.
-    let total_turns: usize = samples
-        .iter()
-        .filter_map(|s| s["conversation"].as_object())
-        .flat_map(|c| {
-            c.iter()
-                .filter(|(k, v)| k.starts_with("session_") && v.is_array())
-        })
-        .map(|(_, v)| v.as_array().map_or(0, Vec::len))
-        .sum();
-    let mut turn_of: HashMap<Uuid, String> = HashMap::new();
-    let mut turns_of: HashMap<String, HashSet<String>> = HashMap::new();
-    let started = Instant::now();
-    let mut done = 0;
-    for sample in samples {
-        let conv_id = sample["sample_id"]
-            .as_str()
-            .ok_or("sample without sample_id")?
-            .to_owned();
-        let conv = sample["conversation"]
-            .as_object()
-            .ok_or("sample without conversation")?;
-        let mut session = 1;
-        while let Some(turns) = conv
-            .get(&format!("session_{session}"))
-            .and_then(Value::as_array)
-        {
-            let date = conv
-                .get(&format!("session_{session}_date_time"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            // One `add` per session: each turn is read with the turn before it, and keeps
-            // its speaker as `metadata.role`.
-            let mut messages = Vec::with_capacity(turns.len());
-            let mut ids = Vec::with_capacity(turns.len());
-            for turn in turns {
-                let speaker = turn["speaker"].as_str().unwrap_or("?");
-                let mut text = format!("{speaker}: {}", turn["text"].as_str().unwrap_or(""));
-                if let Some(caption) = turn.get("blip_caption").and_then(Value::as_str) {
-                    text.push_str(&format!(" [shares a photo of {caption}]"));
-                }
-                messages.push(Message::new(speaker, text));
-                ids.push(turn["dia_id"].as_str().unwrap_or("?").to_owned());
-            }
-            let out = memory
-                .add(messages)
-                .user(conv_id.clone())
-                .metadata(json!({"session": session, "session_date": date}))
-                .infer(false)
-                .await?;
-            for (result, dia_id) in out.results.iter().zip(&ids) {
-                turn_of.insert(result.id, dia_id.clone());
-                turns_of
-                    .entry(conv_id.clone())
-                    .or_default()
-                    .insert(dia_id.clone());
-            }
-            done += ids.len();
-            progress("ingest", done, total_turns);
-            session += 1;
-        }
-    }
-    let ingest = started.elapsed();
-
-    // Ask.
-    let mut questions = Vec::new();
-    for sample in samples {
-        let conv_id = sample["sample_id"].as_str().unwrap_or("").to_owned();
-        let known = turns_of.get(&conv_id).cloned().unwrap_or_default();
-        for qa in sample["qa"].as_array().into_iter().flatten() {
-            let evidence: HashSet<String> =
-                evidence_ids(qa["evidence"].as_array().map_or(&[][..], Vec::as_slice))
-                    .into_iter()
-                    .filter(|id| known.contains(id))
-                    .collect();
-            if evidence.is_empty() {
-                continue; // nothing to retrieve (4 questions), or only unresolvable ids
-            }
-            let question = qa["question"].as_str().unwrap_or("").to_owned();
-            questions.push((
-                conv_id.clone(),
-                question,
-                evidence,
-                qa["category"].as_u64().unwrap_or(0),
-            ));
-        }
-    }
+    let corpus = locomo::ingest(memory, samples).await?;
+    let (questions, turn_of) = (&corpus.questions, &corpus.turn_of);
+    let (ingest, total_turns) = (corpus.ingest, corpus.turns);
     println!(
         "\nLoCoMo evidence recall, {} questions over {} turns (ingest {:.1} s, {:.0} turns/s)",
         questions.len(),
@@ -290,11 +105,12 @@ async fn evaluate(
         let mut per_category: BTreeMap<u64, Score> = BTreeMap::new();
         let mut latencies: Vec<Duration> = Vec::with_capacity(questions.len());
         let label = format!("{mode:?}").to_lowercase();
-        for (i, (conv_id, question, evidence, category)) in questions.iter().enumerate() {
+        for (i, q) in questions.iter().enumerate() {
+            let (question, evidence, category) = (&q.question, &q.evidence, &q.category);
             let t = Instant::now();
             let hits = memory
                 .search(question.as_str())
-                .user(conv_id.as_str())
+                .user(q.conversation.as_str())
                 .mode(mode)
                 .top_k(50)
                 .await?;
@@ -336,32 +152,4 @@ async fn evaluate(
         )));
     }
     Ok(summary)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn evidence_defects_are_repaired() {
-        let raw = vec![
-            json!("D8:6; D9:17"),
-            json!("D:11:26"),
-            json!("D30:05"),
-            json!("D"),
-            json!("D8:6"),
-        ];
-        assert_eq!(evidence_ids(&raw), vec!["D8:6", "D9:17", "D11:26", "D30:5"]);
-    }
-
-    #[test]
-    fn recall_follows_the_official_definition() {
-        let mut s = Score::default();
-        let ranked: Vec<String> = (1..=60).map(|i| format!("D1:{i}")).collect();
-        let evidence: HashSet<String> = ["D1:3", "D1:30"].iter().map(|s| s.to_string()).collect();
-        s.add(&ranked, &evidence);
-        assert_eq!(s.recall, [0.5, 0.5, 0.5, 1.0]);
-        assert_eq!(s.all_at_10, 0.0);
-        assert!((s.reciprocal_rank - 1.0 / 3.0).abs() < 1e-9);
-    }
 }

@@ -12,6 +12,7 @@ use crate::llm::Llm;
 use crate::record::now;
 use crate::rerank::Reranker;
 use crate::retrieve::candidates::InProcess;
+use crate::retrieve::Calibration;
 use crate::store::{
     apply, CandidateSource, SqliteStore, Store, Write, WriteBatch, WriteOutcome, META_DIMENSION,
     META_MODEL, META_STORE_ID,
@@ -45,6 +46,8 @@ pub(crate) struct Inner {
     /// Where searches get their candidates.
     pub(crate) candidates: Arc<dyn CandidateSource>,
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
+    /// How signals become scores.
+    pub(crate) calibration: Calibration,
     pub(crate) llm: Option<Arc<dyn Llm>>,
     /// Serialises commit + index insert, so that the index sees keys in commit order.
     pub(crate) gate: Arc<tokio::sync::Mutex<()>>,
@@ -135,6 +138,7 @@ impl From<String> for MemoryId {
 /// - index directory: `<path>.index` next to the database file; none (rebuilt on open) for
 ///   in-memory and custom stores unless [`index_dir`](Self::index_dir) is set;
 /// - reranker: none;
+/// - score calibration: [`Calibration::FITTED`] (fitted for the default embedder);
 /// - language model: none (`add` with inference and `extract` are a 503 until one is set).
 #[derive(Debug, Default)]
 #[must_use]
@@ -147,6 +151,7 @@ pub struct MemoryBuilder {
     params: IndexParams,
     index_dir: Option<PathBuf>,
     reranker: Option<Arc<dyn Reranker>>,
+    calibration: Calibration,
     llm: Option<Arc<dyn Llm>>,
 }
 
@@ -192,6 +197,16 @@ impl MemoryBuilder {
         self
     }
 
+    /// Turns search signals into scores with these models (see [`Calibration`]). The
+    /// default, [`Calibration::FITTED`], is fitted for the default embedder,
+    /// all-MiniLM-L6-v2: with another embedder, whose cosines spread differently, fit
+    /// models of your own (`examples/calibrate.rs` shows how) for scores that keep their
+    /// meaning. Ranking works either way; thresholds are what calibration is for.
+    pub fn calibration(mut self, calibration: Calibration) -> Self {
+        self.calibration = calibration;
+        self
+    }
+
     /// Sets the vector index parameters.
     pub fn index_params(mut self, params: IndexParams) -> Self {
         self.params = params;
@@ -214,6 +229,7 @@ impl MemoryBuilder {
             });
         }
         self.params.validate()?;
+        self.calibration.check()?;
         #[cfg(feature = "postgres")]
         let store = match self.postgres {
             Some(url) => {
@@ -284,6 +300,7 @@ impl MemoryBuilder {
                 index,
                 candidates,
                 reranker: self.reranker,
+                calibration: self.calibration,
                 llm: self.llm,
                 gate: Arc::new(tokio::sync::Mutex::new(())),
                 changed: tokio::sync::Notify::new(),

@@ -5,8 +5,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::calibration::MAX_SCOPE;
 use super::clock;
-use super::fusion::squash;
+use super::fusion::Ranked;
+use super::SearchMode;
+use super::Signals;
 use crate::error::{Error, Result};
 use crate::index::VectorIndex;
 use crate::limits;
@@ -101,39 +104,55 @@ impl CandidateSource for InProcess {
 }
 
 impl Memory {
-    /// The `k` nearest live vectors among the memories matching `filter`, with their cosine.
+    /// How many memories a search among `among` ranks among, up to [`MAX_SCOPE`]: the
+    /// prior of every score (see [`Logistic`](super::Logistic)).
+    pub(crate) async fn scope(&self, among: Among<'_>) -> Result<usize> {
+        self.inner.store.count(among, MAX_SCOPE).await
+    }
+
+    /// The `k` nearest live vectors among the memories matching `filter`, scored.
     pub(crate) async fn vector_ranked(
         &self,
         query: &[f32],
         among: Among<'_>,
         k: usize,
-    ) -> Result<Vec<(VectorKey, f32)>> {
-        let mut ranked = self
-            .inner
-            .candidates
-            .nearest(vec![query.to_vec()], among, k)
-            .await?;
-        Ok(ranked.pop().unwrap_or_default())
+    ) -> Result<Vec<Ranked>> {
+        let (mut ranked, scope) = tokio::try_join!(
+            self.inner
+                .candidates
+                .nearest(vec![query.to_vec()], among, k),
+            self.scope(among),
+        )?;
+        let nearest = ranked.pop().unwrap_or_default();
+        Ok(self.scored(
+            SearchMode::Vector,
+            nearest
+                .into_iter()
+                .map(|(key, c)| (key, Signals::cosine(c, scope))),
+            k,
+        ))
     }
 
-    /// Keyword ranking: BM25, squashed into [0, 1].
+    /// Keyword ranking: the best BM25 matches, scored (the score also weighs how much of
+    /// the query a memory covers, so more candidates are taken than are kept).
     pub(crate) async fn keyword_ranked(
         &self,
         text: &str,
         among: Among<'_>,
         k: usize,
-    ) -> Result<Vec<(VectorKey, f32)>> {
-        let mut hits = self
-            .inner
-            .candidates
-            .keyword(&[text::query_terms(text)], among, k)
-            .await?;
-        Ok(hits
-            .pop()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(key, bm25)| (key, squash(bm25)))
-            .collect())
+    ) -> Result<Vec<Ranked>> {
+        let terms = [text::query_terms(text)];
+        let (mut hits, scope) = tokio::try_join!(
+            self.inner.candidates.keyword(&terms, among, fetch(k)),
+            self.scope(among),
+        )?;
+        let hits = hits.pop().unwrap_or_default();
+        Ok(self.scored(
+            SearchMode::Keyword,
+            hits.into_iter()
+                .map(|(key, m)| (key, Signals::keyword(m, scope))),
+            k,
+        ))
     }
 
     /// Hybrid ranking: for each text with its vector, the vector and keyword candidates
@@ -145,20 +164,33 @@ impl Memory {
         queries: Vec<Vec<f32>>,
         among: Among<'_>,
         k: usize,
-    ) -> Result<Vec<Vec<(VectorKey, f32)>>> {
-        // Over-fetch from each side, as the best hybrid hit may rank low on one of them.
-        let fetch = (4 * k).clamp(60, limits::MAX_TOP_K);
+    ) -> Result<Vec<Vec<Ranked>>> {
+        // Over-fetch from each side, as the best hybrid hit may rank low on one of them. Every
+        // keyword match comes back (the store scores them all anyway), so that a vector
+        // candidate's keyword match is known exactly: one that shares no word with the query
+        // is scored by its meaning alone.
+        let fetch = fetch(k);
         let terms: Vec<Vec<String>> = texts.iter().map(|t| text::query_terms(t)).collect();
         let candidates = &self.inner.candidates;
         // The two sides read the store on their own connections, side by side.
-        let (vectors, keywords) = tokio::try_join!(
+        let (vectors, keywords, scope) = tokio::try_join!(
             candidates.nearest(queries.clone(), among, fetch),
-            candidates.keyword(&terms, among, fetch),
+            candidates.keyword(&terms, among, usize::MAX),
+            self.scope(among),
         )?;
         let mut out = Vec::with_capacity(queries.len());
         for ((query, vector), keyword) in queries.iter().zip(vectors).zip(keywords) {
-            out.push(self.fuse(query, vector, keyword, k, among).await?);
+            out.push(
+                self.fuse(query, vector, keyword, fetch, k, among, scope)
+                    .await?,
+            );
         }
         Ok(out)
     }
+}
+
+/// How many candidates a ranking of `k` takes from each side: `4 · k`, at least 60 and at
+/// most [`limits::MAX_TOP_K`], unless `k` itself is more.
+pub(crate) fn fetch(k: usize) -> usize {
+    (4 * k).clamp(60, limits::MAX_TOP_K).max(k)
 }

@@ -1,29 +1,65 @@
-//! Hybrid fusion: one score from a cosine and a BM25 score.
+//! Hybrid fusion and scoring: every candidate with both signals, scored by the mode's
+//! [`Calibration`](super::Calibration) model.
 
 use std::collections::HashMap;
 
+use super::calibration::Signals;
+use super::SearchMode;
 use crate::error::Result;
 use crate::memory::Memory;
-use crate::store::{Among, VectorKey};
+use crate::store::{Among, KeywordScore, VectorKey};
+
+/// A ranked candidate: its key, score and signals.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Ranked {
+    pub(crate) key: VectorKey,
+    pub(crate) score: f32,
+    pub(crate) signals: Signals,
+}
 
 impl Memory {
-    /// One hybrid ranking from its vector and keyword candidates: each candidate scored
-    /// `HYBRID_VECTOR_WEIGHT · cosine + (1 − HYBRID_VECTOR_WEIGHT) · squash(BM25)`.
+    /// Scores candidates in a mode, best first (ties by key), and keeps `k`.
+    pub(crate) fn scored(
+        &self,
+        mode: SearchMode,
+        candidates: impl IntoIterator<Item = (VectorKey, Signals)>,
+        k: usize,
+    ) -> Vec<Ranked> {
+        let calibration = &self.inner.calibration;
+        let mut ranked: Vec<Ranked> = candidates
+            .into_iter()
+            .map(|(key, signals)| Ranked {
+                key,
+                score: calibration.score(mode, &signals),
+                signals,
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));
+        ranked.truncate(k);
+        ranked
+    }
+
+    /// One hybrid ranking from its vector candidates and every keyword match (best first):
+    /// the vector candidates and the best `fetch` keyword matches, each with its exact
+    /// cosine and its keyword match, if it has one.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn fuse(
         &self,
         query: &[f32],
         vector: Vec<(VectorKey, f32)>,
-        keyword: Vec<(VectorKey, f32)>,
+        keyword: Vec<(VectorKey, KeywordScore)>,
+        fetch: usize,
         k: usize,
         among: Among<'_>,
-    ) -> Result<Vec<(VectorKey, f32)>> {
-        let mut bm25: HashMap<VectorKey, f32> = keyword.into_iter().collect();
+        scope: usize,
+    ) -> Result<Vec<Ranked>> {
+        let best: Vec<VectorKey> = keyword.iter().take(fetch).map(|(key, _)| *key).collect();
+        let mut words: HashMap<VectorKey, KeywordScore> = keyword.into_iter().collect();
         let mut cosine: HashMap<VectorKey, f32> = vector.into_iter().collect();
         // Keyword-only candidates still get their exact cosine.
-        let missing: Vec<VectorKey> = bm25
-            .keys()
+        let missing: Vec<VectorKey> = best
+            .into_iter()
             .filter(|k| !cosine.contains_key(k))
-            .copied()
             .collect();
         if !missing.is_empty() {
             cosine.extend(
@@ -33,31 +69,10 @@ impl Memory {
                     .await?,
             );
         }
-        let mut fused: Vec<(VectorKey, f32)> = cosine
+        let candidates: Vec<(VectorKey, Signals)> = cosine
             .into_iter()
-            .map(|(key, cos)| {
-                let keyword = bm25.remove(&key).map_or(0.0, squash);
-                (
-                    key,
-                    HYBRID_VECTOR_WEIGHT * cos.max(0.0) + (1.0 - HYBRID_VECTOR_WEIGHT) * keyword,
-                )
-            })
+            .map(|(key, cos)| (key, Signals::new(Some(cos), words.remove(&key), scope)))
             .collect();
-        fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        fused.truncate(k);
-        Ok(fused)
+        Ok(self.scored(SearchMode::Hybrid, candidates, k))
     }
-}
-
-/// The BM25 score at which a keyword match counts as half a perfect match.
-const BM25_HALF: f32 = 5.0;
-/// The weight of the cosine in a hybrid score (the keyword score has the rest), chosen on
-/// LoCoMo, where questions share many words with their evidence; it keeps weight on meaning
-/// for stores where they share none.
-const HYBRID_VECTOR_WEIGHT: f32 = 0.3;
-
-/// Maps a BM25 score (unbounded, positive) into [0, 1): `b / (b + BM25_HALF)`.
-pub(crate) fn squash(bm25: f32) -> f32 {
-    let b = bm25.max(0.0);
-    b / (b + BM25_HALF)
 }

@@ -2,7 +2,8 @@
 //!
 //! 1. **Candidates** per mode ([`candidates`]): the nearest vectors (exact within a small
 //!    filtered set, the HNSW graph otherwise), the best BM25 matches, or both.
-//! 2. **Fusion** ([`fusion`]): hybrid scores from the two signals.
+//! 2. **Scores** ([`fusion`]): each candidate's signals (cosine, keyword match) through the
+//!    mode's [`Calibration`] model, an estimate that it is relevant.
 //! 3. **Hydration**: every candidate is read back from the store, so a memory deleted,
 //!    changed out of the filter or expired since its key was ranked never comes back.
 //! 4. **Rerank**: a configured [`Reranker`](crate::Reranker) re-scores a window of the best.
@@ -12,6 +13,7 @@
 //!
 //! `ops/search.rs` and `ops/engine.rs` only build the request and shape the result.
 
+pub(crate) mod calibration;
 pub(crate) mod candidates;
 pub(crate) mod feedback;
 pub(crate) mod fusion;
@@ -29,12 +31,14 @@ use crate::memory::Memory;
 use crate::record::{now, MemoryRecord};
 use crate::rerank::{self, RERANK_WINDOW};
 use crate::store::{Among, Row, VectorKey};
+pub use calibration::{Calibration, Logistic, Signals};
+use fusion::Ranked;
 
-/// One search hit: the memory and its score.
+/// One search hit: the memory, its score and the signals the score came from.
 ///
-/// `score` lies in [0, 1], higher is better; what it measures depends on the search's
-/// [`SearchMode`] (a cosine, a squashed BM25, or their weighted sum), on a configured
-/// [`Reranker`](crate::Reranker), and on negative feedback, which halves it.
+/// `score` lies in [0, 1], higher is better: the estimated probability that the memory is
+/// relevant to the query (see [`Calibration`]), or a configured
+/// [`Reranker`](crate::Reranker)'s score; negative feedback halves it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ScoredMemory {
@@ -43,14 +47,20 @@ pub struct ScoredMemory {
     pub record: MemoryRecord,
     /// Relevance to the query, in [0, 1] (see [`SearchMode`]).
     pub score: f32,
+    /// What the first ranking measured: the cosine and the keyword match.
+    #[serde(default)]
+    pub signals: Signals,
 }
 
 /// How a search ranks memories.
 ///
-/// Every mode reports a score in [0, 1], so `threshold` means the same in each:
+/// Every mode reports the same kind of score, an estimate in (0, 1) that the memory is
+/// relevant (see [`Calibration`]), so `threshold` means the same in each; the modes differ
+/// in the signals they estimate from:
 /// - `Vector`: the cosine similarity of query and memory embeddings.
-/// - `Keyword`: BM25 over the memory text, squashed as `b / (b + 5)`.
-/// - `Hybrid`: `0.3 · vector + 0.7 · keyword`, over the candidates of both.
+/// - `Keyword`: how the memory matches the query's words (BM25, relative to the query's
+///   best possible, and the share of the query's word weight it holds).
+/// - `Hybrid`: both, over the candidates of both.
 ///
 /// Keyword matching ignores English function words in the query ("what", "for", …) and
 /// matches words by their stem ("painting" finds "painted"). A memory's context (see
@@ -158,7 +168,7 @@ impl Memory {
     /// the filter, or expired since its key was ranked is dropped.
     pub(crate) async fn hydrate(
         &self,
-        ranked: Vec<(VectorKey, f32)>,
+        ranked: Vec<Ranked>,
         filter: &Filter,
         include_expired: bool,
         at: DateTime<Utc>,
@@ -167,9 +177,10 @@ impl Memory {
             .hydrate_rows(ranked, filter, include_expired, at)
             .await?
             .into_iter()
-            .map(|(row, score)| ScoredMemory {
+            .map(|(row, r)| ScoredMemory {
                 record: row.record,
-                score,
+                score: r.score,
+                signals: r.signals,
             })
             .collect())
     }
@@ -177,12 +188,12 @@ impl Memory {
     /// [`Memory::hydrate`], keeping each memory's row (its version included).
     pub(crate) async fn hydrate_rows(
         &self,
-        ranked: Vec<(VectorKey, f32)>,
+        ranked: Vec<Ranked>,
         filter: &Filter,
         include_expired: bool,
         at: DateTime<Utc>,
-    ) -> Result<Vec<(Row, f32)>> {
-        let keys: Vec<VectorKey> = ranked.iter().map(|(key, _)| *key).collect();
+    ) -> Result<Vec<(Row, Ranked)>> {
+        let keys: Vec<VectorKey> = ranked.iter().map(|r| r.key).collect();
         let mut rows: HashMap<VectorKey, Row> = self
             .inner
             .store
@@ -193,13 +204,13 @@ impl Memory {
             .collect();
         Ok(ranked
             .into_iter()
-            .filter_map(|(key, score)| {
-                let row = rows.remove(&key)?;
+            .filter_map(|ranked| {
+                let row = rows.remove(&ranked.key)?;
                 let r = &row.record;
                 if !filter.matches(r) || (!include_expired && r.is_expired_at(at)) {
                     return None;
                 }
-                Some((row, score.clamp(0.0, 1.0)))
+                Some((row, ranked))
             })
             .collect())
     }

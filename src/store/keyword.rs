@@ -50,8 +50,21 @@ pub struct KeywordQuery<'a> {
     pub limit: usize,
 }
 
-/// For each search of a [`KeywordQuery`], its hits: `(key, BM25)`, best first, ties by key.
-pub type KeywordHits = Vec<Vec<(VectorKey, f32)>>;
+/// For each search of a [`KeywordQuery`], its hits, best BM25 first, ties by key.
+pub type KeywordHits = Vec<Vec<(VectorKey, KeywordScore)>>;
+
+/// How a memory matches a query's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct KeywordScore {
+    /// BM25 (see the [module](self)): unbounded, and larger for longer queries.
+    pub bm25: f32,
+    /// BM25 over its ceiling for this query, `Σ idf · (k1 + 1)` (the score of a memory
+    /// holding every term infinitely often): in [0, 1), comparable across queries.
+    pub relative: f32,
+    /// The share of the query's term weight the memory holds: the idf of the terms it
+    /// contains (in its text or context) over the idf of all the query's terms, in [0, 1].
+    pub coverage: f32,
+}
 
 /// A store's own keyword index.
 #[async_trait]
@@ -95,13 +108,15 @@ impl TermWeights {
 }
 
 /// FTS5's inverse document frequency: never below a tiny positive weight, so a term in
-/// more than half of the rows still counts, barely.
+/// more than half of the rows still counts, barely. A count above the rows (statistics
+/// read a moment apart, while other handles write) counts as every row.
 pub(crate) fn idf(rows: i64, df: i64) -> f64 {
+    let df = df.clamp(0, rows.max(0));
     let idf = ((rows - df) as f64 + 0.5).ln() - (df as f64 + 0.5).ln();
-    if idf <= 0.0 {
-        MIN_IDF
-    } else {
+    if idf > 0.0 {
         idf
+    } else {
+        MIN_IDF
     }
 }
 
@@ -116,24 +131,38 @@ pub(crate) struct RowTerms {
 
 /// The BM25 score of a row, given the whole store's rows and tokens; `None` when no term
 /// occurs in it.
-pub(crate) fn score(weights: &TermWeights, row: &RowTerms, rows: i64, tokens: i64) -> Option<f64> {
+pub(crate) fn score(
+    weights: &TermWeights,
+    row: &RowTerms,
+    rows: i64,
+    tokens: i64,
+) -> Option<KeywordScore> {
     let avg = tokens as f64 / rows.max(1) as f64;
     let length = BM25_K1 * (1.0 - BM25_B + BM25_B * row.length as f64 / avg.max(f64::MIN_POSITIVE));
     let mut any = false;
-    let mut total = 0.0;
+    let (mut total, mut matched) = (0.0, 0.0);
     for (counts, idf) in row.counts.iter().zip(&weights.idf) {
         let f = f64::from(counts[0]) + f64::from(CONTEXT_WEIGHT) * f64::from(counts[1]);
         if f > 0.0 {
             any = true;
             total += idf * (f * (BM25_K1 + 1.0)) / (f + length);
+            matched += idf;
         }
     }
-    any.then_some(total)
+    let mass: f64 = weights.idf.iter().sum();
+    any.then(|| KeywordScore {
+        bm25: total as f32,
+        relative: (total / (mass * (BM25_K1 + 1.0))) as f32,
+        coverage: (matched / mass) as f32,
+    })
 }
 
 /// Sorts hits best first (ties by key) and keeps `limit`.
-pub(crate) fn best(mut hits: Vec<(VectorKey, f32)>, limit: usize) -> Vec<(VectorKey, f32)> {
-    hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+pub(crate) fn best(
+    mut hits: Vec<(VectorKey, KeywordScore)>,
+    limit: usize,
+) -> Vec<(VectorKey, KeywordScore)> {
+    hits.sort_by(|a, b| b.1.bm25.total_cmp(&a.1.bm25).then(a.0.cmp(&b.0)));
     hits.truncate(limit);
     hits
 }
@@ -214,7 +243,7 @@ pub async fn rank_rows(store: &dyn Store, query: KeywordQuery<'_>) -> Result<Key
                     .collect(),
             };
             if let Some(s) = score(&weights, &row, n, tokens) {
-                scored.push((d.key, s as f32));
+                scored.push((d.key, s));
             }
         }
         *hits = best(scored, query.limit);
@@ -255,12 +284,28 @@ mod tests {
         let f = 1.3;
         let length = BM25_K1 * (1.0 - BM25_B + BM25_B * 4.0 / 5.0);
         let want = idf(10, 2) * f * (BM25_K1 + 1.0) / (f + length);
-        assert!((score(&w, &row, 10, 50).unwrap() - want).abs() < 1e-6);
+        let got = score(&w, &row, 10, 50).unwrap();
+        assert!((f64::from(got.bm25) - want).abs() < 1e-5);
+        assert!((f64::from(got.relative) - want / (idf(10, 2) * (BM25_K1 + 1.0))).abs() < 1e-6);
+        assert_eq!(got.coverage, 1.0);
         let none = RowTerms {
             length: 4,
             counts: vec![[0, 0]],
         };
         assert_eq!(score(&w, &none, 10, 50), None);
+        // Coverage is the matched terms' share of the query's idf.
+        let two = TermWeights {
+            terms: vec!["tea".into(), "mint".into()],
+            idf: vec![1.0, 3.0],
+        };
+        let mint = RowTerms {
+            length: 4,
+            counts: vec![[0, 0], [0, 2]],
+        };
+        assert_eq!(score(&two, &mint, 10, 50).unwrap().coverage, 0.75);
         assert_eq!(idf(10, 9), MIN_IDF);
+        // Statistics a moment apart: more rows with the term than rows.
+        assert_eq!(idf(2, 3), MIN_IDF);
+        assert_eq!(idf(0, 1), MIN_IDF);
     }
 }

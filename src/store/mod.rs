@@ -48,7 +48,7 @@ mod sqlite;
 pub use batch::{apply, Change, MemoryUpdate, NewMemory, Write, WriteBatch, WriteOutcome};
 pub(crate) use batch::{immutable_error, owner_filter};
 pub use candidates::{Among, CandidateSource};
-pub use keyword::{KeywordHits, KeywordIndex, KeywordQuery};
+pub use keyword::{KeywordHits, KeywordIndex, KeywordQuery, KeywordScore};
 pub use mem::MemStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, DEFAULT_PROJECT};
@@ -420,6 +420,12 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// The vector keys of the live rows among these memories, ascending.
     async fn keys(&self, among: Among<'_>) -> Result<Vec<VectorKey>>;
+
+    /// How many live rows are among these memories, counted up to `cap` (a larger number
+    /// is reported as `cap`). The default counts [`keys`](Self::keys).
+    async fn count(&self, among: Among<'_>, cap: usize) -> Result<usize> {
+        Ok(self.keys(among).await?.len().min(cap))
+    }
 
     /// Stored vectors of live memories (see [`VectorQuery`]).
     async fn vectors(&self, query: VectorQuery<'_>) -> Result<Vec<StoredVector>>;

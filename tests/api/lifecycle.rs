@@ -1068,7 +1068,7 @@ async fn the_file_keeps_one_vector_per_live_memory() {
         .await
         .unwrap();
     assert_eq!(hits.results[0].record.id, a);
-    assert!(hits.results[0].score > 0.999);
+    assert!(hits.results[0].signals.cosine.unwrap() > 0.999);
 }
 
 #[tokio::test]
@@ -1097,11 +1097,8 @@ async fn precomputed_vectors_are_stored_as_given_and_checked() {
             .await
             .unwrap();
         assert_eq!(hits.results[0].record.id, added.results[i].id);
-        assert!(
-            (hits.results[0].score - 1.0).abs() < 1e-5,
-            "{}",
-            hits.results[0].score
-        );
+        let cosine = hits.results[0].signals.cosine.unwrap();
+        assert!((cosine - 1.0).abs() < 1e-5, "{cosine}");
         // The text's own embedding is not what was stored.
         let by_text = memory
             .search(texts[i])

@@ -1,7 +1,7 @@
 //! The real local model: all-MiniLM-L6-v2, alone and as the default embedder of a
 //! `Memory` on a SQLite file. Needs `scripts/fetch-models.sh` to have run.
 
-use memlane::{EmbedMode, Embedder, Memory, MiniLm};
+use memlane::{EmbedMode, Embedder, Memory, MiniLm, SearchMode};
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
@@ -188,6 +188,115 @@ async fn default_hybrid_search_is_not_fooled_by_function_words() {
         hits.results[0].record.memory,
         "I'm vegetarian, and I can't stand coriander."
     );
+}
+
+/// The README's first search runs as written there (its lines are checked against the
+/// README) and finds the memory, with its threshold of 0.2, by meaning alone.
+#[tokio::test]
+async fn the_readmes_search_runs_as_written() {
+    let readme = include_str!("../../README.md");
+    for line in [
+        r#".add("I'm vegetarian and I can't stand coriander")"#,
+        r#".search("what should I cook for alice?")"#,
+        ".threshold(0.2)",
+        r#".filters(json!({"AND": [{"categories": "food"}, {"created_at": {"gte": "2024-01-01"}}]}))"#,
+    ] {
+        assert!(readme.contains(line), "the README no longer has {line}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path().join("agent-memory.db"))
+        .await
+        .unwrap();
+    memory
+        .add("I'm vegetarian and I can't stand coriander")
+        .user("alice")
+        .metadata(serde_json::json!({"source": "onboarding"}))
+        .categories(["food"])
+        .infer(false)
+        .await
+        .unwrap();
+    let hits = memory
+        .search("what should I cook for alice?")
+        .user("alice")
+        .top_k(5)
+        .threshold(0.2)
+        .filters(serde_json::json!({"AND": [{"categories": "food"}, {"created_at": {"gte": "2024-01-01"}}]}))
+        .await
+        .unwrap();
+    assert_eq!(hits.results.len(), 1, "{hits:#?}");
+    assert_eq!(
+        hits.results[0].record.memory,
+        "I'm vegetarian and I can't stand coriander"
+    );
+    assert!(hits.results[0].signals.keyword.is_none());
+}
+
+/// Plain questions about a person's facts, as a user of a memory store asks them: at the
+/// README's suggested threshold, 0.1, the memory that answers is the best hit in vector and
+/// hybrid mode, the unrelated ones leave, and a memory that shares no word with its
+/// question scores in hybrid mode what it scores in vector mode.
+#[tokio::test]
+async fn plain_questions_keep_their_memory_at_a_threshold_of_a_tenth() {
+    let memory = Memory::in_memory().await.unwrap();
+    let facts = [
+        "I'm vegetarian and I can't stand coriander",
+        "My car is a blue Toyota Corolla",
+        "I work as a nurse at the children's hospital",
+        "My sister Ana lives in Lisbon",
+        "I'm allergic to penicillin",
+        "I play the cello in a community orchestra",
+        "We adopted a beagle called Biscuit last spring",
+        "I'm training for the Porto half marathon in October",
+    ];
+    for fact in facts {
+        memory.add(fact).user("eva").infer(false).await.unwrap();
+    }
+    let cases = [
+        ("What food should I avoid serving her?", 0),
+        ("Which medicines are dangerous for her?", 4),
+        ("Does she have pets?", 6),
+        ("What's her job?", 2),
+        ("What instrument does she play?", 5),
+        ("Where does her sister live?", 3),
+        ("Toyota", 1),
+    ];
+    let mut meaning_only = 0;
+    for (question, answer) in cases {
+        let mut scores = Vec::new();
+        for mode in [SearchMode::Vector, SearchMode::Hybrid] {
+            let hits = memory
+                .search(question)
+                .user("eva")
+                .mode(mode)
+                .threshold(0.1)
+                .await
+                .unwrap()
+                .results;
+            assert_eq!(
+                hits.first().map(|h| h.record.memory.as_str()),
+                Some(facts[answer]),
+                "{question} ({mode:?}): {hits:#?}"
+            );
+            assert!(hits.len() <= 3, "{question} ({mode:?}): {hits:#?}");
+            scores.push(hits[0].clone());
+        }
+        if scores[1].signals.keyword.is_none() {
+            meaning_only += 1;
+            assert_eq!(scores[0].score, scores[1].score, "{question}");
+        }
+    }
+    assert!(
+        meaning_only >= 3,
+        "only {meaning_only} meaning-only matches"
+    );
+    // The car has nothing to do with food.
+    let food = memory
+        .search("What food should I avoid serving her?")
+        .user("eva")
+        .threshold(0.1)
+        .await
+        .unwrap();
+    assert!(food.results.iter().all(|h| h.record.memory != facts[1]));
 }
 
 #[tokio::test]

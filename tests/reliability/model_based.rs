@@ -192,8 +192,9 @@ async fn run(backend: Backend, ops: Vec<(Op, bool)>) {
                     "search {q:?} for {user:?}"
                 );
                 for (hit, (_, want)) in hits.iter().zip(&expected) {
+                    let cosine = hit.signals.cosine.unwrap_or(f32::NAN).clamp(0.0, 1.0);
                     assert!(
-                        (hit.score - want).abs() < 1e-4,
+                        (cosine - want).abs() < 1e-4,
                         "score order differs for {q:?}"
                     );
                     let entry = model.iter().find(|e| e.id == hit.record.id).unwrap();
@@ -204,7 +205,16 @@ async fn run(backend: Backend, ops: Vec<(Op, bool)>) {
                         .find(|(id, _)| *id == hit.record.id)
                         .unwrap()
                         .1;
-                    assert!((hit.score - own).abs() < 1e-4, "wrong score for a hit");
+                    assert!((cosine - own).abs() < 1e-4, "wrong cosine for a hit");
+                    // The score is the vector model's, among the memories searched.
+                    let scope = model
+                        .iter()
+                        .filter(|e| !e.deleted && user.is_none_or(|u| e.user == u))
+                        .count();
+                    assert_eq!(hit.signals.scope, scope);
+                    let score =
+                        memlane::Calibration::FITTED.score(SearchMode::Vector, &hit.signals);
+                    assert_eq!(hit.score, score, "wrong score for a hit");
                 }
             }
             Op::List { user } => {

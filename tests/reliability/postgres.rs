@@ -11,8 +11,8 @@ use memlane::filter::Filter;
 use memlane::ops::events::EventKind;
 use memlane::store::conformance::{self, record, t};
 use memlane::store::{
-    apply, Among, CandidateSource, KeywordQuery, LogQuery, NewMemory, PostgresStore, Scan,
-    SqliteStore, Store, Write, WriteBatch,
+    apply, Among, CandidateSource, KeywordQuery, KeywordScore, LogQuery, NewMemory, PostgresStore,
+    Scan, SqliteStore, Store, Write, WriteBatch,
 };
 use memlane::{HashEmbedder, Memory, Message, SearchMode};
 use uuid::Uuid;
@@ -184,10 +184,10 @@ async fn keyword_scores_equal_sqlite() {
         let b = lite.keyword_index().unwrap().search(q).await.unwrap();
         assert_eq!(a.len(), b.len());
         for (a, b) in a.iter().zip(&b) {
-            let keys = |h: &Vec<(u64, f32)>| h.iter().map(|x| x.0).collect::<Vec<_>>();
+            let keys = |h: &Vec<(u64, KeywordScore)>| h.iter().map(|x| x.0).collect::<Vec<_>>();
             assert_eq!(keys(a), keys(b), "{filter:?}");
             for (x, y) in a.iter().zip(b) {
-                assert!((x.1 - y.1).abs() < 1e-4, "{x:?} vs {y:?}");
+                assert!(conformance::same_score(&x.1, &y.1), "{x:?} vs {y:?}");
                 compared += 1;
             }
         }

@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use memlane::filter::Filter;
 use memlane::store::conformance::{record, t};
 use memlane::store::{
-    apply, conformance, KeywordQuery, LogQuery, MemStore, NewMemory, Scan, SqliteStore, Store,
-    VectorQuery, Write, WriteBatch,
+    apply, conformance, KeywordQuery, KeywordScore, LogQuery, MemStore, NewMemory, Scan,
+    SqliteStore, Store, VectorQuery, Write, WriteBatch,
 };
 use memlane::{MemoryRecord, Message};
 use proptest::prelude::*;
@@ -32,7 +32,7 @@ async fn keyword(
     query: &str,
     filter: &Filter,
     now: DateTime<Utc>,
-) -> Vec<(u64, f32)> {
+) -> Vec<(u64, KeywordScore)> {
     let queries = [memlane::text::query_terms(query)];
     let index = store.keyword_index().unwrap();
     let mut hits = index

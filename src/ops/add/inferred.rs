@@ -28,15 +28,18 @@ use crate::infer::{self, dates, Existing, Fact};
 use crate::llm::{Llm, Usage};
 use crate::memory::Memory;
 use crate::record::{content_hash, indexed_text, Owners};
+use crate::retrieve::{SearchMode, Signals};
 use crate::store::{owner_filter, Among, Row, WriteBatch};
 
 /// Similar memories fetched per fact.
 const CANDIDATES_PER_FACT: usize = 5;
 /// Most existing memories shown to the model in one call.
 const MAX_EXISTING: usize = 30;
-/// Hybrid score below which a memory is not similar enough to reconcile with. A memory that
-/// shares no word with the fact needs a cosine of about 0.33 to reach it.
-const MIN_SIMILARITY: f32 = 0.1;
+/// The least relevance to a fact, scored among its [`CANDIDATES_PER_FACT`] nearest memories
+/// (the hybrid score with a scope of 5, whatever the store's size), of a memory worth
+/// reconciling with: a memory that shares no word with the fact needs a cosine of about
+/// 0.33; one that shares a name with it, much less.
+const MIN_RELEVANCE: f32 = 0.3;
 
 /// The owners a fact is reconciled against: the same user, agent and app in any session;
 /// the session only when it is the one owner given.
@@ -107,7 +110,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         let mut any = false;
         for (row, _) in hits
             .into_iter()
-            .filter(|(_, score)| *score >= MIN_SIMILARITY)
+            .filter(|(_, relevance)| *relevance >= MIN_RELEVANCE)
         {
             if existing.len() >= MAX_EXISTING && !slot.contains_key(&row.record.id) {
                 break;
@@ -211,7 +214,8 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 
 impl Memory {
     /// For each text with its vector, the `k` live memories most similar to it (hybrid
-    /// score), among `filter`.
+    /// ranking), among `filter`, each with its relevance among those `k`: the hybrid score
+    /// with `k` as its scope.
     async fn similar(
         &self,
         texts: &[String],
@@ -225,7 +229,16 @@ impl Memory {
             .await?;
         let mut out = Vec::with_capacity(ranked.len());
         for ranked in ranked {
-            out.push(self.hydrate_rows(ranked, filter, false, at).await?);
+            let rows = self.hydrate_rows(ranked, filter, false, at).await?;
+            out.push(
+                rows.into_iter()
+                    .map(|(row, r)| {
+                        let among_k = Signals::new(r.signals.cosine, r.signals.keyword, k);
+                        let relevance = self.inner.calibration.score(SearchMode::Hybrid, &among_k);
+                        (row, relevance)
+                    })
+                    .collect(),
+            );
         }
         Ok(out)
     }

@@ -26,6 +26,8 @@ use crate::record::{content_hash, HistoryEvent, HistoryRecord, MemoryRecord, Mes
 
 mod search;
 
+pub use search::same_score;
+
 /// Runs every check on `store`, which must start empty.
 pub async fn run(store: &dyn Store) {
     rules(store).await;

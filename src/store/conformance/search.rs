@@ -8,7 +8,7 @@ use super::{insert_all, record, row, scan_all, t};
 use crate::filter::Filter;
 use crate::record::MemoryRecord;
 use crate::store::keyword::rank_rows;
-use crate::store::{apply, Among, KeywordQuery, Scan, Store, Write, WriteBatch};
+use crate::store::{apply, Among, KeywordQuery, KeywordScore, Scan, Store, Write, WriteBatch};
 use crate::text;
 
 /// Scans: newest first by `created_at` (backdated rows sort where they happened), stable
@@ -177,13 +177,11 @@ pub(super) async fn keyword(store: &dyn Store) {
             let got = index.search(query).await.unwrap();
             assert_eq!(got.len(), queries.len());
             for ((g, w), q) in got.iter().zip(&want).zip(&queries) {
-                let ids = |hits: &[(u64, f32)]| hits.iter().map(|h| h.0).collect::<Vec<_>>();
+                let ids =
+                    |hits: &[(u64, KeywordScore)]| hits.iter().map(|h| h.0).collect::<Vec<_>>();
                 assert_eq!(ids(g), ids(w), "{user} / {q:?}");
                 for ((_, a), (_, b)) in g.iter().zip(w) {
-                    assert!(
-                        (a - b).abs() <= 1e-4 * b.abs().max(1.0),
-                        "{q:?}: {a} vs {b}"
-                    );
+                    assert!(same_score(a, b), "{q:?}: {a:?} vs {b:?}");
                 }
                 compared += g.len();
             }
@@ -235,4 +233,11 @@ pub(super) async fn keyword(store: &dyn Store) {
     .await
     .unwrap();
     assert!(none.iter().all(Vec::is_empty));
+}
+
+/// Whether two keyword scores agree, each part to 1e-4 (relative, for BM25).
+pub fn same_score(a: &KeywordScore, b: &KeywordScore) -> bool {
+    (a.bm25 - b.bm25).abs() <= 1e-4 * b.bm25.abs().max(1.0)
+        && (a.relative - b.relative).abs() <= 1e-4
+        && (a.coverage - b.coverage).abs() <= 1e-4
 }

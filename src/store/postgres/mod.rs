@@ -506,6 +506,25 @@ impl Store for PostgresStore {
         self.keys_with(&client, among).await
     }
 
+    async fn count(&self, among: super::Among<'_>, cap: usize) -> Result<usize> {
+        let client = self.client().await?;
+        let mut params = Params::default();
+        let clause = visible(among.filter, among.now, among.include_expired, &mut params);
+        if !clause.exact {
+            return Ok(self.keys_with(&client, among).await?.len().min(cap));
+        }
+        let limit = params.push(big(cap));
+        let sql = format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM {{s}}.memories m WHERE {} LIMIT {limit}) AS x",
+            clause.sql
+        );
+        let row = client
+            .query_one(&self.sql(&sql), &params.refs())
+            .await
+            .map_err(pg_err)?;
+        Ok(row.try_get::<_, i64>(0).map_err(pg_err)?.max(0) as usize)
+    }
+
     async fn vectors(&self, query: VectorQuery<'_>) -> Result<Vec<StoredVector>> {
         let client = self.client().await?;
         let mut params = Params::default();

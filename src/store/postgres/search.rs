@@ -423,7 +423,7 @@ impl KeywordIndex for PostgresStore {
                         .collect(),
                 };
                 if let Some(s) = score(weights, &terms, rows, tokens) {
-                    scored.push((*key, s as f32));
+                    scored.push((*key, s));
                 }
             }
             *hits = best(scored, query.limit);

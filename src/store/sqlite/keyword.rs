@@ -153,7 +153,7 @@ pub(super) fn search(
                 counts: phrase.iter().map(|&p| terms.counts[p]).collect(),
             };
             if let Some(s) = score(weights, &row, terms.rows, terms.table_tokens) {
-                hits.push((key, s as f32));
+                hits.push((key, s));
             }
         }
     }

@@ -369,6 +369,23 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn count(&self, among: Among<'_>, cap: usize) -> Result<usize> {
+        let (filter, now, include_expired) =
+            (among.filter.clone(), among.now, among.include_expired);
+        self.read(move |conn| {
+            let mut params = Vec::new();
+            let clause = visible(&filter, now, include_expired, &mut params);
+            params.push(SqlValue::Integer(i64::try_from(cap).unwrap_or(i64::MAX)));
+            conn.prepare_cached(&format!(
+                "SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {clause} LIMIT ?)"
+            ))
+            .and_then(|mut stmt| stmt.query_row(params_from_iter(params), |r| r.get::<_, i64>(0)))
+            .map(|n| n.max(0) as usize)
+            .map_err(sql_err)
+        })
+        .await
+    }
+
     async fn vectors(&self, query: VectorQuery<'_>) -> Result<Vec<StoredVector>> {
         let decode = |r: &rusqlite::Row<'_>| -> rusqlite::Result<StoredVector> {
             let bytes: Vec<u8> = r.get(2)?;

@@ -1,0 +1,455 @@
+//! Calibrated scores: from a candidate's signals (its cosine, how it matches the query's
+//! words) to an estimate that it is relevant, by a logistic model per search mode, and the
+//! fitting of such models on labelled candidates.
+
+use serde::{Deserialize, Serialize};
+
+use super::SearchMode;
+use crate::error::{Error, Result};
+use crate::store::KeywordScore;
+
+/// The most memories a score's prior counts: a search among more is scored as if among
+/// this many (see [`Logistic`]).
+pub const MAX_SCOPE: usize = 1_000;
+
+/// What a hit's score was computed from.
+///
+/// `cosine` is the cosine similarity of the query's and the memory's embeddings (absent
+/// in keyword mode); `keyword` how the memory matches the query's words (absent in vector
+/// mode, and in hybrid mode when the memory shares no word with the query or ranks below
+/// the keyword candidates a search takes); `scope` how many memories the search ranked
+/// among (those its filters admit, counted up to [`MAX_SCOPE`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Signals {
+    /// Cosine similarity of query and memory, in [-1, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cosine: Option<f32>,
+    /// The memory's keyword match (BM25 and its normalised forms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyword: Option<KeywordScore>,
+    /// How many memories the search ranked among, at most [`MAX_SCOPE`].
+    #[serde(default)]
+    pub scope: usize,
+}
+
+impl Signals {
+    /// Signals of a cosine alone, among `scope` memories.
+    pub fn cosine(cosine: f32, scope: usize) -> Self {
+        Signals::new(Some(cosine), None, scope)
+    }
+
+    /// Signals of a keyword match alone, among `scope` memories.
+    pub fn keyword(keyword: KeywordScore, scope: usize) -> Self {
+        Signals::new(None, Some(keyword), scope)
+    }
+
+    /// Signals from their parts (`scope` is capped at [`MAX_SCOPE`]).
+    pub fn new(cosine: Option<f32>, keyword: Option<KeywordScore>, scope: usize) -> Self {
+        Signals {
+            cosine,
+            keyword,
+            scope: scope.min(MAX_SCOPE),
+        }
+    }
+
+    /// The prior's share of the log-odds: `−ln(scope)` (0 for a scope of 0 or 1).
+    fn offset(&self) -> f64 {
+        -(self.scope.clamp(1, MAX_SCOPE) as f64).ln()
+    }
+}
+
+/// A logistic model of relevance: `1 / (1 + e^−z)` with
+/// `z = bias + cosine · c + relative · r + coverage · v − ln(scope)`, where `c` is the
+/// memory's cosine with the query (0 when absent), `r` its [`KeywordScore::relative`] and
+/// `v` its [`KeywordScore::coverage`] (both 0 when it has no keyword match), and `scope`
+/// how many memories the search ranked among ([`Signals::scope`]).
+///
+/// The last term is the prior: a query is taken to have about as many relevant memories
+/// whatever the store's size, so a memory competing with fewer others is likelier to be
+/// one of them. Among 8 memories, a memory scores the odds it would score among 800,
+/// times 100.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Logistic {
+    /// The log-odds of a memory without any signal, alone in its store.
+    pub bias: f32,
+    /// Weight of the cosine.
+    pub cosine: f32,
+    /// Weight of the relative BM25.
+    pub relative: f32,
+    /// Weight of the coverage of the query's words.
+    pub coverage: f32,
+}
+
+impl Logistic {
+    /// A model from its bias and weights.
+    pub fn new(bias: f32, cosine: f32, relative: f32, coverage: f32) -> Self {
+        Logistic {
+            bias,
+            cosine,
+            relative,
+            coverage,
+        }
+    }
+
+    /// The estimated probability that a memory with these signals is relevant.
+    ///
+    /// A signal that is not a finite number counts as absent.
+    pub fn probability(&self, signals: &Signals) -> f32 {
+        let finite = |x: f32| if x.is_finite() { f64::from(x) } else { 0.0 };
+        let k = signals.keyword.unwrap_or_default();
+        let z = f64::from(self.bias)
+            + f64::from(self.cosine) * finite(signals.cosine.unwrap_or(0.0))
+            + f64::from(self.relative) * finite(k.relative)
+            + f64::from(self.coverage) * finite(k.coverage)
+            + signals.offset();
+        (1.0 / (1.0 + (-z).exp())) as f32
+    }
+
+    /// Fits the model of `mode` to labelled candidates, `(signals, relevant)`: logistic
+    /// regression by Newton's method, with a small ridge penalty on the weights (not the
+    /// bias) so that a signal that separates the labels perfectly keeps a finite weight.
+    /// A mode's model uses only the signals its searches have: the cosine for
+    /// [`SearchMode::Vector`], the keyword match for [`SearchMode::Keyword`], both for
+    /// [`SearchMode::Hybrid`].
+    ///
+    /// Fit on the candidates your searches consider (the best 50, say, of each labelled
+    /// query), not on every memory: the scores estimate relevance among those.
+    ///
+    /// ```
+    /// use memlane::{Logistic, SearchMode, Signals};
+    /// // Relevant memories have higher cosines here.
+    /// let samples: Vec<(Signals, bool)> = (0..200)
+    ///     .map(|i| {
+    ///         let c = i as f32 / 200.0;
+    ///         (Signals::cosine(c, 50), (i * 7919) % 200 < i)
+    ///     })
+    ///     .collect();
+    /// let model = Logistic::fit(SearchMode::Vector, &samples)?;
+    /// assert!(model.cosine > 0.0);
+    /// # Ok::<(), memlane::Error>(())
+    /// ```
+    pub fn fit(mode: SearchMode, samples: &[(Signals, bool)]) -> Result<Logistic> {
+        let positives = samples.iter().filter(|(_, y)| *y).count();
+        if positives == 0 || positives == samples.len() {
+            return Err(Error::invalid(format!(
+                "fitting a calibration needs relevant and irrelevant candidates; got {positives} \
+                 relevant of {}",
+                samples.len()
+            )));
+        }
+        let rows: Vec<([f64; 4], f64, f64)> = samples
+            .iter()
+            .map(|(s, y)| (features(mode, s), s.offset(), f64::from(u8::from(*y))))
+            .collect();
+        if rows
+            .iter()
+            .any(|(x, _, _)| x.iter().any(|v| !v.is_finite()))
+        {
+            return Err(Error::invalid(
+                "fitting a calibration needs finite signals; a candidate has a NaN or infinite one",
+            ));
+        }
+        // Start from the base rate, so that the first steps are short.
+        let n = rows.len() as f64;
+        let rate = positives as f64 / n;
+        let mean_offset = rows.iter().map(|r| r.1).sum::<f64>() / n;
+        let mut w = [(rate / (1.0 - rate)).ln() - mean_offset, 0.0, 0.0, 0.0];
+        for _ in 0..200 {
+            let mut gradient = [0.0f64; 4];
+            let mut hessian = [[0.0f64; 4]; 4];
+            for (x, offset, y) in &rows {
+                let z: f64 = w.iter().zip(x).map(|(w, x)| w * x).sum::<f64>() + offset;
+                let p = 1.0 / (1.0 + (-z).exp());
+                for i in 0..4 {
+                    gradient[i] += (p - y) * x[i];
+                    for j in 0..4 {
+                        hessian[i][j] += p * (1.0 - p) * x[i] * x[j];
+                    }
+                }
+            }
+            // The ridge; it also keeps at 0 the weight of a signal the mode does not
+            // have (its input is always 0).
+            for i in 1..4 {
+                gradient[i] += RIDGE * w[i];
+                hessian[i][i] += RIDGE;
+            }
+            let step = solve(hessian, gradient).ok_or_else(|| {
+                Error::invalid("fitting a calibration failed: the signals do not vary")
+            })?;
+            // Newton's steps, at most 2 long in any weight: a far start cannot overshoot.
+            let largest = step.iter().fold(0.0f64, |m, s| m.max(s.abs()));
+            let scale = (2.0 / largest).min(1.0);
+            for i in 0..4 {
+                w[i] -= scale * step[i];
+            }
+            if largest < 1e-9 {
+                break;
+            }
+        }
+        let model = Logistic::new(w[0] as f32, w[1] as f32, w[2] as f32, w[3] as f32);
+        model.check("fitted")?;
+        Ok(model)
+    }
+
+    fn check(&self, mode: &str) -> Result<()> {
+        let values = [self.bias, self.cosine, self.relative, self.coverage];
+        if values.iter().all(|v| v.is_finite()) {
+            Ok(())
+        } else {
+            Err(Error::invalid(format!(
+                "the {mode} calibration has a weight that is not a finite number: {self:?}"
+            )))
+        }
+    }
+}
+
+/// How each search mode turns signals into a score: one [`Logistic`] model per mode.
+///
+/// A score is the model's estimate that the memory is relevant to the query, among the
+/// candidates a search considers. The default models are fitted on LoCoMo's question →
+/// evidence labels (see the README's calibration table and `examples/calibrate.rs`, which
+/// shows how to fit models on labelled searches of your own). The hybrid model scores the
+/// memories that share a word with the query; the others are scored by the vector model
+/// (see [`score`](Self::score)).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Calibration {
+    /// The model of vector searches (only its bias and cosine weight matter).
+    pub vector: Logistic,
+    /// The model of keyword searches (its cosine weight does not matter).
+    pub keyword: Logistic,
+    /// The model of hybrid searches, for memories that share a word with the query.
+    pub hybrid: Logistic,
+}
+
+impl Default for Calibration {
+    fn default() -> Self {
+        Calibration::FITTED
+    }
+}
+
+impl Calibration {
+    /// The models shipped with memlane, fitted on all ten LoCoMo conversations
+    /// (`cargo run --release --example calibrate -- locomo10.json` prints them), for the
+    /// default embedder, all-MiniLM-L6-v2.
+    pub const FITTED: Calibration = Calibration {
+        vector: Logistic {
+            bias: -2.119,
+            cosine: 9.306,
+            relative: 0.0,
+            coverage: 0.0,
+        },
+        keyword: Logistic {
+            bias: 0.307,
+            cosine: 0.0,
+            relative: 5.740,
+            coverage: 2.707,
+        },
+        hybrid: Logistic {
+            bias: -0.546,
+            cosine: 2.848,
+            relative: 5.188,
+            coverage: 2.324,
+        },
+    };
+
+    /// Models of your own, one per mode.
+    pub fn new(vector: Logistic, keyword: Logistic, hybrid: Logistic) -> Self {
+        Calibration {
+            vector,
+            keyword,
+            hybrid,
+        }
+    }
+
+    /// The model of a mode.
+    pub fn model(&self, mode: SearchMode) -> &Logistic {
+        match mode {
+            SearchMode::Vector => &self.vector,
+            SearchMode::Keyword => &self.keyword,
+            SearchMode::Hybrid => &self.hybrid,
+        }
+    }
+
+    /// The score of signals in a mode, in (0, 1). In hybrid mode, a memory that shares no
+    /// word with the query is scored by its cosine alone, with the vector model: a strong
+    /// match of meaning scores as high as in a vector search.
+    pub fn score(&self, mode: SearchMode, signals: &Signals) -> f32 {
+        match (mode, signals.keyword) {
+            (SearchMode::Hybrid, None) => self.vector.probability(signals),
+            _ => self.model(mode).probability(signals),
+        }
+    }
+
+    /// Checks that every weight is a finite number.
+    pub(crate) fn check(&self) -> Result<()> {
+        self.vector.check("vector")?;
+        self.keyword.check("keyword")?;
+        self.hybrid.check("hybrid")
+    }
+}
+
+/// The ridge penalty of [`Logistic::fit`] on each weight.
+const RIDGE: f64 = 1e-3;
+
+/// A candidate's inputs to a mode's model: `[1, cosine, relative, coverage]`, with the
+/// signals the mode does not use at 0.
+fn features(mode: SearchMode, s: &Signals) -> [f64; 4] {
+    let k = s.keyword.unwrap_or_default();
+    let cosine = f64::from(s.cosine.unwrap_or(0.0));
+    let (relative, coverage) = (f64::from(k.relative), f64::from(k.coverage));
+    match mode {
+        SearchMode::Vector => [1.0, cosine, 0.0, 0.0],
+        SearchMode::Keyword => [1.0, 0.0, relative, coverage],
+        SearchMode::Hybrid => [1.0, cosine, relative, coverage],
+    }
+}
+
+/// Solves `a · x = b` by Gaussian elimination with partial pivoting; `None` when `a` is
+/// singular.
+fn solve(mut a: [[f64; 4]; 4], mut b: [f64; 4]) -> Option<[f64; 4]> {
+    for col in 0..4 {
+        let pivot = (col..4).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+        if a[pivot][col].abs() < 1e-12 {
+            return None;
+        }
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        let (pivot_row, pivot_b) = (a[col], b[col]);
+        for (row, rb) in a.iter_mut().zip(b.iter_mut()).skip(col + 1) {
+            let f = row[col] / pivot_row[col];
+            for (x, p) in row.iter_mut().zip(pivot_row).skip(col) {
+                *x -= f * p;
+            }
+            *rb -= f * pivot_b;
+        }
+    }
+    let mut x = [0.0; 4];
+    for row in (0..4).rev() {
+        let tail: f64 = (row + 1..4).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (b[row] - tail) / a[row][row];
+    }
+    Some(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Samples drawn from a known model, with a fixed pseudo-random sequence.
+    fn drawn(model: &Logistic, n: usize) -> Vec<(Signals, bool)> {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f32 / (1u64 << 53) as f32
+        };
+        (0..n)
+            .map(|_| {
+                let k = KeywordScore {
+                    bm25: 0.0,
+                    relative: next(),
+                    coverage: next(),
+                };
+                // Searches among 1 to 1,000 memories.
+                let scope = 1 + (next() * 999.0) as usize;
+                let s = Signals::new(Some(next() * 2.0 - 1.0), Some(k), scope);
+                let y = next() < model.probability(&s);
+                (s, y)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fitting_recovers_the_model_that_drew_the_samples() {
+        let truth = Logistic::new(2.0, 3.0, 1.5, -1.0);
+        let fitted = Logistic::fit(SearchMode::Hybrid, &drawn(&truth, 40_000)).unwrap();
+        for (got, want) in [
+            (fitted.bias, truth.bias),
+            (fitted.cosine, truth.cosine),
+            (fitted.relative, truth.relative),
+            (fitted.coverage, truth.coverage),
+        ] {
+            assert!((got - want).abs() < 0.25, "{fitted:?} vs {truth:?}");
+        }
+    }
+
+    #[test]
+    fn a_modes_model_uses_only_its_signals() {
+        let truth = Logistic::new(3.0, 2.0, 2.0, 2.0);
+        let samples = drawn(&truth, 5_000);
+        let vector = Logistic::fit(SearchMode::Vector, &samples).unwrap();
+        assert_eq!((vector.relative, vector.coverage), (0.0, 0.0));
+        assert!(vector.cosine > 1.0, "{vector:?}");
+        let keyword = Logistic::fit(SearchMode::Keyword, &samples).unwrap();
+        assert_eq!(keyword.cosine, 0.0);
+        assert!(
+            keyword.relative > 1.0 && keyword.coverage > 1.0,
+            "{keyword:?}"
+        );
+    }
+
+    #[test]
+    fn fitting_needs_both_labels_and_finite_signals() {
+        let only = vec![(Signals::cosine(0.5, 1), true); 10];
+        let e = Logistic::fit(SearchMode::Vector, &only).unwrap_err();
+        assert_eq!(e.status(), 400);
+        let mut bad = vec![
+            (Signals::cosine(0.5, 1), true),
+            (Signals::cosine(0.1, 1), false),
+        ];
+        bad.push((Signals::cosine(f32::NAN, 1), false));
+        assert_eq!(
+            Logistic::fit(SearchMode::Vector, &bad)
+                .unwrap_err()
+                .status(),
+            400
+        );
+        // Perfectly separated labels still give a finite model.
+        let separated: Vec<(Signals, bool)> = (0..100)
+            .map(|i| (Signals::cosine(i as f32 / 100.0, 100), i >= 50))
+            .collect();
+        let m = Logistic::fit(SearchMode::Vector, &separated).unwrap();
+        assert!(m.cosine.is_finite() && m.cosine > 10.0, "{m:?}");
+    }
+
+    #[test]
+    fn fewer_memories_to_choose_from_raise_the_odds_by_as_much() {
+        let m = Logistic::new(1.0, 4.0, 0.0, 0.0);
+        let odds = |scope| {
+            let p = f64::from(m.probability(&Signals::cosine(0.5, scope)));
+            p / (1.0 - p)
+        };
+        assert!(
+            (odds(8) / odds(800) - 100.0).abs() < 0.1,
+            "{}",
+            odds(8) / odds(800)
+        );
+        // Beyond MAX_SCOPE, and at 0 or 1, the prior stops moving.
+        assert_eq!(odds(MAX_SCOPE), odds(10 * MAX_SCOPE));
+        assert_eq!(odds(0), odds(1));
+    }
+
+    #[test]
+    fn hybrid_scores_a_memory_without_shared_words_by_its_meaning() {
+        let c = Calibration::FITTED;
+        let meaning = Signals::new(Some(0.8), None, 10);
+        assert_eq!(
+            c.score(SearchMode::Hybrid, &meaning),
+            c.score(SearchMode::Vector, &meaning)
+        );
+        let words = KeywordScore {
+            bm25: 3.0,
+            relative: 0.5,
+            coverage: 1.0,
+        };
+        let both = Signals::new(Some(0.8), Some(words), 10);
+        assert_eq!(
+            c.score(SearchMode::Hybrid, &both),
+            c.hybrid.probability(&both)
+        );
+    }
+}
