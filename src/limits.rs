@@ -316,7 +316,7 @@ pub(crate) fn top_k(name: &str, k: usize) -> Result<()> {
 pub(crate) fn threshold(t: f32) -> Result<()> {
     if !(0.0..=1.0).contains(&t) {
         return Err(Error::invalid(format!(
-            "threshold must be a number from 0 to 1 (scores are cosine similarities in [0, 1]), got {t}"
+            "threshold must be a number from 0 to 1 (a score is the estimated probability that a memory is relevant), got {t}"
         )));
     }
     Ok(())

@@ -71,7 +71,9 @@ impl<'a> SearchRequest<'a> {
         self
     }
 
-    /// The lowest score returned (0–1, default 0).
+    /// The lowest score returned (0–1, default 0). A score is the estimated probability
+    /// that the memory is relevant (see [`Calibration`](crate::Calibration)), so 0.1 keeps
+    /// the memories with at least a one-in-ten chance, in any mode.
     pub fn threshold(mut self, t: f32) -> Self {
         self.threshold = t;
         self
