@@ -8,17 +8,13 @@ use super::SearchMode;
 use crate::error::{Error, Result};
 use crate::store::KeywordScore;
 
-/// The most memories a score's prior counts: a search among more is scored as if among
-/// this many (see [`Logistic`]).
-pub const MAX_SCOPE: usize = 1_000;
-
 /// What a hit's score was computed from.
 ///
 /// `cosine` is the cosine similarity of the query's and the memory's embeddings (absent
 /// in keyword mode); `keyword` how the memory matches the query's words (absent in vector
 /// mode, and in hybrid mode when the memory shares no word with the query or ranks below
 /// the keyword candidates a search takes); `scope` how many memories the search ranked
-/// among (those its filters admit, counted up to [`MAX_SCOPE`]).
+/// among (those its filters admit, counted up to [`Signals::MAX_SCOPE`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Signals {
@@ -28,12 +24,16 @@ pub struct Signals {
     /// The memory's keyword match (BM25 and its normalised forms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keyword: Option<KeywordScore>,
-    /// How many memories the search ranked among, at most [`MAX_SCOPE`].
+    /// How many memories the search ranked among, at most [`Signals::MAX_SCOPE`].
     #[serde(default)]
     pub scope: usize,
 }
 
 impl Signals {
+    /// The most memories a score's prior counts: a search among more is scored as if among
+    /// this many (see [`Logistic`]).
+    pub const MAX_SCOPE: usize = 1_000;
+
     /// Signals of a cosine alone, among `scope` memories.
     pub fn cosine(cosine: f32, scope: usize) -> Self {
         Signals::new(Some(cosine), None, scope)
@@ -44,18 +44,18 @@ impl Signals {
         Signals::new(None, Some(keyword), scope)
     }
 
-    /// Signals from their parts (`scope` is capped at [`MAX_SCOPE`]).
+    /// Signals from their parts (`scope` is capped at [`Signals::MAX_SCOPE`]).
     pub fn new(cosine: Option<f32>, keyword: Option<KeywordScore>, scope: usize) -> Self {
         Signals {
             cosine,
             keyword,
-            scope: scope.min(MAX_SCOPE),
+            scope: scope.min(Signals::MAX_SCOPE),
         }
     }
 
     /// The prior's share of the log-odds: `−ln(scope)` (0 for a scope of 0 or 1).
     fn offset(&self) -> f64 {
-        -(self.scope.clamp(1, MAX_SCOPE) as f64).ln()
+        -(self.scope.clamp(1, Signals::MAX_SCOPE) as f64).ln()
     }
 }
 
@@ -429,7 +429,7 @@ mod tests {
             odds(8) / odds(800)
         );
         // Beyond MAX_SCOPE, and at 0 or 1, the prior stops moving.
-        assert_eq!(odds(MAX_SCOPE), odds(10 * MAX_SCOPE));
+        assert_eq!(odds(Signals::MAX_SCOPE), odds(10 * Signals::MAX_SCOPE));
         assert_eq!(odds(0), odds(1));
     }
 

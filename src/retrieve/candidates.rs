@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::calibration::MAX_SCOPE;
 use super::clock;
 use super::fusion::Ranked;
 use super::SearchMode;
@@ -104,10 +103,10 @@ impl CandidateSource for InProcess {
 }
 
 impl Memory {
-    /// How many memories a search among `among` ranks among, up to [`MAX_SCOPE`]: the
+    /// How many memories a search among `among` ranks among, up to [`Signals::MAX_SCOPE`]: the
     /// prior of every score (see [`Logistic`](super::Logistic)).
     pub(crate) async fn scope(&self, among: Among<'_>) -> Result<usize> {
-        self.inner.store.count(among, MAX_SCOPE).await
+        self.inner.store.count(among, Signals::MAX_SCOPE).await
     }
 
     /// The `k` nearest live vectors among the memories matching `filter`, scored.

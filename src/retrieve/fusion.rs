@@ -53,14 +53,22 @@ impl Memory {
         among: Among<'_>,
         scope: usize,
     ) -> Result<Vec<Ranked>> {
-        let best: Vec<VectorKey> = keyword.iter().take(fetch).map(|(key, _)| *key).collect();
-        let mut words: HashMap<VectorKey, KeywordScore> = keyword.into_iter().collect();
         let mut cosine: HashMap<VectorKey, f32> = vector.into_iter().collect();
-        // Keyword-only candidates still get their exact cosine.
-        let missing: Vec<VectorKey> = best
-            .into_iter()
-            .filter(|k| !cosine.contains_key(k))
-            .collect();
+        // The best `fetch` keyword matches are candidates; the rest only tell the vector
+        // candidates' keyword match (one pass, looking keys up in the small map).
+        let mut words: HashMap<VectorKey, KeywordScore> = HashMap::new();
+        let mut missing: Vec<VectorKey> = Vec::new();
+        for (i, (key, score)) in keyword.into_iter().enumerate() {
+            if i < fetch {
+                if !cosine.contains_key(&key) {
+                    // Keyword-only candidates still get their exact cosine.
+                    missing.push(key);
+                }
+                words.insert(key, score);
+            } else if cosine.contains_key(&key) {
+                words.insert(key, score);
+            }
+        }
         if !missing.is_empty() {
             cosine.extend(
                 self.inner

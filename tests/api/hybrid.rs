@@ -417,3 +417,55 @@ async fn the_reference_store_matches_context_and_stems_too() {
         vec![question, answer]
     );
 }
+
+/// A hybrid candidate found by its vector knows its keyword match even when better keyword
+/// matches fill the keyword candidates: it is scored by the hybrid model, not as a memory
+/// that shares no word with the query (which would score it by its cosine alone, above the
+/// better matches).
+#[tokio::test]
+async fn a_vector_candidate_keeps_its_keyword_match_beyond_the_keyword_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(&dir.path().join("deep.db")).await;
+    // 80 short memories with "tea": each a better BM25 match than the long one below.
+    let short: Vec<Message> = (0..80).map(|i| Message::user(format!("tea {i}"))).collect();
+    memory.add(short).user("kim").infer(false).await.unwrap();
+    // The long one shares "tea" and many function words with the query: function words
+    // are no keywords, but the hashing embedder counts them, so it is the nearest vector.
+    let long = add(
+        &memory,
+        "kim",
+        "tea what which would could should their there these those about again ceremony",
+    )
+    .await;
+    let query = "tea what which would could should their there these those about again";
+    let keyword = memory
+        .search(query)
+        .user("kim")
+        .mode(SearchMode::Keyword)
+        .top_k(100)
+        .await
+        .unwrap();
+    let rank = keyword.results.iter().position(|h| h.record.id == long);
+    assert!(
+        rank >= Some(60),
+        "the long memory must rank low by words: {rank:?}"
+    );
+    // A top_k of 1 takes 60 candidates from each side: the long memory is among the
+    // vector ones only, and is the best hit; its keyword match is known all the same.
+    let hits = memory
+        .search(query)
+        .user("kim")
+        .top_k(1)
+        .await
+        .unwrap()
+        .results;
+    assert_eq!(hits[0].record.id, long, "{hits:#?}");
+    let signals = hits[0].signals;
+    assert!(
+        signals.keyword.is_some_and(|k| k.coverage > 0.99),
+        "{signals:?}"
+    );
+    assert_eq!(signals.scope, 81);
+    let model = memlane::Calibration::FITTED.hybrid;
+    assert_eq!(hits[0].score, model.probability(&signals));
+}
