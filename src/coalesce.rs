@@ -66,8 +66,8 @@ impl<T: Send + 'static, R: Send + 'static> Coalescer<T, R> {
 }
 
 /// Drains a queue on a blocking thread. Dropped before it has drained (its thread never
-/// ran, or `work` panicked), it fails the waiting items instead of leaving them waiting for
-/// ever, and lets the next item start a new drainer.
+/// ran), it fails the waiting items instead of leaving them waiting for ever, and lets the
+/// next item start a new drainer.
 struct Drainer<T, R> {
     queue: Arc<Coalescer<T, R>>,
     finished: bool,
@@ -89,11 +89,19 @@ impl<T, R> Drainer<T, R> {
                 state.waiting.drain(..take).collect::<Vec<_>>()
             };
             let (items, replies): (Vec<T>, Vec<_>) = batch.into_iter().unzip();
-            let mut results = work(items).into_iter();
+            // A batch that panics fails its own items, and the queue goes on with the next:
+            // items that arrived meanwhile are not lost with it.
+            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(items)));
+            let panicked = done.is_err();
+            let mut results = done.unwrap_or_default().into_iter();
             for reply in replies {
-                let result = results
-                    .next()
-                    .unwrap_or_else(|| Err(Error::internal("a batch returned too few results")));
+                let result = results.next().unwrap_or_else(|| {
+                    Err(Error::internal(if panicked {
+                        "a batch panicked"
+                    } else {
+                        "a batch returned too few results"
+                    }))
+                });
                 // A caller that gave up no longer listens.
                 let _ = reply.send(result);
             }
@@ -150,21 +158,60 @@ mod tests {
     async fn a_panicking_batch_fails_its_items_and_the_queue_goes_on() {
         let queue: Arc<Coalescer<u32, u32>> = Coalescer::new(8);
         let wait = std::time::Duration::from_secs(10);
-        let err = tokio::time::timeout(
-            wait,
-            queue.submit(1, |_items: Vec<u32>| -> Vec<Result<u32>> { panic!("boom") }),
-        )
-        .await
-        .expect("the item waited for ever");
+        // One kind of work, as every caller of a queue gives: it fails on item 1, and item
+        // 3 gets no result. (A running batch goes on with the work its first item gave.)
+        let work = |items: Vec<u32>| -> Vec<Result<u32>> {
+            if items.contains(&1) {
+                panic!("boom");
+            }
+            items.into_iter().filter(|&x| x != 3).map(Ok).collect()
+        };
+        let err = tokio::time::timeout(wait, queue.submit(1, work))
+            .await
+            .expect("the item waited for ever");
         assert!(matches!(err, Err(Error::Internal { .. })), "{err:?}");
-        let ok = tokio::time::timeout(
-            wait,
-            queue.submit(2, |items: Vec<u32>| items.into_iter().map(Ok).collect()),
-        )
-        .await
-        .expect("the queue did not start again");
+        let ok = tokio::time::timeout(wait, queue.submit(2, work))
+            .await
+            .expect("the queue did not start again");
         assert_eq!(ok.unwrap(), 2);
-        let short = queue.submit(3, |_items: Vec<u32>| Vec::new()).await;
+        let short = queue.submit(3, work).await;
         assert!(matches!(short, Err(Error::Internal { .. })), "{short:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_item_queued_while_a_batch_panics_is_still_done() {
+        let queue: Arc<Coalescer<u32, u32>> = Coalescer::new(1);
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let held = Arc::new(Mutex::new(held));
+        let work = move |held: Arc<Mutex<std::sync::mpsc::Receiver<()>>>| {
+            move |items: Vec<u32>| -> Vec<Result<u32>> {
+                if items == [1] {
+                    let _ = held.lock().unwrap().recv();
+                    panic!("boom");
+                }
+                items.into_iter().map(Ok).collect()
+            }
+        };
+        let first = {
+            let (queue, work) = (Arc::clone(&queue), work(Arc::clone(&held)));
+            tokio::spawn(async move { queue.submit(1, work).await })
+        };
+        // Item 1's batch is running (its thread waits), item 2 queues behind it.
+        while !queue.state.lock().unwrap().draining {
+            tokio::task::yield_now().await;
+        }
+        let second = {
+            let (queue, work) = (Arc::clone(&queue), work(Arc::clone(&held)));
+            tokio::spawn(async move { queue.submit(2, work).await })
+        };
+        while queue.state.lock().unwrap().waiting.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        release.send(()).unwrap();
+        let wait = std::time::Duration::from_secs(10);
+        let first = tokio::time::timeout(wait, first).await.unwrap().unwrap();
+        assert!(matches!(first, Err(Error::Internal { .. })), "{first:?}");
+        let second = tokio::time::timeout(wait, second).await.unwrap().unwrap();
+        assert_eq!(second.unwrap(), 2);
     }
 }

@@ -6,9 +6,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use memlane::{Memory, Message};
+use memlane::{EmbedMode, Embedder, Memory, Message};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -122,6 +123,58 @@ pub fn progress(label: &str, done: usize, total: usize) {
         eprintln!();
     }
     let _ = std::io::stderr().flush();
+}
+
+/// An embedder that answers queries it has seen from a cache, so that a timed search
+/// measures the search alone: the questions are embedded once, before the clock starts.
+#[derive(Debug)]
+pub struct QueryCache {
+    inner: Arc<dyn Embedder>,
+    cache: Mutex<HashMap<String, Vec<f32>>>,
+}
+
+impl QueryCache {
+    pub fn new(inner: Arc<dyn Embedder>) -> Self {
+        QueryCache {
+            inner,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Embeds these queries now, and returns the time it took per query.
+    pub async fn warm(&self, queries: &[String]) -> memlane::Result<Duration> {
+        let started = Instant::now();
+        let mut vectors = Vec::with_capacity(queries.len());
+        for query in queries {
+            // One at a time, as a search embeds its query.
+            vectors.push(self.inner.embed_one(query, EmbedMode::Query).await?);
+        }
+        let each = started.elapsed() / queries.len().max(1) as u32;
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache.extend(queries.iter().cloned().zip(vectors));
+        Ok(each)
+    }
+}
+
+#[async_trait::async_trait]
+impl Embedder for QueryCache {
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    async fn embed(&self, texts: &[String], mode: EmbedMode) -> memlane::Result<Vec<Vec<f32>>> {
+        if mode == EmbedMode::Query {
+            let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(hits) = texts.iter().map(|t| cache.get(t).cloned()).collect() {
+                return Ok(hits);
+            }
+        }
+        self.inner.embed(texts, mode).await
+    }
 }
 
 /// A question with resolvable evidence.
