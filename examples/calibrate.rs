@@ -119,15 +119,47 @@ fn search(
     ranked
 }
 
-/// Fits a mode's model on some pools, beside the other models of `calibration`: on what
-/// the mode considers at first, then twice more on the top 50 of its own ranking, where
-/// thresholds are applied. The hybrid model is fitted on the memories that share a word
-/// with the question (the others are scored by the vector model).
-fn fit_mode(
-    mode: SearchMode,
+/// The four models of a calibration.
+#[derive(Clone, Copy, PartialEq)]
+enum Model {
+    Vector,
+    Keyword,
+    /// Hybrid, for memories that share a word with the query.
+    Hybrid,
+    /// Hybrid, for those of them that are part of a conversation.
+    Threaded,
+}
+
+impl Model {
+    fn mode(self) -> SearchMode {
+        match self {
+            Model::Vector => SearchMode::Vector,
+            Model::Keyword => SearchMode::Keyword,
+            _ => SearchMode::Hybrid,
+        }
+    }
+
+    /// Whether a candidate is scored by this model in its mode's searches.
+    fn scores(self, s: &Signals) -> bool {
+        match self {
+            Model::Vector | Model::Keyword => true,
+            Model::Hybrid => s.keyword.is_some() && s.neighbours.is_none(),
+            Model::Threaded => s.keyword.is_some() && s.neighbours.is_some(),
+        }
+    }
+}
+
+/// Fits a model on some pools, beside the other models of `calibration`: on what its mode
+/// considers at first, then twice more on the top 50 of its own ranking, where thresholds
+/// are applied; each time on the candidates it scores. The hybrid model, which scores
+/// memories that are not part of a conversation, is fitted on every candidate that shares
+/// a word with the question, its neighbours left out: LoCoMo has few of the others.
+fn fit_model(
+    model: Model,
     pools: &[&Pool],
     calibration: Calibration,
 ) -> Result<Logistic, memlane::Error> {
+    let mode = model.mode();
     let samples = |scorer: Scorer| -> Vec<(Signals, bool)> {
         pools
             .iter()
@@ -138,35 +170,46 @@ fn fit_mode(
                     .map(|(c, _)| c)
                     .collect(),
             })
-            .filter(|c| mode != SearchMode::Hybrid || c.signals.keyword.is_some())
+            .filter(|c| match model {
+                Model::Hybrid => c.signals.keyword.is_some(),
+                _ => model.scores(&c.signals),
+            })
             .map(|c| (c.signals, c.relevant))
             .collect()
     };
-    let mut model = Logistic::fit(mode, &samples(Scorer::Before))?;
+    let fit = |samples: &[(Signals, bool)]| match model {
+        Model::Threaded => Logistic::fit_threaded(samples),
+        _ => Logistic::fit(mode, samples),
+    };
+    let mut fitted = fit(&samples(Scorer::Before))?;
     for _ in 0..2 {
-        model = Logistic::fit(
-            mode,
-            &samples(Scorer::Fitted(with(calibration, mode, model))),
-        )?;
+        fitted = fit(&samples(Scorer::Fitted(with(calibration, model, fitted))))?;
     }
-    Ok(model)
+    Ok(fitted)
 }
 
-/// Every mode's model, fitted on some pools.
+/// Every model, fitted on some pools.
 fn fit(pools: &[&Pool]) -> Result<Calibration, memlane::Error> {
     let mut c = Calibration::FITTED;
-    c.vector = fit_mode(SearchMode::Vector, pools, c)?;
-    c.keyword = fit_mode(SearchMode::Keyword, pools, c)?;
-    c.hybrid = fit_mode(SearchMode::Hybrid, pools, c)?;
+    for model in [
+        Model::Vector,
+        Model::Keyword,
+        Model::Hybrid,
+        Model::Threaded,
+    ] {
+        let fitted = fit_model(model, pools, c)?;
+        c = with(c, model, fitted);
+    }
     Ok(c)
 }
 
-/// A calibration with one mode's model replaced.
-fn with(mut c: Calibration, mode: SearchMode, model: Logistic) -> Calibration {
-    match mode {
-        SearchMode::Vector => c.vector = model,
-        SearchMode::Keyword => c.keyword = model,
-        _ => c.hybrid = model,
+/// A calibration with one model replaced.
+fn with(mut c: Calibration, model: Model, fitted: Logistic) -> Calibration {
+    match model {
+        Model::Vector => c.vector = fitted,
+        Model::Keyword => c.keyword = fitted,
+        Model::Hybrid => c.hybrid = fitted,
+        Model::Threaded => c.threaded = fitted,
     }
     c
 }

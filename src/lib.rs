@@ -93,5 +93,5 @@ pub use memory::{Memory, MemoryBuilder, MemoryId};
 pub use projects::Projects;
 pub use record::{MemoryRecord, Message, Owners};
 pub use rerank::{EmbeddingReranker, Reranker};
-pub use retrieve::{Calibration, Logistic, SearchMode, Signals};
+pub use retrieve::{Calibration, Logistic, Neighbours, SearchMode, Signals};
 pub use store::Store;

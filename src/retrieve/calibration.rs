@@ -27,6 +27,29 @@ pub struct Signals {
     /// How many memories the search ranked among, at most [`Signals::MAX_SCOPE`].
     #[serde(default)]
     pub scope: usize,
+    /// How the memories stored just before and after it (in the search's scope) match the
+    /// query: hybrid searches only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neighbours: Option<Neighbours>,
+}
+
+/// How a memory's neighbours match a query: the memories stored just before and just after
+/// it (the turns around it, for a conversation stored verbatim), of those the search's
+/// filters admit. Each value is the larger of the two.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Neighbours {
+    /// Their cosine with the query.
+    pub cosine: f32,
+    /// Their coverage of the query's word weight (0 without a keyword match).
+    pub coverage: f32,
+}
+
+impl Neighbours {
+    /// Neighbour signals from their parts.
+    pub fn new(cosine: f32, coverage: f32) -> Self {
+        Neighbours { cosine, coverage }
+    }
 }
 
 impl Signals {
@@ -50,7 +73,45 @@ impl Signals {
             cosine,
             keyword,
             scope: scope.min(Signals::MAX_SCOPE),
+            neighbours: None,
         }
+    }
+
+    /// These signals with their neighbours'.
+    pub fn with_neighbours(mut self, neighbours: Neighbours) -> Self {
+        self.neighbours = Some(neighbours);
+        self
+    }
+
+    /// Whether every signal present is a finite number.
+    fn is_finite(&self) -> bool {
+        let k = self.keyword.unwrap_or_default();
+        let n = self.neighbours.unwrap_or_default();
+        [
+            self.cosine.unwrap_or(0.0),
+            k.relative,
+            k.coverage,
+            n.cosine,
+            n.coverage,
+        ]
+        .iter()
+        .all(|x| x.is_finite())
+    }
+
+    /// The model's inputs: `[1, cosine, relative, coverage, the neighbours' cosine and
+    /// coverage]`, an absent or non-finite signal as 0.
+    fn inputs(&self) -> [f64; INPUTS] {
+        let finite = |x: f32| if x.is_finite() { f64::from(x) } else { 0.0 };
+        let k = self.keyword.unwrap_or_default();
+        let n = self.neighbours.unwrap_or_default();
+        [
+            1.0,
+            finite(self.cosine.unwrap_or(0.0)),
+            finite(k.relative),
+            finite(k.coverage),
+            finite(n.cosine),
+            finite(n.coverage),
+        ]
     }
 
     /// The prior's share of the log-odds: `−ln(scope)` (0 for a scope of 0 or 1).
@@ -80,29 +141,62 @@ pub struct Logistic {
     pub relative: f32,
     /// Weight of the coverage of the query's words.
     pub coverage: f32,
+    /// Weight of the neighbours' cosine ([`Neighbours`]).
+    #[serde(default)]
+    pub neighbour_cosine: f32,
+    /// Weight of the neighbours' coverage.
+    #[serde(default)]
+    pub neighbour_coverage: f32,
 }
 
+/// How many inputs a model has, the constant 1 of the bias included.
+const INPUTS: usize = 6;
+
 impl Logistic {
-    /// A model from its bias and weights.
+    /// A model from its bias and weights (none on the neighbours).
     pub fn new(bias: f32, cosine: f32, relative: f32, coverage: f32) -> Self {
+        Logistic::from_weights([bias, cosine, relative, coverage, 0.0, 0.0])
+    }
+
+    /// This model with weights on the neighbours' cosine and coverage.
+    pub fn with_neighbours(mut self, cosine: f32, coverage: f32) -> Self {
+        self.neighbour_cosine = cosine;
+        self.neighbour_coverage = coverage;
+        self
+    }
+
+    const fn from_weights(w: [f32; INPUTS]) -> Self {
         Logistic {
-            bias,
-            cosine,
-            relative,
-            coverage,
+            bias: w[0],
+            cosine: w[1],
+            relative: w[2],
+            coverage: w[3],
+            neighbour_cosine: w[4],
+            neighbour_coverage: w[5],
         }
+    }
+
+    fn weights(&self) -> [f32; INPUTS] {
+        [
+            self.bias,
+            self.cosine,
+            self.relative,
+            self.coverage,
+            self.neighbour_cosine,
+            self.neighbour_coverage,
+        ]
     }
 
     /// The estimated probability that a memory with these signals is relevant.
     ///
     /// A signal that is not a finite number counts as absent.
     pub fn probability(&self, signals: &Signals) -> f32 {
-        let finite = |x: f32| if x.is_finite() { f64::from(x) } else { 0.0 };
-        let k = signals.keyword.unwrap_or_default();
-        let z = f64::from(self.bias)
-            + f64::from(self.cosine) * finite(signals.cosine.unwrap_or(0.0))
-            + f64::from(self.relative) * finite(k.relative)
-            + f64::from(self.coverage) * finite(k.coverage)
+        let z = self
+            .weights()
+            .iter()
+            .zip(signals.inputs())
+            .map(|(w, x)| f64::from(*w) * x)
+            .sum::<f64>()
             + signals.offset();
         (1.0 / (1.0 + (-z).exp())) as f32
     }
@@ -131,6 +225,20 @@ impl Logistic {
     /// # Ok::<(), memlane::Error>(())
     /// ```
     pub fn fit(mode: SearchMode, samples: &[(Signals, bool)]) -> Result<Logistic> {
+        Logistic::fit_inputs(samples, |s| features(mode, s))
+    }
+
+    /// Fits the [`threaded`](Calibration::threaded) model: [`fit`](Self::fit) in hybrid
+    /// mode, with the neighbours' signals too. Give it the candidates that share a word
+    /// with their query and have neighbours.
+    pub fn fit_threaded(samples: &[(Signals, bool)]) -> Result<Logistic> {
+        Logistic::fit_inputs(samples, Signals::inputs)
+    }
+
+    fn fit_inputs(
+        samples: &[(Signals, bool)],
+        features: impl Fn(&Signals) -> [f64; INPUTS],
+    ) -> Result<Logistic> {
         let positives = samples.iter().filter(|(_, y)| *y).count();
         if positives == 0 || positives == samples.len() {
             return Err(Error::invalid(format!(
@@ -139,14 +247,11 @@ impl Logistic {
                 samples.len()
             )));
         }
-        let rows: Vec<([f64; 4], f64, f64)> = samples
+        let rows: Vec<([f64; INPUTS], f64, f64)> = samples
             .iter()
-            .map(|(s, y)| (features(mode, s), s.offset(), f64::from(u8::from(*y))))
+            .map(|(s, y)| (features(s), s.offset(), f64::from(u8::from(*y))))
             .collect();
-        if rows
-            .iter()
-            .any(|(x, _, _)| x.iter().any(|v| !v.is_finite()))
-        {
+        if samples.iter().any(|(s, _)| !s.is_finite()) {
             return Err(Error::invalid(
                 "fitting a calibration needs finite signals; a candidate has a NaN or infinite one",
             ));
@@ -155,23 +260,24 @@ impl Logistic {
         let n = rows.len() as f64;
         let rate = positives as f64 / n;
         let mean_offset = rows.iter().map(|r| r.1).sum::<f64>() / n;
-        let mut w = [(rate / (1.0 - rate)).ln() - mean_offset, 0.0, 0.0, 0.0];
+        let mut w = [0.0f64; INPUTS];
+        w[0] = (rate / (1.0 - rate)).ln() - mean_offset;
         for _ in 0..200 {
-            let mut gradient = [0.0f64; 4];
-            let mut hessian = [[0.0f64; 4]; 4];
+            let mut gradient = [0.0f64; INPUTS];
+            let mut hessian = [[0.0f64; INPUTS]; INPUTS];
             for (x, offset, y) in &rows {
                 let z: f64 = w.iter().zip(x).map(|(w, x)| w * x).sum::<f64>() + offset;
                 let p = 1.0 / (1.0 + (-z).exp());
-                for i in 0..4 {
+                for i in 0..INPUTS {
                     gradient[i] += (p - y) * x[i];
-                    for j in 0..4 {
+                    for j in 0..INPUTS {
                         hessian[i][j] += p * (1.0 - p) * x[i] * x[j];
                     }
                 }
             }
             // The ridge; it also keeps at 0 the weight of a signal the mode does not
             // have (its input is always 0).
-            for i in 1..4 {
+            for i in 1..INPUTS {
                 gradient[i] += RIDGE * w[i];
                 hessian[i][i] += RIDGE;
             }
@@ -181,21 +287,20 @@ impl Logistic {
             // Newton's steps, at most 2 long in any weight: a far start cannot overshoot.
             let largest = step.iter().fold(0.0f64, |m, s| m.max(s.abs()));
             let scale = (2.0 / largest).min(1.0);
-            for i in 0..4 {
-                w[i] -= scale * step[i];
+            for (w, step) in w.iter_mut().zip(step) {
+                *w -= scale * step;
             }
             if largest < 1e-9 {
                 break;
             }
         }
-        let model = Logistic::new(w[0] as f32, w[1] as f32, w[2] as f32, w[3] as f32);
+        let model = Logistic::from_weights(w.map(|w| w as f32));
         model.check("fitted")?;
         Ok(model)
     }
 
     fn check(&self, mode: &str) -> Result<()> {
-        let values = [self.bias, self.cosine, self.relative, self.coverage];
-        if values.iter().all(|v| v.is_finite()) {
+        if self.weights().iter().all(|v| v.is_finite()) {
             Ok(())
         } else {
             Err(Error::invalid(format!(
@@ -220,8 +325,18 @@ pub struct Calibration {
     pub vector: Logistic,
     /// The model of keyword searches (its cosine weight does not matter).
     pub keyword: Logistic,
-    /// The model of hybrid searches, for memories that share a word with the query.
+    /// The model of hybrid searches, for memories that share a word with the query (its
+    /// neighbour weights do not matter).
     pub hybrid: Logistic,
+    /// The model of hybrid searches for memories that share a word with the query and are
+    /// part of a conversation: they replied to a message stored beside them, or were
+    /// replied to (see [`Neighbours`]).
+    #[serde(default = "threaded_default")]
+    pub threaded: Logistic,
+}
+
+fn threaded_default() -> Logistic {
+    Calibration::FITTED.threaded
 }
 
 impl Default for Calibration {
@@ -235,32 +350,19 @@ impl Calibration {
     /// (`cargo run --release --example calibrate -- locomo10.json` prints them), for the
     /// default embedder, all-MiniLM-L6-v2.
     pub const FITTED: Calibration = Calibration {
-        vector: Logistic {
-            bias: -2.119,
-            cosine: 9.306,
-            relative: 0.0,
-            coverage: 0.0,
-        },
-        keyword: Logistic {
-            bias: 0.307,
-            cosine: 0.0,
-            relative: 5.740,
-            coverage: 2.707,
-        },
-        hybrid: Logistic {
-            bias: -0.546,
-            cosine: 2.848,
-            relative: 5.188,
-            coverage: 2.324,
-        },
+        vector: Logistic::from_weights([-2.119, 9.306, 0.0, 0.0, 0.0, 0.0]),
+        keyword: Logistic::from_weights([0.307, 0.0, 5.740, 2.707, 0.0, 0.0]),
+        hybrid: Logistic::from_weights([-0.388, 2.852, 5.192, 2.144, 0.0, 0.0]),
+        threaded: Logistic::from_weights([-1.161, 0.699, 4.808, 0.607, 3.192, 1.905]),
     };
 
     /// Models of your own, one per mode.
-    pub fn new(vector: Logistic, keyword: Logistic, hybrid: Logistic) -> Self {
+    pub fn new(vector: Logistic, keyword: Logistic, hybrid: Logistic, threaded: Logistic) -> Self {
         Calibration {
             vector,
             keyword,
             hybrid,
+            threaded,
         }
     }
 
@@ -277,8 +379,13 @@ impl Calibration {
     /// word with the query is scored by its cosine alone, with the vector model: a strong
     /// match of meaning scores as high as in a vector search.
     pub fn score(&self, mode: SearchMode, signals: &Signals) -> f32 {
-        match (mode, signals.keyword) {
-            (SearchMode::Hybrid, None) => self.vector.probability(signals),
+        match (mode, signals.keyword, signals.neighbours) {
+            (SearchMode::Hybrid, None, _) => self.vector.probability(signals),
+            (SearchMode::Hybrid, Some(_), Some(_)) => self.threaded.probability(signals),
+            (SearchMode::Hybrid, Some(_), None) => self.hybrid.probability(&Signals {
+                neighbours: None,
+                ..*signals
+            }),
             _ => self.model(mode).probability(signals),
         }
     }
@@ -287,6 +394,7 @@ impl Calibration {
     pub(crate) fn check(&self) -> Result<()> {
         self.vector.check("vector")?;
         self.keyword.check("keyword")?;
+        self.threaded.check("threaded")?;
         self.hybrid.check("hybrid")
     }
 }
@@ -294,24 +402,26 @@ impl Calibration {
 /// The ridge penalty of [`Logistic::fit`] on each weight.
 const RIDGE: f64 = 1e-3;
 
-/// A candidate's inputs to a mode's model: `[1, cosine, relative, coverage]`, with the
-/// signals the mode does not use at 0.
-fn features(mode: SearchMode, s: &Signals) -> [f64; 4] {
-    let k = s.keyword.unwrap_or_default();
-    let cosine = f64::from(s.cosine.unwrap_or(0.0));
-    let (relative, coverage) = (f64::from(k.relative), f64::from(k.coverage));
-    match mode {
-        SearchMode::Vector => [1.0, cosine, 0.0, 0.0],
-        SearchMode::Keyword => [1.0, 0.0, relative, coverage],
-        SearchMode::Hybrid => [1.0, cosine, relative, coverage],
+/// A candidate's inputs to a mode's model (see [`Signals::inputs`]), with the signals the
+/// mode does not use at 0.
+fn features(mode: SearchMode, s: &Signals) -> [f64; INPUTS] {
+    let mut x = s.inputs();
+    let unused: &[usize] = match mode {
+        SearchMode::Vector => &[2, 3, 4, 5],
+        SearchMode::Keyword => &[1, 4, 5],
+        SearchMode::Hybrid => &[4, 5],
+    };
+    for &i in unused {
+        x[i] = 0.0;
     }
+    x
 }
 
 /// Solves `a · x = b` by Gaussian elimination with partial pivoting; `None` when `a` is
 /// singular.
-fn solve(mut a: [[f64; 4]; 4], mut b: [f64; 4]) -> Option<[f64; 4]> {
-    for col in 0..4 {
-        let pivot = (col..4).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+fn solve<const N: usize>(mut a: [[f64; N]; N], mut b: [f64; N]) -> Option<[f64; N]> {
+    for col in 0..N {
+        let pivot = (col..N).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
         if a[pivot][col].abs() < 1e-12 {
             return None;
         }
@@ -326,9 +436,9 @@ fn solve(mut a: [[f64; 4]; 4], mut b: [f64; 4]) -> Option<[f64; 4]> {
             *rb -= f * pivot_b;
         }
     }
-    let mut x = [0.0; 4];
-    for row in (0..4).rev() {
-        let tail: f64 = (row + 1..4).map(|k| a[row][k] * x[k]).sum();
+    let mut x = [0.0; N];
+    for row in (0..N).rev() {
+        let tail: f64 = (row + 1..N).map(|k| a[row][k] * x[k]).sum();
         x[row] = (b[row] - tail) / a[row][row];
     }
     Some(x)

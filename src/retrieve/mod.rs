@@ -31,7 +31,7 @@ use crate::memory::Memory;
 use crate::record::{now, MemoryRecord};
 use crate::rerank::{self, RERANK_WINDOW};
 use crate::store::{Among, Row, VectorKey};
-pub use calibration::{Calibration, Logistic, Signals};
+pub use calibration::{Calibration, Logistic, Neighbours, Signals};
 use fusion::Ranked;
 
 /// One search hit: the memory, its score and the signals the score came from.

@@ -26,6 +26,8 @@
 //! that only grows. Changing a memory's text stores a new vector under a new key and retires
 //! the old one.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -420,6 +422,43 @@ pub trait Store: Send + Sync + std::fmt::Debug + 'static {
 
     /// The vector keys of the live rows among these memories, ascending.
     async fn keys(&self, among: Among<'_>) -> Result<Vec<VectorKey>>;
+
+    /// The keys, of those given, of live rows among these memories (in any order). The
+    /// default reads the rows.
+    async fn admitted(&self, keys: &[VectorKey], among: Among<'_>) -> Result<Vec<VectorKey>> {
+        Ok(self
+            .rows_by_key(keys)
+            .await?
+            .into_iter()
+            .filter(|r| {
+                r.visible(among.now, among.include_expired) && among.filter.matches(&r.record)
+            })
+            .map(|r| r.key)
+            .collect())
+    }
+
+    /// The replies among these keys' live rows: each pair `(a, a + 1)` of given keys where
+    /// memory `a + 1` was stored replying to memory `a` (in one `add`, its context is `a`'s
+    /// text). The default reads the rows.
+    async fn replies(&self, keys: &[VectorKey]) -> Result<Vec<(VectorKey, VectorKey)>> {
+        let rows: HashMap<VectorKey, Row> = self
+            .rows_by_key(keys)
+            .await?
+            .into_iter()
+            .filter(|r| r.deleted_at.is_none())
+            .map(|r| (r.key, r))
+            .collect();
+        let mut pairs: Vec<(VectorKey, VectorKey)> = rows
+            .iter()
+            .filter_map(|(&key, a)| {
+                let b = rows.get(&key.checked_add(1)?)?;
+                (b.record.context.as_deref() == Some(a.record.memory.as_str()))
+                    .then_some((key, b.key))
+            })
+            .collect();
+        pairs.sort_unstable();
+        Ok(pairs)
+    }
 
     /// How many live rows are among these memories, counted up to `cap` (a larger number
     /// is reported as `cap`). The default counts [`keys`](Self::keys).

@@ -469,3 +469,61 @@ async fn a_vector_candidate_keeps_its_keyword_match_beyond_the_keyword_candidate
     let model = memlane::Calibration::FITTED.hybrid;
     assert_eq!(hits[0].score, model.probability(&signals));
 }
+
+/// A memory stored in a conversation knows how the message it replied to, and the reply to
+/// it, match the query; memories added one by one, or another user's, are nobody's
+/// neighbours, and a neighbour the filter leaves out counts for nothing.
+#[tokio::test]
+async fn neighbours_are_the_replies_of_one_conversation_within_the_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(&dir.path().join("threads.db")).await;
+    let alone = add(&memory, "ana", "I bought a kayak for the lake").await;
+    let talk = memory
+        .add(vec![
+            Message::new("ana", "Where do you paddle your kayak on weekends?"),
+            Message::new("ben", "Mostly on the lake near the old mill"),
+            Message::new("ana", "Lovely, I should try it"),
+        ])
+        .user("ana")
+        .infer(false)
+        .await
+        .unwrap();
+    let [question, answer, thanks] = [0, 1, 2].map(|i| talk.results[i].id);
+    // Bob's memory is stored right after, and replies to nothing of Ana's.
+    let bob = add(&memory, "bob", "Lovely, I should try it").await;
+    let hits = memory
+        .search("kayak lake weekends")
+        .user("ana")
+        .top_k(10)
+        .await
+        .unwrap()
+        .results;
+    let of = |id| hits.iter().find(|h| h.record.id == id).map(|h| h.signals);
+    assert!(hits.iter().all(|h| h.record.id != bob));
+    assert_eq!(of(alone).and_then(|s| s.neighbours), None);
+    let q = of(question).unwrap();
+    let a = of(answer).unwrap();
+    // The question's neighbour is the answer, and the answer's the question and the thanks.
+    assert_eq!(q.neighbours.unwrap().cosine, a.cosine.unwrap());
+    assert!(a.neighbours.unwrap().cosine >= q.cosine.unwrap());
+    assert!(a.neighbours.unwrap().coverage > 0.0);
+    let scored = memlane::Calibration::FITTED;
+    assert_eq!(
+        hits.iter().find(|h| h.record.id == answer).unwrap().score,
+        scored.threaded.probability(&a)
+    );
+    // Only Ana's own messages: the answer (Ben's) is filtered out, so it is no neighbour.
+    let hers = memory
+        .search("kayak lake weekends")
+        .user("ana")
+        .metadata(json!({"role": "ana"}))
+        .top_k(10)
+        .await
+        .unwrap()
+        .results;
+    assert!(hers.iter().all(|h| h.record.id != answer));
+    let q = hers.iter().find(|h| h.record.id == question).unwrap();
+    assert_eq!(q.signals.neighbours, None, "{:?}", q.signals);
+    let t = hers.iter().find(|h| h.record.id == thanks);
+    assert!(t.is_none_or(|t| t.signals.neighbours.is_none()));
+}

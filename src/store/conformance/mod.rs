@@ -35,6 +35,55 @@ pub async fn run(store: &dyn Store) {
     concurrent_commits(store).await;
     search::scans(store).await;
     search::keyword(store).await;
+    threads(store).await;
+}
+
+/// `count`, `admitted` and `replies` agree with the rows: a conversation's replies are
+/// pairs of consecutive keys whose second memory's context is the first's text, among live
+/// rows only; `admitted` keeps the keys the filter admits; `count` stops at its cap.
+async fn threads(store: &dyn Store) {
+    let user = "threads";
+    let first = record("Where do you paddle?", user, t(0));
+    let mut reply = record("On the lake", user, t(0));
+    reply.context = Some(first.memory.clone());
+    let mut thanks = record("Thanks", user, t(0));
+    thanks.context = Some(reply.memory.clone());
+    // Stored right after, with a context that is not the text before it.
+    let mut stray = record("Unrelated", "threads-other", t(0));
+    stray.context = Some("something else".into());
+    let keys = insert_all(store, &[&first, &reply, &thanks, &stray]).await;
+    assert_eq!(keys.len(), 4);
+    assert!(keys.windows(2).all(|w| w[1] == w[0] + 1), "{keys:?}");
+    let pairs = store.replies(&keys).await.unwrap();
+    assert_eq!(pairs, vec![(keys[0], keys[1]), (keys[1], keys[2])]);
+    // Only pairs whose two keys are given.
+    assert_eq!(
+        store.replies(&keys[1..]).await.unwrap(),
+        vec![(keys[1], keys[2])]
+    );
+    let filter = Filter::user(user);
+    let among = super::Among::new(&filter, t(10), false);
+    let mut admitted = store.admitted(&keys, among).await.unwrap();
+    admitted.sort_unstable();
+    assert_eq!(admitted, keys[..3].to_vec());
+    assert_eq!(store.count(among, 100).await.unwrap(), 3);
+    assert_eq!(store.count(among, 2).await.unwrap(), 2);
+    // A deleted memory leaves its pairs and the admitted keys.
+    apply(
+        store,
+        batch(vec![Write::Delete {
+            id: reply.id,
+            at: t(5),
+            input: Vec::new(),
+            expect: None,
+        }]),
+    )
+    .await
+    .unwrap();
+    assert!(store.replies(&keys).await.unwrap().is_empty());
+    let among = super::Among::new(&filter, t(10), false);
+    assert_eq!(store.admitted(&keys, among).await.unwrap().len(), 2);
+    assert_eq!(store.count(among, 100).await.unwrap(), 2);
 }
 
 /// Checks that a write built from what one handle read is refused (409) when another

@@ -369,6 +369,59 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn admitted(&self, keys: &[VectorKey], among: Among<'_>) -> Result<Vec<VectorKey>> {
+        let keys: Vec<i64> = keys.iter().map(|k| *k as i64).collect();
+        let (filter, now, include_expired) =
+            (among.filter.clone(), among.now, among.include_expired);
+        self.read(move |conn| {
+            let mut params = vec![SqlValue::Text(
+                serde_json::to_string(&keys)
+                    .map_err(|e| Error::internal(format!("cannot encode vector keys: {e}")))?,
+            )];
+            let clause = visible(&filter, now, include_expired, &mut params);
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT m.vector_key FROM memories m \
+                     WHERE m.vector_key IN (SELECT value FROM json_each(?)) AND {clause}"
+                ))
+                .map_err(sql_err)?;
+            let keys = stmt
+                .query_map(params_from_iter(params), |r| {
+                    Ok(r.get::<_, i64>(0)? as VectorKey)
+                })
+                .map_err(sql_err)?;
+            keys.collect::<rusqlite::Result<_>>().map_err(sql_err)
+        })
+        .await
+    }
+
+    async fn replies(&self, keys: &[VectorKey]) -> Result<Vec<(VectorKey, VectorKey)>> {
+        let keys = serde_json::to_string(&keys.iter().map(|k| *k as i64).collect::<Vec<_>>())
+            .map_err(|e| Error::internal(format!("cannot encode vector keys: {e}")))?;
+        self.read(move |conn| {
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT a.vector_key, b.vector_key FROM memories a \
+                     JOIN memories b ON b.vector_key = a.vector_key + 1 \
+                     WHERE a.vector_key IN (SELECT value FROM json_each(?1)) \
+                     AND b.vector_key IN (SELECT value FROM json_each(?1)) \
+                     AND a.deleted_at IS NULL AND b.deleted_at IS NULL \
+                     AND b.context = a.memory ORDER BY a.vector_key",
+                )
+                .map_err(sql_err)?;
+            let pairs = stmt
+                .query_map([keys], |r| {
+                    Ok((
+                        r.get::<_, i64>(0)? as VectorKey,
+                        r.get::<_, i64>(1)? as VectorKey,
+                    ))
+                })
+                .map_err(sql_err)?;
+            pairs.collect::<rusqlite::Result<_>>().map_err(sql_err)
+        })
+        .await
+    }
+
     async fn count(&self, among: Among<'_>, cap: usize) -> Result<usize> {
         let (filter, now, include_expired) =
             (among.filter.clone(), among.now, among.include_expired);
