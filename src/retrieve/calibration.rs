@@ -121,10 +121,12 @@ impl Signals {
 }
 
 /// A logistic model of relevance: `1 / (1 + e^−z)` with
-/// `z = bias + cosine · c + relative · r + coverage · v − ln(scope)`, where `c` is the
-/// memory's cosine with the query (0 when absent), `r` its [`KeywordScore::relative`] and
-/// `v` its [`KeywordScore::coverage`] (both 0 when it has no keyword match), and `scope`
-/// how many memories the search ranked among ([`Signals::scope`]).
+/// `z = bias + cosine · c + relative · r + coverage · v + neighbour_cosine · nc +
+/// neighbour_coverage · nv − ln(scope)`, where `c` is the memory's cosine with the query
+/// (0 when absent), `r` its [`KeywordScore::relative`] and `v` its
+/// [`KeywordScore::coverage`] (both 0 when it has no keyword match), `nc` and `nv` its
+/// [`Neighbours`]' (0 without), and `scope` how many memories the search ranked among
+/// ([`Signals::scope`]).
 ///
 /// The last term is the prior: a query is taken to have about as many relevant memories
 /// whatever the store's size, so a memory competing with fewer others is likelier to be
