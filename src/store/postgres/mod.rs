@@ -506,6 +506,69 @@ impl Store for PostgresStore {
         self.keys_with(&client, among).await
     }
 
+    async fn replies(&self, keys: &[VectorKey]) -> Result<Vec<(VectorKey, VectorKey)>> {
+        let client = self.client().await?;
+        let keys: Vec<i64> = keys.iter().map(|k| big(*k)).collect();
+        // The key lookups are fenced off (`OFFSET 0`) from the test of liveness, as in
+        // `rows_by_key`.
+        let sql = "SELECT a.vector_key, b.vector_key FROM \
+                   (SELECT vector_key, memory, deleted_at FROM {s}.memories \
+                    WHERE vector_key = ANY($1) OFFSET 0) AS a \
+                   JOIN (SELECT vector_key, context, deleted_at FROM {s}.memories \
+                    WHERE vector_key = ANY($1) OFFSET 0) AS b \
+                   ON b.vector_key = a.vector_key + 1 \
+                   WHERE a.deleted_at IS NULL AND b.deleted_at IS NULL AND b.context = a.memory \
+                   ORDER BY a.vector_key";
+        client
+            .query(&self.sql(sql), &[&keys])
+            .await
+            .map_err(pg_err)?
+            .iter()
+            .map(|r| {
+                let a: i64 = r.try_get(0).map_err(pg_err)?;
+                let b: i64 = r.try_get(1).map_err(pg_err)?;
+                Ok((a.max(0) as VectorKey, b.max(0) as VectorKey))
+            })
+            .collect()
+    }
+
+    async fn admitted(
+        &self,
+        keys: &[VectorKey],
+        among: super::Among<'_>,
+    ) -> Result<Vec<VectorKey>> {
+        let client = self.client().await?;
+        let mut params = Params::default();
+        let clause = visible(among.filter, among.now, among.include_expired, &mut params);
+        let given = params.push(keys.iter().map(|k| big(*k)).collect::<Vec<i64>>());
+        if !clause.exact {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM (SELECT * FROM {{s}}.memories \
+                 WHERE vector_key = ANY({given}) OFFSET 0) AS m WHERE {}",
+                clause.sql
+            );
+            return Ok(self
+                .query_rows(&client, &sql, &params)
+                .await?
+                .into_iter()
+                .filter(|r| among.filter.matches(&r.record))
+                .map(|r| r.key)
+                .collect());
+        }
+        let sql = format!(
+            "SELECT m.vector_key FROM (SELECT * FROM {{s}}.memories \
+             WHERE vector_key = ANY({given}) OFFSET 0) AS m WHERE {}",
+            clause.sql
+        );
+        client
+            .query(&self.sql(&sql), &params.refs())
+            .await
+            .map_err(pg_err)?
+            .iter()
+            .map(|r| Ok(r.try_get::<_, i64>(0).map_err(pg_err)?.max(0) as VectorKey))
+            .collect()
+    }
+
     async fn count(&self, among: super::Among<'_>, cap: usize) -> Result<usize> {
         let client = self.client().await?;
         let mut params = Params::default();
