@@ -70,14 +70,27 @@ impl std::fmt::Debug for Memory {
 impl Drop for Inner {
     fn drop(&mut self) {
         // The last handle is gone: persist what the index learned since its last save, so the
-        // next open need not re-insert it. Failure only costs that re-insertion.
-        // A graph still loading is left to load: the saved generation and the change log
-        // already hold everything, and waiting here could take seconds.
-        let Some(index) = &self.index else { return };
-        if index.unsaved().unwrap_or(0) > 0 && index.graph_ready().unwrap_or(false) {
+        // next open need not re-insert it. Failure only costs that re-insertion, so it is
+        // logged, not returned (`Memory::close` returns it). Inside a tokio runtime the save
+        // runs on its blocking pool, which the runtime waits for when it shuts down, so the
+        // thread that drops the last handle never waits on the disk; a handle opened on the
+        // same files meanwhile reads the saved generation or replays the change log, as a
+        // second process would. A graph still loading is left to load: the saved generation
+        // and the change log already hold everything, and waiting could take seconds.
+        let Some(index) = self.index.take() else {
+            return;
+        };
+        if index.unsaved().unwrap_or(0) == 0 || !index.graph_ready().unwrap_or(false) {
+            return;
+        }
+        let save = move || {
             if let Err(e) = index.save() {
                 tracing::warn!(error = %e, "could not save the vector index on close");
             }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(save)),
+            Err(_) => save(),
         }
     }
 }
@@ -386,6 +399,24 @@ pub(crate) async fn set_meta(store: &dyn Store, key: &str, value: &str) -> Resul
 }
 
 impl Memory {
+    /// Saves what the vector index learned since its last save, on tokio's blocking pool,
+    /// and returns its error, if any; then drops this handle (other clones keep working, and
+    /// the store is closed when the last one goes). Dropping the last handle saves too, in
+    /// the background, and only logs a failure: close a handle when you want to know.
+    pub async fn close(self) -> Result<()> {
+        let Some(index) = self.inner.index.clone() else {
+            return Ok(());
+        };
+        // No commit installs keys in the index while it is written out.
+        let _gate = self.inner.gate.lock().await;
+        if index.unsaved()? == 0 {
+            return Ok(());
+        }
+        tokio::task::spawn_blocking(move || index.save())
+            .await
+            .map_err(|e| Error::internal(format!("index save task failed: {e}")))?
+    }
+
     /// Opens (or creates) the memory store in the SQLite file at `path`, with the default
     /// embedder and index.
     pub async fn open(path: impl AsRef<Path>) -> Result<Memory> {

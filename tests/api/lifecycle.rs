@@ -571,6 +571,56 @@ async fn list_pages_with_filters_and_cursor() {
     assert_eq!(status(memory.list().cursor("garbage").await), 400);
 }
 
+/// Dropping the last handle saves the index on the runtime's blocking pool, which the
+/// runtime waits for when it shuts down: the save is not lost, and the next open loads it.
+#[test]
+fn dropping_the_last_handle_saves_the_index_in_the_background() {
+    let dir = tmp();
+    let path = db(&dir);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let memory = open(&path).await;
+        for i in 0..20 {
+            add(&memory, "alice", &format!("fact {i}")).await;
+        }
+        drop(memory);
+    });
+    drop(runtime);
+    let current = format!("{}.index/CURRENT", path.display());
+    assert!(
+        Path::new(&current).exists(),
+        "no saved index after shutdown"
+    );
+}
+
+#[tokio::test]
+async fn closing_saves_the_index_and_other_handles_go_on() {
+    let dir = tmp();
+    let path = db(&dir);
+    let memory = open(&path).await;
+    let other = memory.clone();
+    add(&memory, "alice", "the first fact").await;
+    memory.close().await.unwrap();
+    assert!(Path::new(&format!("{}.index/CURRENT", path.display())).exists());
+    // The clone still works, and closing with nothing new to save is quick and fine.
+    add(&other, "alice", "the second fact").await;
+    assert_eq!(everything(&other).await.len(), 2);
+    other.clone().close().await.unwrap();
+    other.close().await.unwrap();
+    // An in-memory store has no index files to save.
+    Memory::builder()
+        .embedder(std::sync::Arc::new(memlane::HashEmbedder::new(DIM)))
+        .build()
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn reopening_returns_exactly_what_was_written() {
     let dir = tmp();
@@ -590,7 +640,9 @@ async fn reopening_returns_exactly_what_was_written() {
         let first = everything(&memory).await[0].id;
         memory.update(first).text("changed fact").await.unwrap();
         let hits = memory.search("topic 3").top_k(5).await.unwrap();
-        (everything(&memory).await, hits)
+        let all = everything(&memory).await;
+        memory.close().await.unwrap();
+        (all, hits)
     };
     assert!(
         Path::new(&format!("{}.index/CURRENT", path.display())).exists(),
@@ -706,7 +758,9 @@ async fn a_corrupt_or_missing_index_is_rebuilt_from_the_store() {
         for i in 0..50 {
             add(&memory, "alice", &format!("fact {i} on subject {}", i % 5)).await;
         }
-        memory.search("subject 2").top_k(5).await.unwrap()
+        let hits = memory.search("subject 2").top_k(5).await.unwrap();
+        memory.close().await.unwrap();
+        hits
     };
     let index_dir = std::path::PathBuf::from(format!("{}.index", path.display()));
     let ids = |hits: &memlane::ops::search::SearchResult| -> Vec<uuid::Uuid> {
