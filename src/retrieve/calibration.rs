@@ -368,28 +368,19 @@ impl Calibration {
         }
     }
 
-    /// The model of a mode.
-    pub fn model(&self, mode: SearchMode) -> &Logistic {
-        match mode {
-            SearchMode::Vector => &self.vector,
-            SearchMode::Keyword => &self.keyword,
-            SearchMode::Hybrid => &self.hybrid,
-        }
-    }
-
     /// The score of signals in a mode, in (0, 1). In hybrid mode, a memory that shares no
-    /// word with the query is scored by its cosine alone, with the vector model: a strong
-    /// match of meaning scores as high as in a vector search.
+    /// word with the query is scored by its cosine alone, with the vector model (a strong
+    /// match of meaning scores as high as in a vector search); one that does, by the
+    /// threaded model when it has neighbours and by the hybrid model otherwise.
     pub fn score(&self, mode: SearchMode, signals: &Signals) -> f32 {
-        match (mode, signals.keyword, signals.neighbours) {
-            (SearchMode::Hybrid, None, _) => self.vector.probability(signals),
-            (SearchMode::Hybrid, Some(_), Some(_)) => self.threaded.probability(signals),
-            (SearchMode::Hybrid, Some(_), None) => self.hybrid.probability(&Signals {
-                neighbours: None,
-                ..*signals
-            }),
-            _ => self.model(mode).probability(signals),
-        }
+        let words = signals.keyword.is_some();
+        let model = match (mode, words, signals.neighbours.is_some()) {
+            (SearchMode::Vector, ..) | (SearchMode::Hybrid, false, _) => &self.vector,
+            (SearchMode::Keyword, ..) => &self.keyword,
+            (SearchMode::Hybrid, true, false) => &self.hybrid,
+            (SearchMode::Hybrid, true, true) => &self.threaded,
+        };
+        model.probability(signals)
     }
 
     /// Checks that every weight is a finite number.

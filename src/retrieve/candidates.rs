@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::clock;
-use super::fusion::Ranked;
+use super::fusion::{Prior, Ranked};
 use super::SearchMode;
 use super::Signals;
 use crate::error::{Error, Result};
@@ -157,12 +157,16 @@ impl Memory {
     /// Hybrid ranking: for each text with its vector, the vector and keyword candidates
     /// together, fused (see [`super::fusion`]); the texts share the reads of the filter's
     /// memories.
+    ///
+    /// A search counts its memories for the prior (`prior` `None`); reconciling a fact gives
+    /// a fixed one ([`Prior::Among`]).
     pub(crate) async fn hybrid_ranked(
         &self,
         texts: &[String],
         queries: Vec<Vec<f32>>,
         among: Among<'_>,
         k: usize,
+        prior: Option<Prior>,
     ) -> Result<Vec<Vec<Ranked>>> {
         // Over-fetch from each side, as the best hybrid hit may rank low on one of them. Every
         // keyword match comes back (the store scores them all anyway), so that a vector
@@ -172,15 +176,21 @@ impl Memory {
         let terms: Vec<Vec<String>> = texts.iter().map(|t| text::query_terms(t)).collect();
         let candidates = &self.inner.candidates;
         // The two sides read the store on their own connections, side by side.
-        let (vectors, keywords, scope) = tokio::try_join!(
+        let counted = async {
+            match prior {
+                Some(prior) => Ok(prior),
+                None => Ok(Prior::Search(self.scope(among).await?)),
+            }
+        };
+        let (vectors, keywords, prior) = tokio::try_join!(
             candidates.nearest(queries.clone(), among, fetch),
             candidates.keyword(&terms, among, usize::MAX),
-            self.scope(among),
+            counted,
         )?;
         let mut out = Vec::with_capacity(queries.len());
         for ((query, vector), keyword) in queries.iter().zip(vectors).zip(keywords) {
             out.push(
-                self.fuse(query, vector, keyword, fetch, k, among, scope)
+                self.fuse(query, vector, keyword, fetch, k, among, prior)
                     .await?,
             );
         }

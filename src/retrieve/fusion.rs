@@ -41,8 +41,7 @@ impl Memory {
 
     /// One hybrid ranking from its vector candidates and every keyword match (best first):
     /// the vector candidates and the best `fetch` keyword matches, each with its exact
-    /// cosine and its keyword match, if it has one.
-    #[allow(clippy::too_many_arguments)]
+    /// cosine and its keyword match, if it has one, and, for a search, its neighbours.
     pub(super) async fn fuse(
         &self,
         query: &[f32],
@@ -51,7 +50,7 @@ impl Memory {
         fetch: usize,
         k: usize,
         among: Among<'_>,
-        scope: usize,
+        prior: Prior,
     ) -> Result<Vec<Ranked>> {
         let mut cosine: HashMap<VectorKey, f32> = vector.into_iter().collect();
         // The best `fetch` keyword matches are candidates; the rest only tell the vector
@@ -69,9 +68,60 @@ impl Memory {
                 words.insert(*key, *score);
             }
         }
-        // The candidates' neighbours: the message each replied to and the reply to it (see
-        // `Store::replies`), of those the filter admits.
         let pool: HashSet<VectorKey> = cosine.keys().chain(&missing).copied().collect();
+        let (scope, pairs) = match prior {
+            Prior::Search(scope) => {
+                let (pairs, outside) = self.replies_around(&pool, among).await?;
+                // The neighbours outside the candidates: their cosine, and their keyword match
+                // from the same list.
+                missing.extend(outside.iter().copied());
+                words.extend(
+                    keyword
+                        .iter()
+                        .filter(|(key, _)| outside.contains(key))
+                        .copied(),
+                );
+                (scope, pairs)
+            }
+            Prior::Among(scope) => (scope, Vec::new()),
+        };
+        if !missing.is_empty() {
+            cosine.extend(
+                self.inner
+                    .candidates
+                    .cosines(query, &missing, among)
+                    .await?,
+            );
+        }
+        let mut of: HashMap<VectorKey, Neighbours> = HashMap::new();
+        for &(a, b) in &pairs {
+            for (me, other) in [(a, b), (b, a)] {
+                let coverage = words.get(&other).map_or(0.0, |w| w.coverage);
+                let n = of.entry(me).or_default();
+                n.cosine = n.cosine.max(cosine.get(&other).copied().unwrap_or(0.0));
+                n.coverage = n.coverage.max(coverage);
+            }
+        }
+        let candidates: Vec<(VectorKey, Signals)> = pool
+            .iter()
+            .filter_map(|&key| {
+                let cos = *cosine.get(&key)?;
+                let mut signals = Signals::new(Some(cos), words.get(&key).copied(), scope);
+                signals.neighbours = of.get(&key).copied();
+                Some((key, signals))
+            })
+            .collect();
+        Ok(self.scored(SearchMode::Hybrid, candidates, k))
+    }
+
+    /// The candidates' neighbours: the reply pairs (see `Store::replies`) that join a
+    /// candidate to the message it replied to or to the reply to it, of those the filter
+    /// admits; and the neighbours that are not candidates themselves.
+    async fn replies_around(
+        &self,
+        pool: &HashSet<VectorKey>,
+        among: Among<'_>,
+    ) -> Result<(Vec<(VectorKey, VectorKey)>, HashSet<VectorKey>)> {
         let mut around: Vec<VectorKey> = pool
             .iter()
             .flat_map(|&key| [Some(key), key.checked_sub(1), key.checked_add(1)])
@@ -96,48 +146,19 @@ impl Memory {
                 .into_iter()
                 .collect()
         };
-        pairs.retain(|(a, b)| {
-            (pool.contains(a) || admitted.contains(a)) && (pool.contains(b) || admitted.contains(b))
-        });
-        missing.extend(admitted.iter().copied());
-        if !missing.is_empty() {
-            cosine.extend(
-                self.inner
-                    .candidates
-                    .cosines(query, &missing, among)
-                    .await?,
-            );
-        }
-        // The neighbours' keyword matches, from the same list.
-        let mut around_words: HashMap<VectorKey, KeywordScore> = HashMap::new();
-        for (key, score) in &keyword {
-            if admitted.contains(key) {
-                around_words.insert(*key, *score);
-            }
-        }
-        let mut of: HashMap<VectorKey, Neighbours> = HashMap::new();
-        for &(a, b) in &pairs {
-            for (me, other) in [(a, b), (b, a)] {
-                let w = words
-                    .get(&other)
-                    .or_else(|| around_words.get(&other))
-                    .copied()
-                    .unwrap_or_default();
-                let c = cosine.get(&other).copied().unwrap_or(0.0);
-                let n = of.entry(me).or_default();
-                n.cosine = n.cosine.max(c);
-                n.coverage = n.coverage.max(w.coverage);
-            }
-        }
-        let candidates: Vec<(VectorKey, Signals)> = pool
-            .iter()
-            .filter_map(|&key| {
-                let cos = *cosine.get(&key)?;
-                let mut signals = Signals::new(Some(cos), words.get(&key).copied(), scope);
-                signals.neighbours = of.get(&key).copied();
-                Some((key, signals))
-            })
-            .collect();
-        Ok(self.scored(SearchMode::Hybrid, candidates, k))
+        let known = |k: &VectorKey| pool.contains(k) || admitted.contains(k);
+        pairs.retain(|(a, b)| known(a) && known(b));
+        Ok((pairs, admitted))
     }
+}
+
+/// The prior of a hybrid ranking's scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Prior {
+    /// A search: among this many memories (those its filter admits, counted), each memory
+    /// with its conversation neighbours.
+    Search(usize),
+    /// Among this many memories, each on its own: how related a new fact is to its nearest
+    /// memories, whatever the store's size and the conversations around them.
+    Among(usize),
 }

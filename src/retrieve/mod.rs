@@ -136,7 +136,7 @@ impl Memory {
                     .pop()
                     .ok_or_else(|| Error::internal("no query vector"))?;
                 if mode == SearchMode::Hybrid {
-                    self.hybrid_ranked(&[text], vec![v], among, k)
+                    self.hybrid_ranked(&[text], vec![v], among, k, None)
                         .await?
                         .pop()
                         .unwrap_or_default()

@@ -28,7 +28,7 @@ use crate::infer::{self, dates, Existing, Fact};
 use crate::llm::{Llm, Usage};
 use crate::memory::Memory;
 use crate::record::{content_hash, indexed_text, Owners};
-use crate::retrieve::{SearchMode, Signals};
+use crate::retrieve::fusion::Prior;
 use crate::store::{owner_filter, Among, Row, WriteBatch};
 
 /// Similar memories fetched per fact.
@@ -213,9 +213,10 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 }
 
 impl Memory {
-    /// For each text with its vector, the `k` live memories most similar to it (hybrid
-    /// ranking), among `filter`, each with its relevance among those `k`: the hybrid score
-    /// with `k` as its scope.
+    /// For each text with its vector, the `k` live memories most similar to it among
+    /// `filter`, each with its relevance among those `k`: the hybrid score with `k` as its
+    /// scope and no conversation neighbours (a fact relates to a memory, not to the talk
+    /// around it).
     async fn similar(
         &self,
         texts: &[String],
@@ -224,21 +225,14 @@ impl Memory {
         k: usize,
         at: DateTime<Utc>,
     ) -> Result<Vec<Vec<(Row, f32)>>> {
+        let among = Among::new(filter, at, false);
         let ranked = self
-            .hybrid_ranked(texts, vectors, Among::new(filter, at, false), k)
+            .hybrid_ranked(texts, vectors, among, k, Some(Prior::Among(k)))
             .await?;
         let mut out = Vec::with_capacity(ranked.len());
         for ranked in ranked {
             let rows = self.hydrate_rows(ranked, filter, false, at).await?;
-            out.push(
-                rows.into_iter()
-                    .map(|(row, r)| {
-                        let among_k = Signals::new(r.signals.cosine, r.signals.keyword, k);
-                        let relevance = self.inner.calibration.score(SearchMode::Hybrid, &among_k);
-                        (row, relevance)
-                    })
-                    .collect(),
-            );
+            out.push(rows.into_iter().map(|(row, r)| (row, r.score)).collect());
         }
         Ok(out)
     }

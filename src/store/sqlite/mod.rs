@@ -215,6 +215,24 @@ fn query_rows(conn: &Connection, sql: &str, params: Vec<SqlValue>) -> Result<Vec
     rows.collect::<rusqlite::Result<_>>().map_err(sql_err)
 }
 
+/// The vector keys `sql` selects (its first column).
+fn select_keys(conn: &Connection, sql: &str, params: Vec<SqlValue>) -> Result<Vec<VectorKey>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
+    let keys = stmt
+        .query_map(params_from_iter(params), |r| {
+            Ok(r.get::<_, i64>(0)? as VectorKey)
+        })
+        .map_err(sql_err)?;
+    keys.collect::<rusqlite::Result<_>>().map_err(sql_err)
+}
+
+/// Vector keys as a JSON array, for `json_each`.
+fn json_keys(keys: &[VectorKey]) -> Result<String> {
+    let keys: Vec<i64> = keys.iter().map(|k| *k as i64).collect();
+    serde_json::to_string(&keys)
+        .map_err(|e| Error::internal(format!("cannot encode vector keys: {e}")))
+}
+
 /// Runs `sql` (with `?` marks for a chunk of values) over values in chunks of 500.
 fn chunked<V: Clone + rusqlite::ToSql>(
     conn: &Connection,
@@ -354,50 +372,31 @@ impl Store for SqliteStore {
         self.read(move |conn| {
             let mut params = Vec::new();
             let clause = visible(&filter, now, include_expired, &mut params);
-            let mut stmt = conn
-                .prepare_cached(&format!(
-                    "SELECT m.vector_key FROM memories m WHERE {clause} ORDER BY m.vector_key"
-                ))
-                .map_err(sql_err)?;
-            let keys = stmt
-                .query_map(params_from_iter(params), |r| {
-                    Ok(r.get::<_, i64>(0)? as VectorKey)
-                })
-                .map_err(sql_err)?;
-            keys.collect::<rusqlite::Result<_>>().map_err(sql_err)
+            let sql =
+                format!("SELECT m.vector_key FROM memories m WHERE {clause} ORDER BY m.vector_key");
+            select_keys(conn, &sql, params)
         })
         .await
     }
 
     async fn admitted(&self, keys: &[VectorKey], among: Among<'_>) -> Result<Vec<VectorKey>> {
-        let keys: Vec<i64> = keys.iter().map(|k| *k as i64).collect();
+        let keys = json_keys(keys)?;
         let (filter, now, include_expired) =
             (among.filter.clone(), among.now, among.include_expired);
         self.read(move |conn| {
-            let mut params = vec![SqlValue::Text(
-                serde_json::to_string(&keys)
-                    .map_err(|e| Error::internal(format!("cannot encode vector keys: {e}")))?,
-            )];
+            let mut params = vec![SqlValue::Text(keys)];
             let clause = visible(&filter, now, include_expired, &mut params);
-            let mut stmt = conn
-                .prepare_cached(&format!(
-                    "SELECT m.vector_key FROM memories m \
-                     WHERE m.vector_key IN (SELECT value FROM json_each(?)) AND {clause}"
-                ))
-                .map_err(sql_err)?;
-            let keys = stmt
-                .query_map(params_from_iter(params), |r| {
-                    Ok(r.get::<_, i64>(0)? as VectorKey)
-                })
-                .map_err(sql_err)?;
-            keys.collect::<rusqlite::Result<_>>().map_err(sql_err)
+            let sql = format!(
+                "SELECT m.vector_key FROM memories m \
+                 WHERE m.vector_key IN (SELECT value FROM json_each(?)) AND {clause}"
+            );
+            select_keys(conn, &sql, params)
         })
         .await
     }
 
     async fn replies(&self, keys: &[VectorKey]) -> Result<Vec<(VectorKey, VectorKey)>> {
-        let keys = serde_json::to_string(&keys.iter().map(|k| *k as i64).collect::<Vec<_>>())
-            .map_err(|e| Error::internal(format!("cannot encode vector keys: {e}")))?;
+        let keys = json_keys(keys)?;
         self.read(move |conn| {
             let mut stmt = conn
                 .prepare_cached(
