@@ -1,14 +1,23 @@
-//! How fast the local language model reads a prompt and writes an answer, on this machine.
+//! How fast the local language model reads a prompt and writes an answer, and how long an
+//! `add` with inference takes, on this machine.
 //!
-//! `cargo run --release --example llm_speed` (after `scripts/fetch-models.sh qwen`). It
-//! loads the pinned model, then times, three times each and in turns, one call that reads
-//! a prompt of about 250 tokens and writes one token, and one that reads the same prompt
-//! and writes 64: the first is the prompt's reading, the difference the writing.
+//! `cargo run --release --example llm_speed` (after `scripts/fetch-models.sh`). It loads
+//! the pinned model, then:
+//!
+//! 1. times, three times each and in turns, one call that reads a prompt of about 250
+//!    tokens and writes one token, and one that reads the same prompt and writes 64: the
+//!    first is the prompt's reading, the difference the writing;
+//! 2. times the quickstart's two `add`s with inference (a first chat, then a move that
+//!    contradicts it), each run in a new store: `MEMLANE_LLM_RUNS` runs (default 5) on a
+//!    model just loaded, which has read nothing, then as many on one model that has served
+//!    them once, which starts each call from the instructions it read before. It prints
+//!    each add's p50 and its prompt tokens read, reused and written.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memlane::llm::ChatRequest;
-use memlane::{LocalLlm, Message};
+use memlane::{LocalLlm, Memory, Message, MiniLm};
 
 fn main() -> memlane::Result<()> {
     let started = Instant::now();
@@ -50,5 +59,85 @@ fn main() -> memlane::Result<()> {
         written.saturating_sub(1),
         written.saturating_sub(1) as f64 / write
     );
+    drop(llm);
+    adds()
+}
+
+/// The quickstart's adds with inference, `MEMLANE_LLM_RUNS` times each on a model just
+/// loaded, then on one that has served them.
+fn adds() -> memlane::Result<()> {
+    let runs: usize = std::env::var("MEMLANE_LLM_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let runtime = tokio::runtime::Runtime::new()
+        .map_err(|e| memlane::Error::internal(format!("no runtime: {e}")))?;
+    let embedder = Arc::new(MiniLm::load_default()?);
+    let mut cold = Vec::new();
+    for _ in 0..runs {
+        let llm = LocalLlm::from_gguf(LocalLlm::default_path(), "qwen-cold")?;
+        cold.push(runtime.block_on(quickstart_adds(&llm, &embedder))?);
+    }
+    let llm = LocalLlm::from_gguf(LocalLlm::default_path(), "qwen-warm")?;
+    runtime.block_on(quickstart_adds(&llm, &embedder))?;
+    let mut warm = Vec::new();
+    for _ in 0..runs {
+        warm.push(runtime.block_on(quickstart_adds(&llm, &embedder))?);
+    }
+    println!("\nthe quickstart's adds with inference, p50 of {runs} runs each:");
+    println!("| add | model | p50 | calls | prompt tokens | of which reused | written |");
+    println!("|---|---|---|---|---|---|---|");
+    for (i, name) in ["first chat", "the move"].iter().enumerate() {
+        for (kind, samples) in [("just loaded", &cold), ("warm", &warm)] {
+            let mut times: Vec<f64> = samples.iter().map(|r| r[i].0).collect();
+            times.sort_by(f64::total_cmp);
+            let s = samples[samples.len() / 2][i].1;
+            println!(
+                "| {name} | {kind} | {:.2} s | {} | {} | {} | {} |",
+                times[times.len() / 2],
+                s.calls,
+                s.prompt_tokens,
+                s.reused_tokens,
+                s.written_tokens
+            );
+        }
+    }
     Ok(())
+}
+
+/// What one add cost: its time and the model's work.
+type AddCost = (f64, memlane::LocalLlmStats);
+
+/// The quickstart's two adds with inference in a new store: seconds and the model's work
+/// of each.
+async fn quickstart_adds(llm: &LocalLlm, embedder: &Arc<MiniLm>) -> memlane::Result<[AddCost; 2]> {
+    let dir = std::env::temp_dir().join(format!("memlane-llm-speed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| memlane::Error::storage("no temp dir", e))?;
+    let memory = Memory::builder()
+        .path(dir.join("m.db"))
+        .embedder(embedder.clone())
+        .llm(Arc::new(llm.clone()))
+        .build()
+        .await?;
+    let first = vec![
+        Message::user("Hi, I'm Carlos. I live in Madrid and I work as a nurse."),
+        Message::assistant("Nice to meet you, Carlos!"),
+    ];
+    let second = vec![Message::user("Big news: I moved to Valencia last month!")];
+    let mut costs = Vec::new();
+    for messages in [first, second] {
+        let (before, started) = (llm.stats(), Instant::now());
+        memory.add(messages).user("carlos").await?;
+        let (after, seconds) = (llm.stats(), started.elapsed().as_secs_f64());
+        let mut used = after;
+        used.calls -= before.calls;
+        used.prompt_tokens -= before.prompt_tokens;
+        used.reused_tokens -= before.reused_tokens;
+        used.written_tokens -= before.written_tokens;
+        costs.push((seconds, used));
+    }
+    memory.close().await?;
+    std::fs::remove_dir_all(&dir).map_err(|e| memlane::Error::storage("cannot clean up", e))?;
+    Ok([costs[0], costs[1]])
 }

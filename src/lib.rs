@@ -86,9 +86,9 @@ pub use embed::MiniLm;
 pub use embed::{EmbedMode, Embedder, HashEmbedder};
 pub use error::{Error, ErrorBody, Result};
 pub use filter::Filter;
-#[cfg(feature = "local-llm")]
-pub use llm::LocalLlm;
 pub use llm::{Llm, OpenAiConfig, OpenAiEmbedder, OpenAiLlm, ScriptedLlm};
+#[cfg(feature = "local-llm")]
+pub use llm::{LocalLlm, LocalLlmStats};
 pub use memory::{Memory, MemoryBuilder, MemoryId};
 pub use projects::Projects;
 pub use record::{MemoryRecord, Message, Owners};

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -13,7 +14,8 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
-use super::qwen2::Qwen2;
+use super::prefixes::Prefixes;
+use super::qwen2::{Cache, Qwen2};
 use super::{ChatRequest, ChatResponse, Llm, Usage};
 use crate::error::{Error, Result};
 
@@ -31,11 +33,27 @@ const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}
 /// on two CPU cores a prompt this long already takes about a minute.
 pub const MAX_PROMPT_TOKENS: usize = 4096;
 
+/// System messages kept read for reuse (see [`Prefixes`]): extraction's and
+/// reconciliation's for a few projects.
+const PREFIXES: usize = 4;
+
+/// A system message longer than this many tokens is not kept: each token read holds about
+/// 56 KB of keys and values (28 layers, 2 key/value heads of 128 dimensions, f32).
+const MAX_PREFIX_TOKENS: usize = 1024;
+
 /// A quantized Qwen2 instruct model (GGUF) running in process on the CPU with candle.
 ///
 /// The pinned model, Qwen2.5-Coder-1.5B-Instruct in Q4_K_M, needs about 3 GB of memory. Its
 /// speed depends on the build targeting AVX2 and FMA (see the README's "Known limits"):
 /// `cargo run --release --example llm_speed` measures it. Calls are served one at a time.
+///
+/// The model keeps what it read of the last few system messages (up to 1,024 tokens each,
+/// about 56 KB a token) and starts a call from the longest prefix it shares with one of
+/// them: memlane's prompts put their fixed instructions there, so an `add` reads only its
+/// conversation. [`stats`](Self::stats) counts the tokens reused.
+///
+/// Dropping the future of [`chat`](Llm::chat) (or of the `add` that awaits it) stops the
+/// call before its next token, and a call still waiting for its turn never starts.
 ///
 /// The tokenizer is built from the GGUF's own metadata (byte-level BPE with Qwen2's
 /// pre-tokenizer and NFC normalisation) and checked to round-trip text on load.
@@ -55,11 +73,41 @@ pub struct LocalLlm {
 
 struct Inner {
     model: Qwen2,
-    /// Calls run one at a time: each uses both cores already.
-    turn: Mutex<()>,
+    /// Calls run one at a time (each uses both cores already), and the one whose turn it is
+    /// reads and keeps the prefixes.
+    turn: Mutex<Prefixes<Cache>>,
     tokenizer: Tokenizer,
     stop: Vec<u32>,
+    /// `<|im_end|>`: a system message ends at the first.
+    end_of_message: u32,
     model_id: String,
+    counters: Counters,
+}
+
+/// What the model has done since it was loaded; see [`LocalLlmStats`].
+#[derive(Default)]
+struct Counters {
+    calls: AtomicU64,
+    prompt_tokens: AtomicU64,
+    reused_tokens: AtomicU64,
+    written_tokens: AtomicU64,
+}
+
+/// What a [`LocalLlm`] has done since it was loaded, over all its clones: for logs and
+/// metrics, and to see how much of its prompts the prefix cache saves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LocalLlmStats {
+    /// Calls the model began to read (a call cancelled while it waited its turn is not
+    /// one).
+    pub calls: u64,
+    /// Prompt tokens of those calls.
+    pub prompt_tokens: u64,
+    /// Of those, the tokens not read again: an earlier call had read them (the shared
+    /// start of a system message).
+    pub reused_tokens: u64,
+    /// Tokens written, counted as each is written (so a call under way counts too).
+    pub written_tokens: u64,
 }
 
 impl std::fmt::Debug for LocalLlm {
@@ -126,25 +174,24 @@ impl LocalLlm {
             )));
         }
         let tokenizer = tokenizer_from_gguf(&content.metadata).map_err(unavailable)?;
-        let stop: Vec<u32> = ["<|im_end|>", "<|endoftext|>"]
-            .iter()
-            .filter_map(|t| tokenizer.token_to_id(t))
+        let end_of_message = tokenizer.token_to_id("<|im_end|>").ok_or_else(|| {
+            unavailable("its vocabulary has no <|im_end|>: not a ChatML instruct model".into())
+        })?;
+        let stop: Vec<u32> = std::iter::once(end_of_message)
+            .chain(tokenizer.token_to_id("<|endoftext|>"))
             .collect();
-        if stop.is_empty() {
-            return Err(unavailable(
-                "its vocabulary has no <|im_end|>: not a ChatML instruct model".into(),
-            ));
-        }
         let device = Device::Cpu;
         let model = Qwen2::from_gguf(&content, &mut file, &device)
             .map_err(|e| unavailable(format!("its weights do not load ({e})")))?;
         Ok(LocalLlm {
             inner: Arc::new(Inner {
                 model,
-                turn: Mutex::new(()),
+                turn: Mutex::new(Prefixes::new(PREFIXES)),
                 tokenizer,
                 stop,
+                end_of_message,
                 model_id: model_id.to_owned(),
+                counters: Counters::default(),
             }),
         })
     }
@@ -154,8 +201,24 @@ impl LocalLlm {
         &self.inner.tokenizer
     }
 
+    /// What the model has done since it was loaded (all clones together).
+    pub fn stats(&self) -> LocalLlmStats {
+        let c = &self.inner.counters;
+        LocalLlmStats {
+            calls: c.calls.load(Ordering::Relaxed),
+            prompt_tokens: c.prompt_tokens.load(Ordering::Relaxed),
+            reused_tokens: c.reused_tokens.load(Ordering::Relaxed),
+            written_tokens: c.written_tokens.load(Ordering::Relaxed),
+        }
+    }
+
     /// Runs a chat on the calling thread (it takes seconds: call it off the async runtime).
     pub fn chat_blocking(&self, request: &ChatRequest) -> Result<ChatResponse> {
+        self.run(request, &AtomicBool::new(false))
+    }
+
+    /// Runs a chat, stopping before its next step once `cancelled` is set.
+    fn run(&self, request: &ChatRequest, cancelled: &AtomicBool) -> Result<ChatResponse> {
         let inner = &self.inner;
         let mut prompt = String::new();
         for m in &request.messages {
@@ -185,6 +248,17 @@ impl LocalLlm {
                 ),
             });
         }
+        // The system message, through its `<|im_end|>`, is the prefix kept for reuse. Control
+        // tokens are split out before the text is, so its tokens are the same whatever
+        // follows.
+        let system_end = match request.messages.first() {
+            Some(m) if m.role == "system" => tokens
+                .iter()
+                .position(|&t| t == inner.end_of_message)
+                .map(|i| i + 1)
+                .filter(|&end| end <= MAX_PREFIX_TOKENS && end < tokens.len()),
+            _ => None,
+        };
         let sampling = if request.temperature <= 0.0 {
             Sampling::ArgMax
         } else {
@@ -197,26 +271,61 @@ impl LocalLlm {
             detail: format!("the local model failed: {e}"),
             transient: false,
         };
-        let turn = inner
+        let stopped = || {
+            cancelled.load(Ordering::Relaxed).then(|| Error::Provider {
+                detail: "the local model call was cancelled".into(),
+                transient: true,
+            })
+        };
+        let counters = &inner.counters;
+        let mut prefixes = inner
             .turn
             .lock()
             .map_err(|_| Error::internal("local model lock poisoned"))?;
+        if let Some(e) = stopped() {
+            return Err(e);
+        }
         let model = &inner.model;
+        let end = system_end.unwrap_or(0);
+        let (mut cache, start) = match prefixes.longest(&tokens[..end]) {
+            Some((shared, kept)) => (kept.prefix(shared).map_err(model_err)?, shared),
+            None => (model.cache(), 0),
+        };
+        counters.calls.fetch_add(1, Ordering::Relaxed);
+        counters
+            .prompt_tokens
+            .fetch_add(tokens.len() as u64, Ordering::Relaxed);
+        counters
+            .reused_tokens
+            .fetch_add(start as u64, Ordering::Relaxed);
+        if start < end {
+            // The rest of the system message, kept for the calls after this one.
+            model
+                .forward(&tokens[start..end], &mut cache)
+                .map_err(model_err)?;
+            prefixes.keep(tokens[..end].to_vec(), cache.clone());
+        }
+        let mut logits = model
+            .forward(&tokens[end..], &mut cache)
+            .map_err(model_err)?;
         let mut generated: Vec<u32> = Vec::new();
-        let mut cache = model.cache();
-        let mut logits = model.forward(&tokens, &mut cache).map_err(model_err)?;
         for _ in 0..request.max_tokens {
+            if let Some(e) = stopped() {
+                return Err(e);
+            }
             let next = sampler.sample(&logits).map_err(model_err)?;
             if inner.stop.contains(&next) {
                 break;
             }
             generated.push(next);
+            counters.written_tokens.fetch_add(1, Ordering::Relaxed);
             logits = model.forward(&[next], &mut cache).map_err(model_err)?;
         }
-        drop(turn);
+        drop(prefixes);
 
         tracing::debug!(
             prompt = tokens.len(),
+            reused = start,
             generated = generated.len(),
             "local model call"
         );
@@ -235,6 +344,16 @@ impl LocalLlm {
     }
 }
 
+/// Sets its flag when dropped: the future of a call, dropped before the call on the
+/// blocking pool ends, tells it to stop.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 #[async_trait]
 impl Llm for LocalLlm {
     fn model_id(&self) -> &str {
@@ -243,9 +362,13 @@ impl Llm for LocalLlm {
 
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse> {
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.chat_blocking(&request))
+        let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+        let cancelled = cancel.0.clone();
+        let reply = tokio::task::spawn_blocking(move || this.run(&request, &cancelled))
             .await
-            .map_err(|e| Error::internal(format!("local model task failed: {e}")))?
+            .map_err(|e| Error::internal(format!("local model task failed: {e}")))?;
+        drop(cancel);
+        reply
     }
 }
 

@@ -19,11 +19,13 @@ mod local;
 mod openai;
 pub(crate) mod parse;
 #[cfg(feature = "local-llm")]
+mod prefixes;
+#[cfg(feature = "local-llm")]
 mod qwen2;
 mod scripted;
 
 #[cfg(feature = "local-llm")]
-pub use local::{LocalLlm, MAX_PROMPT_TOKENS};
+pub use local::{LocalLlm, LocalLlmStats, MAX_PROMPT_TOKENS};
 pub use openai::{OpenAiConfig, OpenAiEmbedder, OpenAiLlm};
 pub(crate) use parse::recover_json;
 pub use scripted::ScriptedLlm;

@@ -62,12 +62,33 @@ pub(crate) struct Qwen2 {
     context: usize,
 }
 
-/// What a call has read so far: every layer's keys and values.
+/// What a call has read so far: every layer's keys and values. Cloning shares the tensors
+/// (a read appends by building new ones), so a clone is a snapshot that later reads of
+/// either copy leave unchanged.
 #[derive(Clone)]
 pub(crate) struct Cache {
     layers: Vec<Option<(Tensor, Tensor)>>,
     /// Tokens read.
     pub(crate) len: usize,
+}
+
+impl Cache {
+    /// The cache of the first `len` tokens read (all of them if `len` is more).
+    pub(crate) fn prefix(&self, len: usize) -> Result<Cache> {
+        if len >= self.len {
+            return Ok(self.clone());
+        }
+        let cut = |t: &Tensor| t.narrow(2, 0, len)?.contiguous();
+        let layers = self
+            .layers
+            .iter()
+            .map(|slot| match slot {
+                Some((k, v)) if len > 0 => Ok(Some((cut(k)?, cut(v)?))),
+                _ => Ok(None),
+            })
+            .collect::<Result<_>>()?;
+        Ok(Cache { layers, len })
+    }
 }
 
 impl Qwen2 {

@@ -6,7 +6,7 @@
 use std::sync::{Arc, OnceLock};
 
 use memlane::llm::ChatRequest;
-use memlane::{Llm, LocalLlm, Memory, Message, MiniLm};
+use memlane::{Llm, LocalLlm, LocalLlmStats, Memory, Message, MiniLm};
 
 #[path = "../../examples/eval_extraction/cases.rs"]
 mod cases;
@@ -95,6 +95,7 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
     assert_eq!(cases.len(), HELD_OUT_IN_SUITE.len());
     let dir = tempfile::tempdir().unwrap();
     let memory = memory(&dir).await;
+    let reused_before = llm().stats().reused_tokens;
     for case in &cases {
         for turn in &case.turns {
             let messages: Vec<Message> = turn
@@ -129,6 +130,11 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
             assert!(m.metadata.get("core").is_some(), "{m:?}");
         }
     }
+    // Extraction's instructions are the same in every add, so the model read them once and
+    // the second extraction starts from them (208 of its 283 prompt tokens here). That the
+    // date stays out of them is the prompt's unit test.
+    let reused = llm().stats().reused_tokens - reused_before;
+    assert!(reused >= 150, "{reused} prompt tokens reused");
     // Across both conversations' memories, a question finds its answer by meaning.
     let hits = memory
         .search("Which plane am I taking home?")
@@ -139,5 +145,90 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
         hits.results[0].record.memory.contains("2940"),
         "{:?}",
         hits.results
+    );
+}
+
+/// A model of the test's own: its counters see only the test's calls.
+fn private_llm() -> LocalLlm {
+    LocalLlm::from_gguf(LocalLlm::default_path(), "qwen2.5-private").unwrap()
+}
+
+/// The tokens of a prompt, as the model counts them (its usage).
+async fn prompt_tokens(llm: &LocalLlm, request: ChatRequest) -> u64 {
+    llm.chat(request.max_tokens(1))
+        .await
+        .unwrap()
+        .usage
+        .prompt_tokens
+}
+
+#[tokio::test]
+async fn a_call_starts_from_the_system_message_an_earlier_call_read_and_answers_the_same() {
+    let llm = private_llm();
+    let system = "You are a terse assistant. Answer every question with one or two words, \
+                  in lowercase, without punctuation, without explanations, and without \
+                  repeating the question. If you do not know, answer unknown.";
+    let ask = |question: &str| {
+        ChatRequest::new(vec![
+            Message::new("system", system),
+            Message::user(question),
+        ])
+        .max_tokens(6)
+    };
+    let first = llm.chat(ask("What colour is the sky?")).await.unwrap();
+    assert_eq!(llm.stats().reused_tokens, 0, "nothing was read before");
+    let again = llm.chat(ask("What colour is the sky?")).await.unwrap();
+    assert_eq!(again.text, first.text, "reusing the prefix changes nothing");
+    // The system message's tokens, through its `<|im_end|>`: the prompt less the user
+    // message and the reply's header (a prompt without a system message) and the newline
+    // between the two messages.
+    let without_system = prompt_tokens(
+        &llm,
+        ChatRequest::new(vec![Message::user("What colour is the sky?")]),
+    )
+    .await;
+    let system_tokens = first.usage.prompt_tokens - without_system - 1;
+    assert!(system_tokens > 30, "{system_tokens}");
+    let stats = llm.stats();
+    assert_eq!(stats.reused_tokens, system_tokens, "{stats:?}");
+    // Another question with the same instructions reads only itself.
+    let other = llm.chat(ask("What is frozen water called?")).await.unwrap();
+    assert!(other.text.to_lowercase().contains("ice"), "{}", other.text);
+    assert_eq!(llm.stats().reused_tokens, 2 * system_tokens);
+    assert_eq!(llm.stats().calls, 4);
+}
+
+#[tokio::test]
+async fn dropping_a_call_stops_it_before_its_next_token() {
+    let llm = private_llm();
+    let count = ChatRequest::new(vec![Message::user(
+        "Count from 1 to 100 in words, one number per line.",
+    )])
+    .max_tokens(300);
+    let call = tokio::spawn({
+        let llm = llm.clone();
+        async move { llm.chat(count).await }
+    });
+    // Wait until it writes (bounded: a prompt this short is read in a few seconds).
+    let mut waited = 0;
+    while llm.stats().written_tokens < 3 {
+        assert!(waited < 1200, "the call never started writing");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    let at_drop = llm.stats().written_tokens;
+    // The next call waits for the dropped one to end, and writes one token of its own.
+    let next = llm
+        .chat(ChatRequest::new(vec![Message::user("Say yes.")]).max_tokens(1))
+        .await
+        .unwrap();
+    assert_eq!(next.usage.completion_tokens, 1);
+    let LocalLlmStats { written_tokens, .. } = llm.stats();
+    assert!(
+        written_tokens <= at_drop + 2,
+        "{} tokens written after the call was dropped",
+        written_tokens - at_drop - 1
     );
 }
