@@ -240,16 +240,14 @@ pub(crate) async fn reconcile(
     existing: &[Existing],
     at: DateTime<Utc>,
 ) -> Result<Parsed<Vec<Decision>>> {
-    let system = format!(
-        "You keep a memory store current. For each new fact pick one event:\n\
+    let system = "You keep a memory store current. For each new fact pick one event:\n\
 ADD: new information. UPDATE: same subject as memory `memory`, with more or newer detail; \
 `text` is that memory as true now, in the fact's language: the new detail replaces what it \
 changes. DELETE: contradicts memory `memory`, which is no \
 longer true (the fact is stored as well). NONE: memory `memory` already says it.\n\
 Never UPDATE or DELETE a memory marked \"fixed\".\n\
-Reply with JSON only: {{\"decisions\": [{{\"fact\": 0, \"event\": \"UPDATE\", \
-\"memory\": 1, \"text\": \"...\"}}]}}, one decision per new fact."
-    );
+Reply with JSON only: {\"decisions\": [{\"fact\": 0, \"event\": \"UPDATE\", \
+\"memory\": 1, \"text\": \"...\"}]}, one decision per new fact.";
     let memories: Vec<serde_json::Value> = existing
         .iter()
         .enumerate()

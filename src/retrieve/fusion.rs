@@ -42,6 +42,7 @@ impl Memory {
     /// One hybrid ranking from its vector candidates and every keyword match (best first):
     /// the vector candidates and the best `fetch` keyword matches, each with its exact
     /// cosine and its keyword match, if it has one, and, for a search, its neighbours.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn fuse(
         &self,
         query: &[f32],
