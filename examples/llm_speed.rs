@@ -10,8 +10,10 @@
 //! 2. times the quickstart's two `add`s with inference (a first chat, then a move that
 //!    contradicts it), each run in a new store: `MEMLANE_LLM_RUNS` runs (default 5) on a
 //!    model just loaded, which has read nothing, then as many on one model that has served
-//!    them once, which starts each call from the instructions it read before. It prints
-//!    each add's p50 and its prompt tokens read, reused and written.
+//!    them once, which starts each call from the longest prefix of it read before (the
+//!    prompts open with the date to the minute, so that is the whole of the instructions
+//!    only within a minute). It prints each add's p50 and its prompt tokens read, reused
+//!    and written.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -57,20 +57,9 @@ fn transcript(messages: &[Message]) -> String {
     out
 }
 
-/// The date line every prompt carries, so relative dates can be resolved. It goes in the
-/// user message, after the instructions: a system message that stays the same from call to
-/// call is read once by a local model and reused (see `LocalLlm`).
+/// The date line every prompt carries, so relative dates can be resolved.
 fn today(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d (%A), %H:%M UTC").to_string()
-}
-
-/// A conversation with its date, as the user message of extraction and digest.
-fn dated_transcript(messages: &[Message], at: DateTime<Utc>) -> String {
-    format!(
-        "Conversation held on {}:\n{}",
-        today(at),
-        transcript(messages)
-    )
 }
 
 /// The labels as the prompt lists them. The default catalogue's names speak for themselves;
@@ -109,7 +98,7 @@ pub(crate) async fn extract_facts(
         format!("Project policy (overrides the rules): {policy}\n")
     };
     let system = format!(
-        "Extract facts worth remembering about the user from a conversation.\n\
+        "Extract facts worth remembering about the user from a conversation held on {date}.\n\
 Rules: take every fact from every user message: each preference, dislike, habit, plan, \
 relationship, job, place and decision is its own short, self-contained fact. After a \
 correction keep only the corrected fact. Nothing from greetings, thanks, small talk, questions \
@@ -120,9 +109,10 @@ mattina\"). importance is 1 (trivia) to 10 (essential).\n\
 Categories: {labels}\n\
 Reply with JSON only: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\"], \
 \"entities\": [\"...\"], \"importance\": 5}}]}}, or {{\"facts\": []}} if nothing is worth keeping.",
+        date = today(at),
         labels = label_lines(labels),
     );
-    let prompt = dated_transcript(messages, at);
+    let prompt = transcript(messages);
     let parsed = chat_json::<Facts, _>(
         llm,
         vec![Message::new("system", system), Message::user(prompt)],
@@ -240,14 +230,17 @@ pub(crate) async fn reconcile(
     existing: &[Existing],
     at: DateTime<Utc>,
 ) -> Result<Parsed<Vec<Decision>>> {
-    let system = "You keep a memory store current. For each new fact pick one event:\n\
+    let system = format!(
+        "You keep a memory store current (today: {date}). For each new fact pick one event:\n\
 ADD: new information. UPDATE: same subject as memory `memory`, with more or newer detail; \
 `text` is that memory as true now, in the fact's language: the new detail replaces what it \
 changes. DELETE: contradicts memory `memory`, which is no \
 longer true (the fact is stored as well). NONE: memory `memory` already says it.\n\
 Never UPDATE or DELETE a memory marked \"fixed\".\n\
-Reply with JSON only: {\"decisions\": [{\"fact\": 0, \"event\": \"UPDATE\", \
-\"memory\": 1, \"text\": \"...\"}]}, one decision per new fact.";
+Reply with JSON only: {{\"decisions\": [{{\"fact\": 0, \"event\": \"UPDATE\", \
+\"memory\": 1, \"text\": \"...\"}}]}}, one decision per new fact.",
+        date = today(at)
+    );
     let memories: Vec<serde_json::Value> = existing
         .iter()
         .enumerate()
@@ -265,8 +258,7 @@ Reply with JSON only: {\"decisions\": [{\"fact\": 0, \"event\": \"UPDATE\", \
         .map(|(i, f)| serde_json::json!({"fact": i, "text": f}))
         .collect();
     let prompt = format!(
-        "Today: {}\n\nExisting memories:\n{}\n\nNew facts:\n{}",
-        today(at),
+        "Existing memories:\n{}\n\nNew facts:\n{}",
         serde_json::Value::Array(memories),
         serde_json::Value::Array(new)
     );
@@ -347,7 +339,7 @@ pub(crate) async fn digest(
         format!("Project policy: {policy}\n")
     };
     let system = format!(
-        "Turn a conversation into one memory record. summary: one or two \
+        "Turn a conversation held on {date} into one memory record. summary: one or two \
 sentences on what is worth remembering; entities: people, places, organisations and things \
 named; tags: the categories that fit; key_facts: short self-contained facts, dates written as \
 absolute dates; importance: 1 (trivia) to 10 (essential). Keep the conversation's language.\n\
@@ -355,9 +347,10 @@ absolute dates; importance: 1 (trivia) to 10 (essential). Keep the conversation'
 Categories: {labels}\n\
 Reply with JSON only: {{\"summary\": \"...\", \"entities\": [\"...\"], \"tags\": \
 [\"...\"], \"key_facts\": [\"...\"], \"importance\": 5}}",
+        date = today(at),
         labels = label_lines(labels),
     );
-    let prompt = dated_transcript(messages, at);
+    let prompt = transcript(messages);
     let mut parsed = chat_json::<Digest, _>(
         llm,
         vec![Message::new("system", system), Message::user(prompt)],
@@ -449,14 +442,10 @@ mod tests {
         assert_eq!(f.importance, 10);
         let request = &llm.requests()[0];
         let system = &request.messages[0].content;
+        assert!(system.contains("2026-11-22 (Sunday)"), "{system}");
         assert!(system.contains("Never store health data"));
         assert!(system.contains("Categories: food (what they eat and drink)"));
-        // The date is in the user message, so the instructions stay the same from call to
-        // call (a local model reuses what it read of them).
-        assert!(!system.contains("2026"), "{system}");
-        let user = &request.messages[1].content;
-        assert!(user.contains("2026-11-22 (Sunday), 10:30 UTC"), "{user}");
-        assert!(user.contains("user: I like tea"));
+        assert!(request.messages[1].content.contains("user: I like tea"));
     }
 
     #[test]
