@@ -42,12 +42,25 @@
 //!
 //! ## Crate features
 //!
-//! - `local-embed` (default): the local all-MiniLM-L6-v2 embedder ([`MiniLm`]) on the CPU,
-//!   with the crate's own BERT forward pass on the `gemm` kernels. Its files are fetched by
-//!   `scripts/fetch-models.sh`.
-//! - `local-llm` (default): a local quantized Qwen2.5 instruct model ([`LocalLlm`]) on
-//!   candle, for fact extraction offline. Fetched by `scripts/fetch-models.sh qwen`.
-
+//! - `local-embed` (default): the local all-MiniLM-L6-v2 embedder ([`MiniLm`][minilm]) on
+//!   the CPU, with the crate's own BERT forward pass on the `gemm` kernels. Its files are
+//!   fetched by `scripts/fetch-models.sh`.
+//! - `local-llm` (default): a local quantized Qwen2.5 instruct model
+//!   ([`LocalLlm`][localllm]) on candle, for fact extraction offline. Fetched by
+//!   `scripts/fetch-models.sh qwen`.
+//! - `postgres`: a store on PostgreSQL with pgvector ([`PostgresStore`][postgres],
+//!   `MemoryBuilder::postgres`), for many processes on many hosts sharing one memory.
+//! - `test-util`: the store conformance suite (`store::conformance`), to test a `Store` of
+//!   your own.
+//! - `fuzzing`: entry points for the fuzz targets in `fuzz/` (not a stable API).
+//!
+// These types exist only with their features; without, the links lead to this list.
+#![cfg_attr(feature = "local-embed", doc = "[minilm]: crate::MiniLm")]
+#![cfg_attr(not(feature = "local-embed"), doc = "[minilm]: #crate-features")]
+#![cfg_attr(feature = "local-llm", doc = "[localllm]: crate::LocalLlm")]
+#![cfg_attr(not(feature = "local-llm"), doc = "[localllm]: #crate-features")]
+#![cfg_attr(feature = "postgres", doc = "[postgres]: crate::store::PostgresStore")]
+#![cfg_attr(not(feature = "postgres"), doc = "[postgres]: #crate-features")]
 #![warn(missing_docs)]
 #![cfg_attr(
     not(test),
