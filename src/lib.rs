@@ -30,7 +30,7 @@
 //! - [`Memory`] is the whole service: `add`, `extract`, `search`, `list`, `get`, `update`,
 //!   `delete`, `delete_all`, `history`, `config` / `put_config`, `retrieve`, `embed` and
 //!   `consolidate`. Requests are builders you `.await`.
-//! - With a language model ([`Llm`]: [`OpenAiLlm`] for any OpenAI-protocol server, or the
+//! - With a language model ([`Llm`]: [`OpenAiLlm`][openaillm] for any OpenAI-protocol server, or the
 //!   local model), `add` extracts facts and reconciles them with what the owner already
 //!   has: add, update, delete (a contradicted memory) or nothing, in one transaction.
 //! - The [`Store`] (SQLite by default) is the source of truth. The vector index
@@ -48,6 +48,9 @@
 //! - `local-llm` (default): a local quantized Qwen2.5 instruct model
 //!   ([`LocalLlm`][localllm]) on candle, for fact extraction offline. Fetched by
 //!   `scripts/fetch-models.sh qwen`.
+//! - `openai` (default): language models and embeddings over the OpenAI protocol
+//!   ([`OpenAiLlm`][openaillm], `OpenAiEmbedder`: OpenAI, Ollama, vLLM, llama.cpp's server),
+//!   with async-openai and reqwest.
 //! - `postgres`: a store on PostgreSQL with pgvector ([`PostgresStore`][postgres],
 //!   `MemoryBuilder::postgres`), for many processes on many hosts sharing one memory.
 //! - `test-util`: the store conformance suite (`store::conformance`), to test a `Store` of
@@ -59,6 +62,8 @@
 #![cfg_attr(not(feature = "local-embed"), doc = "[minilm]: #crate-features")]
 #![cfg_attr(feature = "local-llm", doc = "[localllm]: crate::LocalLlm")]
 #![cfg_attr(not(feature = "local-llm"), doc = "[localllm]: #crate-features")]
+#![cfg_attr(feature = "openai", doc = "[openaillm]: crate::OpenAiLlm")]
+#![cfg_attr(not(feature = "openai"), doc = "[openaillm]: #crate-features")]
 #![cfg_attr(feature = "postgres", doc = "[postgres]: crate::store::PostgresStore")]
 #![cfg_attr(not(feature = "postgres"), doc = "[postgres]: #crate-features")]
 #![warn(missing_docs)]
@@ -99,9 +104,11 @@ pub use embed::MiniLm;
 pub use embed::{EmbedMode, Embedder, HashEmbedder};
 pub use error::{Error, ErrorBody, Result};
 pub use filter::Filter;
-pub use llm::{Llm, OpenAiConfig, OpenAiEmbedder, OpenAiLlm, ScriptedLlm};
+pub use llm::{Llm, ScriptedLlm};
 #[cfg(feature = "local-llm")]
 pub use llm::{LocalLlm, LocalLlmStats};
+#[cfg(feature = "openai")]
+pub use llm::{OpenAiConfig, OpenAiEmbedder, OpenAiLlm};
 pub use memory::{Memory, MemoryBuilder, MemoryId};
 pub use projects::Projects;
 pub use record::{MemoryRecord, Message, Owners};

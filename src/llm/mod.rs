@@ -16,6 +16,7 @@ use crate::record::Message;
 
 #[cfg(feature = "local-llm")]
 mod local;
+#[cfg(feature = "openai")]
 mod openai;
 pub(crate) mod parse;
 #[cfg(feature = "local-llm")]
@@ -26,6 +27,7 @@ mod scripted;
 
 #[cfg(feature = "local-llm")]
 pub use local::{LocalLlm, LocalLlmStats, MAX_PROMPT_TOKENS};
+#[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiEmbedder, OpenAiLlm};
 pub(crate) use parse::recover_json;
 pub use scripted::ScriptedLlm;

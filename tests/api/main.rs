@@ -12,5 +12,6 @@ mod feedback;
 mod hybrid;
 mod inference;
 mod lifecycle;
+#[cfg(feature = "openai")]
 mod openai;
 mod rerank;
