@@ -72,8 +72,10 @@ impl Drop for Inner {
         // The last handle is gone: persist what the index learned since its last save, so the
         // next open need not re-insert it. Failure only costs that re-insertion, so it is
         // logged, not returned (`Memory::close` returns it). Inside a tokio runtime the save
-        // runs on its blocking pool, which the runtime waits for when it shuts down, so the
-        // thread that drops the last handle never waits on the disk; a handle opened on the
+        // runs on its blocking pool, so the thread that drops the last handle never waits on
+        // the disk; a runtime shutting down before the pool starts it drops it (tokio runs
+        // queued blocking tasks only if they are mandatory), which costs the next open the
+        // same re-insertion as a killed process. A handle opened on the
         // same files meanwhile reads the saved generation or replays the change log, as a
         // second process would. A graph still loading is left to load: the saved generation
         // and the change log already hold everything, and waiting could take seconds.
