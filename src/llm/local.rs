@@ -33,8 +33,8 @@ const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}
 /// on two CPU cores a prompt this long already takes about a minute.
 pub const MAX_PROMPT_TOKENS: usize = 4096;
 
-/// System messages kept read for reuse (see [`Prefixes`]): extraction's and
-/// reconciliation's for a few projects.
+/// System messages kept read for reuse (see [`Prefixes`]): a few, such as extraction's and
+/// reconciliation's.
 const PREFIXES: usize = 4;
 
 /// A system message longer than this many tokens is not kept: each token read holds about
@@ -49,8 +49,9 @@ const MAX_PREFIX_TOKENS: usize = 1024;
 ///
 /// The model keeps what it read of the last few system messages (up to 1,024 tokens each,
 /// about 56 KB a token) and starts a call from the longest prefix it shares with one of
-/// them: memlane's prompts put their fixed instructions there, so an `add` reads only its
-/// conversation. [`stats`](Self::stats) counts the tokens reused.
+/// them, so a system message that does not change is read once. memlane's extraction and
+/// reconciliation prompts open with the date to the minute, so calls reuse them whole only
+/// within the same minute. [`stats`](Self::stats) counts the tokens reused.
 ///
 /// Dropping the future of [`chat`](Llm::chat) (or of the `add` that awaits it) stops the
 /// call before its next token, and a call still waiting for its turn never starts.
