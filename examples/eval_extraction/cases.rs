@@ -1,6 +1,7 @@
 //! The labelled conversations of the extraction evaluation, and how a store is scored
-//! against them. Shared by `examples/eval_extraction` and the model tests, which run a few
-//! of the cases.
+//! against them. Shared by `examples/eval_extraction`, `examples/eval_contradictions`
+//! (whose cases, in `contradictions_*.json`, have the same format and matching rule) and
+//! the model tests, which run a few of the cases.
 //!
 //! Two sets, in `examples/data/`: `extraction_tuned.json`, the conversations the prompts
 //! were developed on (in-sample), and `extraction_heldout.json`, written later and never
@@ -84,13 +85,18 @@ impl Set {
 
     /// The set's conversations, read from `examples/data/extraction_<name>.json`.
     pub fn cases(self) -> Vec<Case> {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("examples/data")
-            .join(format!("extraction_{}.json", self.name()));
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        load(&format!("extraction_{}.json", self.name()))
     }
+}
+
+/// The conversations of `examples/data/<file>`.
+pub fn load(file: &str) -> Vec<Case> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/data")
+        .join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Whether a memory states a fact: a term of every group, case-insensitively.

@@ -244,6 +244,84 @@ mod tests {
         assert_eq!((score.memories_stating_a_fact, score.facts_stated), (0, 0));
     }
 
+    /// The contradiction set of `examples/eval_contradictions.rs`, checked here so that
+    /// the suite builds no test harness of its own for it.
+    #[test]
+    fn the_contradiction_halves_are_labelled_as_their_evaluation_needs() {
+        let halves = [
+            load("contradictions_tuned.json"),
+            load("contradictions_untuned.json"),
+        ];
+        let extraction: Vec<Case> = Set::Tuned
+            .cases()
+            .into_iter()
+            .chain(Set::HeldOut.cases())
+            .collect();
+        let said = |cases: &[Case]| -> Vec<String> {
+            cases
+                .iter()
+                .flat_map(|c| c.turns.iter().flat_map(|t| t.messages.iter()))
+                .map(|m| m.1.to_lowercase())
+                .collect()
+        };
+        let extraction_said = said(&extraction);
+        let mut ids: Vec<&str> = extraction.iter().map(|c| c.id.as_str()).collect();
+        let mut checked = 0;
+        for half in &halves {
+            assert!(half.len() >= 20, "{} cases", half.len());
+            let compatible = half.iter().filter(|c| c.kind == Kind::Compatible).count();
+            assert!(
+                3 * compatible >= half.len(),
+                "{compatible} compatible cases"
+            );
+            assert!(half
+                .iter()
+                .all(|c| matches!(c.kind, Kind::Update | Kind::Correction | Kind::Compatible)));
+            for case in half {
+                ids.push(&case.id);
+                assert!(case.turns.len() >= 2, "{}: several adds", case.id);
+                assert!(
+                    case.turns.windows(2).all(|w| w[0].at < w[1].at),
+                    "{}",
+                    case.id
+                );
+                // Compatible cases keep everything; the others have an old value to lose.
+                assert_eq!(
+                    case.stale.is_empty(),
+                    case.kind == Kind::Compatible,
+                    "{}",
+                    case.id
+                );
+                // Later turns never repeat an old value, so a memory that holds one can
+                // only be the old memory, kept or merged: the strict stale rule is sound.
+                for turn in &case.turns[1..] {
+                    for (_, text) in &turn.messages {
+                        assert!(!is_stale(text, &case.stale), "{}: {text}", case.id);
+                    }
+                }
+                for group in case.facts.iter().flatten() {
+                    assert!(!group.is_empty(), "{}", case.id);
+                    for term in group {
+                        assert!(!is_stale(term, &case.stale), "{}: {term}", case.id);
+                    }
+                }
+                // Kept apart from the extraction evaluation and from the quickstart.
+                for text in said(std::slice::from_ref(case)) {
+                    assert!(!extraction_said.contains(&text), "{}: {text}", case.id);
+                    for word in ["carlos", "madrid", "valencia"] {
+                        assert!(!text.contains(word), "{}: {text}", case.id);
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 40);
+        let n = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "ids are unique across all four files");
+    }
+
     #[test]
     fn both_sets_cover_what_the_evaluation_needs_and_never_overlap() {
         let tuned = Set::Tuned.cases();

@@ -1,0 +1,301 @@
+//! Contradictions: whether `add` with inference keeps a user's memories consistent when a
+//! new fact supersedes one (a move, a new job, a relationship that ended, a preference
+//! reversed, a correction), and keeps both when they are compatible (a visit and a home, a
+//! second hobby, a second child).
+//!
+//! `cargo run --release --example eval_contradictions` (after `scripts/fetch-models.sh`),
+//! with the local model, or any OpenAI-compatible server when `OPENAI_API_KEY` or
+//! `OPENAI_BASE_URL` is set (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
+//! `-- --set tuned|untuned` runs one half; `-- --only ID[,ID…]` some cases only.
+//!
+//! The cases are in `examples/data/contradictions_{tuned,untuned}.json`, in the format and
+//! with the matching rule of the extraction evaluation (`eval_extraction/cases.rs`), and
+//! written apart from its conversations. Each case is two or three `add` calls for its own
+//! user; the first states the old fact and an unrelated one that must survive. Later turns
+//! never repeat an old value, so a live memory that holds one (a stale term) can only be
+//! the old memory kept, or merged into a text that states both. `tuned` is the half
+//! memlane's reconciliation was developed on; `untuned` is never tuned on.
+//!
+//! A case **ends consistent** when no live memory holds a stale term and every labelled
+//! fact is stated. A fact is **lost** when no live memory states it without a stale term.
+//! Marks in the listing: `+` states a fact, `~` stale, `-` states no labelled fact.
+
+#[path = "eval_extraction/cases.rs"]
+mod cases;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cases::{is_right, is_stale, states, Case, Kind};
+use memlane::record::HistoryEvent;
+use memlane::{Llm, LocalLlm, Memory, Message, OpenAiConfig, OpenAiLlm};
+
+/// The two halves of the set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Half {
+    Tuned,
+    Untuned,
+}
+
+impl Half {
+    fn name(self) -> &'static str {
+        match self {
+            Half::Tuned => "tuned",
+            Half::Untuned => "untuned",
+        }
+    }
+
+    fn cases(self) -> Vec<Case> {
+        cases::load(&format!("contradictions_{}.json", self.name()))
+    }
+}
+
+/// How one case ended.
+#[derive(Debug, Default, Clone, Copy)]
+struct Outcome {
+    cases: usize,
+    consistent: usize,
+    facts: usize,
+    lost: usize,
+}
+
+impl Outcome {
+    fn of(kept: &[String], case: &Case) -> Outcome {
+        let lost = case
+            .facts
+            .iter()
+            .filter(|f| {
+                !kept
+                    .iter()
+                    .any(|m| is_right(m, std::slice::from_ref(*f), &case.stale))
+            })
+            .count();
+        let stale = kept.iter().any(|m| is_stale(m, &case.stale));
+        Outcome {
+            cases: 1,
+            consistent: usize::from(!stale && lost == 0),
+            facts: case.facts.len(),
+            lost,
+        }
+    }
+
+    fn add(&mut self, other: Outcome) {
+        self.cases += other.cases;
+        self.consistent += other.consistent;
+        self.facts += other.facts;
+        self.lost += other.lost;
+    }
+
+    fn row(&self, name: &str) -> String {
+        let pct = |a: usize, b: usize| {
+            if b == 0 {
+                "n/a".to_string()
+            } else {
+                format!("{:.1}", 100.0 * a as f64 / b as f64)
+            }
+        };
+        format!(
+            "| {name} | {} | {} | {} | {} |",
+            self.cases,
+            pct(self.consistent, self.cases),
+            self.facts,
+            pct(self.lost, self.facts)
+        )
+    }
+}
+
+/// The language model: an OpenAI-compatible server when one is configured, else the local
+/// one (returned apart too, for its counters).
+fn language_model() -> memlane::Result<(Arc<dyn Llm>, Option<LocalLlm>, String)> {
+    let configured = ["OPENAI_API_KEY", "OPENAI_BASE_URL"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()));
+    if configured {
+        let model = std::env::var("MEMLANE_LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
+        let llm = OpenAiLlm::new(OpenAiConfig::from_env(model.clone()))?;
+        return Ok((
+            Arc::new(llm),
+            None,
+            format!("{model} over the OpenAI protocol"),
+        ));
+    }
+    let local = LocalLlm::load_default()?;
+    Ok((
+        Arc::new(local.clone()),
+        Some(local),
+        "local Qwen2.5 1.5B (Q4_K_M)".into(),
+    ))
+}
+
+/// Runs one case for its own user: the time of each add, and what the store kept.
+async fn run(
+    memory: &Memory,
+    half: Half,
+    case: &Case,
+) -> memlane::Result<(Vec<Duration>, usize, Vec<String>)> {
+    let user = format!("contradictions-{}-{}", half.name(), case.id);
+    let mut times = Vec::new();
+    let mut failed = 0;
+    for turn in &case.turns {
+        let messages: Vec<Message> = turn
+            .messages
+            .iter()
+            .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
+            .collect();
+        let started = Instant::now();
+        let added = memory
+            .add(messages)
+            .user(user.as_str())
+            .timestamp(turn.at)
+            .await;
+        times.push(started.elapsed());
+        // A failed add stores nothing; the case goes on, and ends as the store stands.
+        let added = match added {
+            Ok(added) => added,
+            Err(e) => {
+                println!("    FAILED {e}");
+                failed += 1;
+                continue;
+            }
+        };
+        for m in &added.results {
+            match (m.event, &m.previous_memory) {
+                (HistoryEvent::Add, _) | (_, None) => {
+                    println!("    {:<6} {}", m.event.as_str(), m.memory)
+                }
+                (_, Some(before)) => {
+                    println!("    {:<6} {} (was: {before})", m.event.as_str(), m.memory)
+                }
+            }
+        }
+    }
+    let kept = memory
+        .list()
+        .user(user.as_str())
+        .page_size(100)
+        .await?
+        .results
+        .into_iter()
+        .map(|r| r.memory)
+        .collect();
+    Ok((times, failed, kept))
+}
+
+fn p50(times: &mut [Duration]) -> f64 {
+    if times.is_empty() {
+        return 0.0;
+    }
+    times.sort();
+    times[times.len() / 2].as_secs_f64()
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> memlane::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let only: Option<Vec<String>> =
+        value("--only").map(|ids| ids.split(',').map(str::to_string).collect());
+    let halves = match value("--set").as_deref() {
+        Some("tuned") => vec![Half::Tuned],
+        Some("untuned") => vec![Half::Untuned],
+        None => vec![Half::Tuned, Half::Untuned],
+        Some(other) => {
+            return Err(memlane::Error::invalid(format!(
+                "--set takes tuned or untuned, not {other}"
+            )))
+        }
+    };
+
+    let dir = std::env::temp_dir().join(format!(
+        "memlane-eval-contradictions-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| memlane::Error::storage("cannot create a temp dir", e))?;
+    let (llm, local, name) = language_model()?;
+    println!("language model: {name}; store {}\n", dir.display());
+    let memory = Memory::builder()
+        .path(dir.join("eval.db"))
+        .llm(llm)
+        .build()
+        .await?;
+
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    let mut add_times = Vec::new();
+    let mut failures = 0;
+    for half in halves {
+        let cases: Vec<Case> = half
+            .cases()
+            .into_iter()
+            .filter(|c| only.as_ref().is_none_or(|ids| ids.contains(&c.id)))
+            .collect();
+        println!("## {} ({} cases)\n", half.name(), cases.len());
+        let (mut superseded, mut compatible) = (Outcome::default(), Outcome::default());
+        for case in &cases {
+            println!("{} ({:?})", case.id, case.kind);
+            let (times, failed, kept) = run(&memory, half, case).await?;
+            failures += failed;
+            let outcome = Outcome::of(&kept, case);
+            if case.kind == Kind::Compatible {
+                compatible.add(outcome);
+            } else {
+                superseded.add(outcome);
+            }
+            println!(
+                "  {}: {}/{} facts lost ({:.0} s)",
+                if outcome.consistent == 1 {
+                    "consistent"
+                } else {
+                    "INCONSISTENT"
+                },
+                outcome.lost,
+                outcome.facts,
+                times.iter().map(Duration::as_secs_f64).sum::<f64>()
+            );
+            for m in &kept {
+                let mark = if is_stale(m, &case.stale) {
+                    "~"
+                } else if case.facts.iter().any(|f| states(m, f)) {
+                    "+"
+                } else {
+                    "-"
+                };
+                println!("    {mark} {m}");
+            }
+            add_times.extend(times);
+        }
+        let mut all = superseded;
+        all.add(compatible);
+        rows.push((half, superseded, compatible, all));
+        println!();
+    }
+
+    println!("| half | cases | consistent % | facts | facts lost % |\n|---|---|---|---|---|");
+    for (half, superseded, compatible, all) in &rows {
+        let name = half.name();
+        println!("{}", superseded.row(&format!("{name}: superseded")));
+        println!("{}", compatible.row(&format!("{name}: compatible")));
+        println!("{}", all.row(&format!("**{name}: all**")));
+    }
+    println!(
+        "\n{} adds ({failures} failed), p50 {:.1} s per add; {:.0} s in all",
+        add_times.len(),
+        p50(&mut add_times),
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(local) = local {
+        let s = local.stats();
+        println!(
+            "local model: {} calls, {} prompt tokens ({} reused), {} tokens written",
+            s.calls, s.prompt_tokens, s.reused_tokens, s.written_tokens
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
