@@ -148,6 +148,72 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
     );
 }
 
+/// Cases of the contradiction set (`examples/eval_contradictions.rs`, its tuned half) that
+/// the suite runs through the real model: a superseded fact and compatible facts, short
+/// ones. The evaluation itself runs every case, by hand.
+const CONTRADICTIONS_IN_SUITE: [&str; 2] = ["age-fix-en", "segunda-mascota-es"];
+
+/// `add` with inference keeps a user's memories consistent through the real model,
+/// embedder, index and SQLite file: a fact that supersedes a memory replaces it (the old
+/// value is gone, and the memory's history keeps it), and compatible facts both stay.
+#[tokio::test]
+async fn contradiction_cases_end_consistent_and_keep_every_fact() {
+    let cases: Vec<cases::Case> = cases::load("contradictions_tuned.json")
+        .into_iter()
+        .filter(|c| CONTRADICTIONS_IN_SUITE.contains(&c.id.as_str()))
+        .collect();
+    assert_eq!(cases.len(), CONTRADICTIONS_IN_SUITE.len());
+    let dir = tempfile::tempdir().unwrap();
+    let memory = memory(&dir).await;
+    let mut replaced = 0;
+    for case in &cases {
+        for turn in &case.turns {
+            let messages: Vec<Message> = turn
+                .messages
+                .iter()
+                .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
+                .collect();
+            let out = memory
+                .add(messages)
+                .user(case.id.as_str())
+                .timestamp(turn.at)
+                .await
+                .unwrap();
+            for m in out.results.iter().filter(|m| m.previous_memory.is_some()) {
+                let history = memory.history(m.id).await.unwrap();
+                assert_eq!(history.last().unwrap().old_memory, m.previous_memory);
+                replaced += 1;
+            }
+        }
+        let kept: Vec<String> = memory
+            .list()
+            .user(case.id.as_str())
+            .await
+            .unwrap()
+            .results
+            .into_iter()
+            .map(|r| r.memory)
+            .collect();
+        assert!(
+            kept.iter().all(|m| !cases::is_stale(m, &case.stale)),
+            "{}: an old value is still stored: {kept:?}",
+            case.id
+        );
+        for fact in &case.facts {
+            assert!(
+                kept.iter()
+                    .any(|m| cases::is_right(m, std::slice::from_ref(fact), &case.stale)),
+                "{}: {fact:?} was lost: {kept:?}",
+                case.id
+            );
+        }
+    }
+    assert!(
+        replaced >= 1,
+        "the superseded memory was replaced, not deleted"
+    );
+}
+
 /// A model of the test's own: its counters see only the test's calls.
 fn private_llm() -> LocalLlm {
     LocalLlm::from_gguf(LocalLlm::default_path(), "qwen2.5-private").unwrap()
