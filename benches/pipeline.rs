@@ -133,12 +133,15 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// A model that answers at once: three new facts per extraction, no memory outdated.
+/// A model that answers at once: three new facts per extraction, ADD for every fact.
 fn instant_model() -> ScriptedLlm {
     let counter = Arc::new(AtomicU64::new(0));
     ScriptedLlm::from_fn(move |request: &ChatRequest| {
-        if request.messages[1].content.starts_with("Memories:\n") {
-            return Ok(json!({"outdated": [], "same": null}).to_string());
+        if request.messages[0].content.contains("memory store current") {
+            return Ok(json!({"decisions": [
+                {"fact": 0, "event": "ADD"}, {"fact": 1, "event": "ADD"}, {"fact": 2, "event": "ADD"}
+            ]})
+            .to_string());
         }
         let n = counter.fetch_add(1, Ordering::Relaxed);
         let facts: Vec<_> = (0..3)
@@ -172,8 +175,7 @@ fn pipeline(c: &mut Criterion) {
         }
     };
 
-    // The model's own time: the scripted calls of one add (an extraction and three
-    // comparisons), alone.
+    // The model's own time: the two scripted calls of one add, alone.
     let calls = rt.block_on(async {
         let started = Instant::now();
         for _ in 0..TIMED {
@@ -184,15 +186,13 @@ fn pipeline(c: &mut Criterion) {
                 ]))
                 .await
                 .unwrap();
-            for _ in 0..3 {
-                model
-                    .chat(ChatRequest::new(vec![
-                        Message::new("system", "Compare"),
-                        Message::user("Memories:\n0: x\nNew fact: y"),
-                    ]))
-                    .await
-                    .unwrap();
-            }
+            model
+                .chat(ChatRequest::new(vec![
+                    Message::new("system", "You keep a memory store current"),
+                    Message::user("x"),
+                ]))
+                .await
+                .unwrap();
         }
         started.elapsed() / TIMED as u32
     });

@@ -3,12 +3,12 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use super::{check_facts, check_verdict, clean_facts, dates, Digest, Facts, Verdict};
+use super::{check_decisions, check_facts, clean_facts, dates, Decisions, Digest, Facts};
 use crate::config::ProjectConfig;
 use crate::llm::parse::recover_json;
 
 /// Runs every parser of model replies on `reply`: fact extraction (recovery, checks, tidying
-/// and date annotation), comparison verdicts, and the `extract` digest.
+/// and date annotation), reconciliation decisions, and the `extract` digest.
 pub fn model_reply(reply: &str) {
     let at: DateTime<Utc> = Utc
         .with_ymd_and_hms(2026, 3, 4, 10, 0, 0)
@@ -22,8 +22,8 @@ pub fn model_reply(reply: &str) {
             }
         }
     }
-    if let Ok(verdict) = recover_json::<Verdict>(reply) {
-        let _ = check_verdict(&verdict, 3);
+    if let Ok(parsed) = recover_json::<Decisions>(reply) {
+        let _ = check_decisions(&parsed.decisions, 3, 3);
     }
     let _ = recover_json::<Digest>(reply);
     relative_dates(reply, at);

@@ -1,5 +1,5 @@
 //! What memlane asks a language model, and how it reads the answers: fact extraction,
-//! the comparison of a new fact with existing memories, a structured digest, and merging.
+//! reconciliation with existing memories, a structured digest, and merging.
 //!
 //! Every answer is JSON read into the structs below and checked by a `validate` function;
 //! a broken rule is sent back to the model once (see [`chat_json`]).
@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Label, DEFAULT_LABELS};
 use crate::error::Result;
 use crate::limits;
-use crate::llm::{chat_json, ChatRequest, Llm, Parsed};
+use crate::llm::{chat_json, Llm, Parsed};
 use crate::record::Message;
 
 pub(crate) mod dates;
@@ -21,6 +21,8 @@ pub(crate) mod fuzz;
 pub(crate) const MAX_FACTS: usize = 50;
 /// Token budget of an extraction reply.
 const EXTRACT_TOKENS: u32 = 768;
+/// Token budget of a reconciliation reply.
+const RECONCILE_TOKENS: u32 = 768;
 
 /// One fact as the model states it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -186,7 +188,7 @@ fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {
     out
 }
 
-/// What happens to one new fact, as the plan of an add states it.
+/// What to do with one new fact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub(crate) enum Event {
@@ -196,8 +198,8 @@ pub(crate) enum Event {
     None,
 }
 
-/// One decision about a new fact: `fact` and `memory` are indexes into the facts asked
-/// about and the memories shown, never real ids.
+/// One decision of the reconciliation, as the model states it. `fact` and `memory` are the
+/// small integers of the prompt, never real ids, so the model cannot invent an id.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(crate) struct Decision {
     pub(crate) fact: usize,
@@ -208,198 +210,102 @@ pub(crate) struct Decision {
     pub(crate) text: Option<String>,
 }
 
-/// The model's answer about one new fact and the memories it was compared with, numbered
-/// as the prompt numbered them.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub(crate) struct Verdict {
-    /// Memories the fact changes or corrects: no longer true.
-    #[serde(default)]
-    pub(crate) outdated: Vec<usize>,
-    /// A memory that already says what the fact says.
-    #[serde(default)]
-    pub(crate) same: Option<usize>,
+#[derive(Debug, Deserialize)]
+struct Decisions {
+    decisions: Vec<Decision>,
 }
 
-/// Token budget of a verdict (`{"outdated": [0, 1], "same": null}` is 16 tokens).
-const VERDICT_TOKENS: u32 = 48;
+/// An existing memory as the reconciliation sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Existing {
+    pub(crate) text: String,
+    pub(crate) immutable: bool,
+}
 
-/// The instructions of [`compare`]. They carry no date and nothing of the call, so a local
-/// model reads them once and starts every later comparison from them (its prefix cache).
-/// The examples are made up for this prompt: none is a case of memlane's evaluations.
-const COMPARE_SYSTEM: &str = "You keep what is remembered about a person current. You get \
-the memories stored about them, numbered, and one new fact about them.\n\
-A memory is outdated when the new fact changes or corrects it: the same thing (where they \
-live, their job or employer, their partner, their age, a date, a time, a name, a favourite, a \
-diet, their car or phone) now has another value. A memory is not outdated when both can be \
-true: a visit or a trip elsewhere, another hobby, child, pet, sibling or language, a job on the \
-side. A memory about another subject is never outdated: most new facts outdate nothing.\n\
-same: the memory that already says everything the new fact says, or null.\n\
-Reply with JSON only: {\"outdated\": [numbers], \"same\": number or null}\n\
-\n\
-Memories:\n0: Lives in Rome\n1: Has a dog named Max\nNew fact: Moved to Milan in May\n\
-{\"outdated\": [0], \"same\": null}\n\
-\n\
-Memories:\n0: Works as a teacher in Oslo\n1: Plays tennis on Sundays\nNew fact: Is in Paris \
-for a conference this week\n\
-{\"outdated\": [], \"same\": null}\n\
-\n\
-Memories:\n0: Mi hermano se llama Pablo\nNew fact: Mi hermana Lucía empieza la universidad\n\
-{\"outdated\": [], \"same\": null}\n\
-\n\
-Memories:\n0: Takes piano lessons on Tuesdays\n1: Is allergic to dogs\nNew fact: It is raining \
-today\n\
-{\"outdated\": [], \"same\": null}\n\
-\n\
-Memories:\n0: Le rendez-vous chez le dentiste est vendredi\n1: Aime le jazz\nNew fact: Le \
-rendez-vous chez le dentiste est lundi\n\
-{\"outdated\": [0], \"same\": null}\n\
-\n\
-Memories:\n0: Drinks coffee every morning\nNew fact: Has a coffee each morning\n\
-{\"outdated\": [], \"same\": 0}";
-
-/// Asks whether one new fact makes any of `memories` out of date, or repeats one.
-pub(crate) async fn compare(
+/// Decides, for each new fact, whether it adds to, updates, contradicts or repeats the
+/// existing memories.
+pub(crate) async fn reconcile(
     llm: &dyn Llm,
-    fact: &str,
-    memories: &[String],
-) -> Result<Parsed<Verdict>> {
-    let mut prompt = String::from("Memories:\n");
-    for (i, m) in memories.iter().enumerate() {
-        // One line per memory: a line break inside one would read as the next.
-        prompt.push_str(&format!("{i}: {}\n", m.replace(['\n', '\r'], " ")));
-    }
-    prompt.push_str("New fact: ");
-    prompt.push_str(&fact.replace(['\n', '\r'], " "));
-    chat_json::<Verdict, _>(
+    facts: &[String],
+    existing: &[Existing],
+    at: DateTime<Utc>,
+) -> Result<Parsed<Vec<Decision>>> {
+    let system = format!(
+        "You keep a memory store current (today: {date}). For each new fact pick one event:\n\
+ADD: new information. UPDATE: same subject as memory `memory`, with more or newer detail; \
+`text` is that memory as true now, in the fact's language: the new detail replaces what it \
+changes. DELETE: contradicts memory `memory`, which is no \
+longer true (the fact is stored as well). NONE: memory `memory` already says it.\n\
+Never UPDATE or DELETE a memory marked \"fixed\".\n\
+Reply with JSON only: {{\"decisions\": [{{\"fact\": 0, \"event\": \"UPDATE\", \
+\"memory\": 1, \"text\": \"...\"}}]}}, one decision per new fact.",
+        date = today(at)
+    );
+    let memories: Vec<serde_json::Value> = existing
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            if e.immutable {
+                serde_json::json!({"memory": i, "text": e.text, "fixed": true})
+            } else {
+                serde_json::json!({"memory": i, "text": e.text})
+            }
+        })
+        .collect();
+    let new: Vec<serde_json::Value> = facts
+        .iter()
+        .enumerate()
+        .map(|(i, f)| serde_json::json!({"fact": i, "text": f}))
+        .collect();
+    let prompt = format!(
+        "Existing memories:\n{}\n\nNew facts:\n{}",
+        serde_json::Value::Array(memories),
+        serde_json::Value::Array(new)
+    );
+    chat_json::<Decisions, _>(
         llm,
-        vec![
-            Message::new("system", COMPARE_SYSTEM),
-            Message::user(prompt),
-        ],
-        VERDICT_TOKENS,
-        |v| check_verdict(v, memories.len()),
+        vec![Message::new("system", system), Message::user(prompt)],
+        RECONCILE_TOKENS,
+        |d| check_decisions(&d.decisions, facts.len(), existing.len()),
     )
     .await
-}
-
-/// The instructions of [`still_true`]: fixed, like [`COMPARE_SYSTEM`], with examples made
-/// up for this prompt. The question is put so that "yes" keeps the memory: a small model
-/// leans to "yes", and a contradiction kept costs less than a fact lost.
-const STILL_TRUE_SYSTEM: &str = "You get what is remembered about a person and a new fact \
-about them. Answer whether the memory is still true once the new fact is known. It is not \
-when the new fact gives the same thing another value: another home, job, employer, \
-partner, age, day, time, date, name or favourite. It is when the new fact is about \
-something else or adds to it: a visit or a trip, another hobby, relative, child, pet or \
-language, a job on the side.\n\
-Reply with JSON only: {\"still_true\": true} or {\"still_true\": false}\n\
-\n\
-Memory: Lives in Rome\nNew fact: Moved to Milan in May\n{\"still_true\": false}\n\
-\n\
-Memory: Mi hermano se llama Pablo\nNew fact: Mi hermana Lucía se ha prometido\n\
-{\"still_true\": true}\n\
-\n\
-Memory: Le rendez-vous chez le dentiste est vendredi\nNew fact: Le rendez-vous chez le \
-dentiste est lundi\n{\"still_true\": false}\n\
-\n\
-Memory: Is learning the violin\nNew fact: Is in Paris for a conference this week\n\
-{\"still_true\": true}\n\
-\n\
-Memory: Has a cat named Leo\nNew fact: Adopted a parrot called Kiwi\n{\"still_true\": true}\n\
-\n\
-Memory: Is 52 years old\nNew fact: Is actually 25 years old\n{\"still_true\": false}\n\
-\n\
-Memory: Plays chess on Sundays\nNew fact: It is raining today\n{\"still_true\": true}";
-
-#[derive(Debug, Deserialize)]
-struct StillTrue {
-    still_true: bool,
-}
-
-/// Asks whether a memory the comparison called outdated is in fact still true beside the
-/// new fact: one pair, one narrow question, which a small model answers better than it
-/// picks from a list (it tends to call the first memory listed outdated).
-pub(crate) async fn still_true(llm: &dyn Llm, memory: &str, fact: &str) -> Result<Parsed<bool>> {
-    let one_line = |t: &str| t.replace(['\n', '\r'], " ");
-    let prompt = format!("Memory: {}\nNew fact: {}", one_line(memory), one_line(fact));
-    let parsed = chat_json::<StillTrue, _>(
-        llm,
-        vec![
-            Message::new("system", STILL_TRUE_SYSTEM),
-            Message::user(prompt),
-        ],
-        VERDICT_TOKENS,
-        |_| Ok(()),
-    )
-    .await?;
-    Ok(Parsed {
-        value: parsed.value.still_true,
-        usage: parsed.usage,
-        model: parsed.model,
+    .map(|p| Parsed {
+        value: p.value.decisions,
+        usage: p.usage,
+        model: p.model,
     })
 }
 
-/// The instructions of [`replaces`]: the same judgement as [`still_true`]'s, asked the
-/// other way round. The local model errs differently on the two (probed on the tuned half
-/// of the contradiction set: each alone got 10 of 14 pairs right, in different places), so
-/// a memory is replaced only when both say so.
-const REPLACES_SYSTEM: &str = "Does the new fact about a person replace the old one, so that \
-the old one is no longer true? Both are about the same person, whether they say I or name \
-them. Yes only when both are about the same thing and give it \
-different values (another home, job, employer, partner, age, day, time, date, name or \
-favourite). No when the new fact is about something else or adds to it (a visit, a trip, \
-another hobby, relative, child, pet, language or dish).\n\
-Answer yes or no.\n\
-\n\
-Old: Anna lives in Oslo\nNew: I moved to Bergen last year (2025)\nyes\n\
-\n\
-Old: Mi hermano se llama Pablo\nNew: Mi hermana Lucía se ha prometido\nno\n\
-\n\
-Old: Le rendez-vous chez le dentiste est vendredi\nNew: Le rendez-vous chez le dentiste \
-est lundi\nyes\n\
-\n\
-Old: Sofia has a cat named Leo\nNew: I adopted a parrot called Kiwi\nno\n\
-\n\
-Old: Is 52 years old\nNew: Is actually 25 years old\nyes\n\
-\n\
-Old: Plays chess on Sundays\nNew: It is raining today\nno";
-
-/// Asks whether a new fact replaces a memory: `true` only for an answer that starts with
-/// "yes" (an answer that is neither keeps the memory: a contradiction kept costs less
-/// than a fact lost).
-pub(crate) async fn replaces(llm: &dyn Llm, memory: &str, fact: &str) -> Result<Parsed<bool>> {
-    let one_line = |t: &str| t.replace(['\n', '\r'], " ");
-    let prompt = format!("Old: {}\nNew: {}", one_line(memory), one_line(fact));
-    let reply = llm
-        .chat(
-            ChatRequest::new(vec![
-                Message::new("system", REPLACES_SYSTEM),
-                Message::user(prompt),
-            ])
-            .max_tokens(2),
-        )
-        .await?;
-    let answer = reply.text.trim_start().to_lowercase();
-    Ok(Parsed {
-        value: answer.starts_with("yes"),
-        usage: reply.usage,
-        model: reply.model,
-    })
-}
-
-fn check_verdict(verdict: &Verdict, memories: usize) -> std::result::Result<(), String> {
-    let last = memories.saturating_sub(1);
-    for &m in verdict.outdated.iter().chain(&verdict.same) {
-        if m >= memories {
+fn check_decisions(
+    decisions: &[Decision],
+    facts: usize,
+    memories: usize,
+) -> std::result::Result<(), String> {
+    for d in decisions {
+        if d.fact >= facts {
             return Err(format!(
-                "memory {m} does not exist; the memories are numbered 0 to {last}"
+                "fact {} does not exist; the new facts are numbered 0 to {}",
+                d.fact,
+                facts.saturating_sub(1)
             ));
         }
-    }
-    if let Some(same) = verdict.same {
-        if verdict.outdated.contains(&same) {
-            return Err(format!(
-                "memory {same} cannot both say the same as the new fact and be outdated by it"
-            ));
+        match (d.event, d.memory) {
+            (Event::Update | Event::Delete, None) => {
+                return Err(format!(
+                    "the {:?} of fact {} names no memory",
+                    d.event, d.fact
+                ))
+            }
+            (_, Some(m)) if m >= memories => {
+                return Err(format!(
+                    "memory {m} does not exist; the existing memories are numbered 0 to {}",
+                    memories.saturating_sub(1)
+                ))
+            }
+            _ => {}
+        }
+        if d.event == Event::Update && d.text.as_deref().is_none_or(|t| t.trim().is_empty()) {
+            return Err(format!("the UPDATE of fact {} has no text", d.fact));
         }
     }
     Ok(())
@@ -543,36 +449,27 @@ mod tests {
     }
 
     #[test]
-    fn a_verdict_must_name_memories_that_were_shown() {
-        let v = |outdated: &[usize], same: Option<usize>| Verdict {
-            outdated: outdated.to_vec(),
-            same,
+    fn decisions_must_name_real_facts_and_memories() {
+        let d = |fact, event, memory, text: Option<&str>| Decision {
+            fact,
+            event,
+            memory,
+            text: text.map(str::to_owned),
         };
-        assert!(check_verdict(&v(&[], None), 0).is_ok());
-        assert!(check_verdict(&v(&[0, 1], None), 2).is_ok());
-        assert!(check_verdict(&v(&[1], Some(0)), 2).is_ok());
-        assert!(check_verdict(&v(&[2], None), 2)
+        assert!(check_decisions(&[d(0, Event::Add, None, None)], 1, 0).is_ok());
+        assert!(check_decisions(&[d(1, Event::Add, None, None)], 1, 0)
             .unwrap_err()
-            .contains("memory 2 does not exist; the memories are numbered 0 to 1"));
-        assert!(check_verdict(&v(&[], Some(3)), 2)
+            .contains("fact 1 does not exist"));
+        assert!(check_decisions(&[d(0, Event::Delete, None, None)], 1, 1)
+            .unwrap_err()
+            .contains("names no memory"));
+        assert!(check_decisions(&[d(0, Event::None, Some(3), None)], 1, 1)
             .unwrap_err()
             .contains("memory 3 does not exist"));
-        assert!(check_verdict(&v(&[0], Some(0)), 2)
-            .unwrap_err()
-            .contains("cannot both"));
-    }
-
-    #[tokio::test]
-    async fn a_comparison_lists_the_memories_one_per_line_after_fixed_instructions() {
-        let llm = ScriptedLlm::new([r#"{"outdated": [1], "same": null}"#]);
-        let memories = vec!["Lives in Oslo".to_string(), "Works\nat Acme".to_string()];
-        let verdict = compare(&llm, "Joined Globex", &memories).await.unwrap();
-        assert_eq!(verdict.value.outdated, vec![1]);
-        let request = &llm.requests()[0];
-        assert_eq!(request.messages[0].content, COMPARE_SYSTEM);
-        assert_eq!(
-            request.messages[1].content,
-            "Memories:\n0: Lives in Oslo\n1: Works at Acme\nNew fact: Joined Globex"
+        assert!(
+            check_decisions(&[d(0, Event::Update, Some(0), Some(" "))], 1, 1)
+                .unwrap_err()
+                .contains("no text")
         );
     }
 }

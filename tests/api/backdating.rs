@@ -160,16 +160,12 @@ async fn reconciliation_never_lets_an_older_fact_replace_a_newer_memory() {
     let llm = Arc::new(ScriptedLlm::new([
         // Today: Ann lives in Valencia.
         facts(&["Ann lives in Valencia"]),
-        // An imported chat from 2019 says Madrid; the model calls the memory outdated.
+        // An imported chat from 2019 says Madrid; the model calls it a contradiction.
         facts(&["Ann lives in Madrid"]),
-        json!({"outdated": [0], "same": null}).to_string(),
-        json!({"still_true": false}).to_string(),
-        "yes".to_string(),
+        json!({"decisions": [{"fact": 0, "event": "DELETE", "memory": 0}]}).to_string(),
         // The same contradiction from a conversation after the memory does replace it.
         facts(&["Ann lives in Lisbon"]),
-        json!({"outdated": [0], "same": null}).to_string(),
-        json!({"still_true": false}).to_string(),
-        "yes".to_string(),
+        json!({"decisions": [{"fact": 0, "event": "DELETE", "memory": 0}]}).to_string(),
     ]));
     let memory = open_with_llm(&dir.path().join("m.db"), 256, Some(llm as Arc<dyn Llm>)).await;
     memory.add("I live in Valencia").user("ann").await.unwrap();

@@ -112,14 +112,14 @@ async fn small_talk_stores_nothing_and_costs_nothing() {
 }
 
 #[tokio::test]
-async fn a_fact_that_outdates_a_memory_replaces_it_under_the_same_id_with_its_history() {
+async fn an_update_keeps_the_id_and_records_its_input() {
     let dir = tempfile::tempdir().unwrap();
     let llm = ScriptedLlm::new([
         facts(&["Alice lives in Lisbon"]),
-        facts(&["Alice moved to Porto"]),
-        json!({"outdated": [0], "same": null}).to_string(),
-        json!({"still_true": false}).to_string(),
-        "yes".to_string(),
+        facts(&["Alice lives in Lisbon, in the Alfama district"]),
+        json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 0,
+                              "text": "Alice lives in the Alfama district of Lisbon"}]})
+        .to_string(),
     ]);
     let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
     let id = memory
@@ -129,146 +129,79 @@ async fn a_fact_that_outdates_a_memory_replaces_it_under_the_same_id_with_its_hi
         .unwrap()
         .results[0]
         .id;
-    let input = vec![Message::user("I moved to Porto last month")];
+    let input = vec![Message::user("I'm in Alfama, actually")];
     let out = memory.add(input.clone()).user("alice").await.unwrap();
     assert_eq!(out.results.len(), 1);
     let updated = &out.results[0];
     assert_eq!(updated.event, HistoryEvent::Update);
     assert_eq!(updated.id, id);
-    assert_eq!(updated.memory, "Alice moved to Porto");
+    assert_eq!(
+        updated.memory,
+        "Alice lives in the Alfama district of Lisbon"
+    );
     assert_eq!(
         updated.previous_memory.as_deref(),
         Some("Alice lives in Lisbon")
     );
     assert_eq!(out.credits_used, 1);
-    assert_eq!(live(&memory, "alice").await, vec!["Alice moved to Porto"]);
+    assert_eq!(
+        live(&memory, "alice").await,
+        vec!["Alice lives in the Alfama district of Lisbon"]
+    );
     let history = memory.history(id).await.unwrap();
     assert_eq!(history.len(), 2);
     assert_eq!(history[1].event, HistoryEvent::Update);
-    assert_eq!(
-        history[1].old_memory.as_deref(),
-        Some("Alice lives in Lisbon")
-    );
     assert_eq!(history[1].input, input);
-    // The model saw the memory numbered, never its real id, and the fact apart.
+    // The model saw numbered memories, never real ids.
     let prompt = &llm.requests()[2].messages[1].content;
-    assert_eq!(
-        prompt,
-        "Memories:\n0: Alice lives in Lisbon\nNew fact: Alice moved to Porto"
-    );
-    // The memory called outdated was then checked on its own, both ways.
-    assert_eq!(
-        llm.requests()[3].messages[1].content,
-        "Memory: Alice lives in Lisbon\nNew fact: Alice moved to Porto"
-    );
-    assert_eq!(
-        llm.requests()[4].messages[1].content,
-        "Old: Alice lives in Lisbon\nNew: Alice moved to Porto"
-    );
+    assert!(prompt.contains(r#""memory":0"#), "{prompt}");
+    assert!(!prompt.contains(&id.to_string()));
     // Search finds the new text.
-    let hits = memory.search("Porto").user("alice").await.unwrap();
+    let hits = memory.search("Alfama").user("alice").await.unwrap();
     assert_eq!(hits.results[0].record.id, id);
 }
 
 #[tokio::test]
-async fn a_memory_called_outdated_stays_unless_both_checks_say_it_goes() {
+async fn a_contradiction_deletes_the_old_memory_and_adds_the_new_fact() {
     let dir = tempfile::tempdir().unwrap();
     let llm = ScriptedLlm::new([
         facts(&["Alice lives in Lisbon"]),
-        // "Still true": the memory stays, and the second check is not asked.
-        facts(&["Alice is visiting Faro"]),
-        json!({"outdated": [0], "same": null}).to_string(),
-        json!({"still_true": true}).to_string(),
-        // "Not still true", but the fact does not replace it: it stays too.
-        facts(&["Alice's sister lives in Braga"]),
-        json!({"outdated": [0], "same": null}).to_string(),
-        json!({"still_true": false}).to_string(),
-        " No.".to_string(),
+        facts(&["Alice lives in Porto"]),
+        json!({"decisions": [{"fact": 0, "event": "DELETE", "memory": 0}]}).to_string(),
     ]);
-    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
-    memory.add("I live in Lisbon").user("alice").await.unwrap();
-    for said in ["In Faro this week!", "My sister lives in Braga"] {
-        let out = memory.add(said).user("alice").await.unwrap();
-        let events: Vec<HistoryEvent> = out.results.iter().map(|r| r.event).collect();
-        assert_eq!(events, vec![HistoryEvent::Add], "{said}");
-    }
-    assert_eq!(
-        live(&memory, "alice").await,
-        vec![
-            "Alice is visiting Faro",
-            "Alice lives in Lisbon",
-            "Alice's sister lives in Braga"
-        ]
-    );
-    assert_eq!(llm.pending(), 0, "every check was asked");
-    assert_eq!(llm.requests().len(), 8);
-}
-
-#[tokio::test]
-async fn a_fact_that_outdates_two_memories_replaces_one_and_deletes_the_other() {
-    let dir = tempfile::tempdir().unwrap();
-    // Comparisons name every memory shown that mentions Lisbon, wherever the prompt lists
-    // it; extraction replies are queued before each add.
-    let llm = ScriptedLlm::from_fn(|request| {
-        if request.messages[1].content.starts_with("Memory: ") {
-            return Ok(json!({"still_true": false}).to_string());
-        }
-        if request.messages[1].content.starts_with("Old: ") {
-            return Ok("yes".to_string());
-        }
-        let lines: Vec<&str> = request.messages[1]
-            .content
-            .lines()
-            .skip(1)
-            .take_while(|l| !l.starts_with("New fact: "))
-            .collect();
-        let lisbon: Vec<usize> = (0..lines.len())
-            .filter(|&i| lines[i].contains("Lisbon"))
-            .collect();
-        Ok(json!({"outdated": lisbon, "same": null}).to_string())
-    });
-    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
-    llm.push(facts(&[
-        "Alice lives in Lisbon",
-        "Alice rents a flat in Lisbon",
-        "Alice has a cat",
-    ]));
-    let first = memory.add("Lisbon, flat, cat").user("alice").await.unwrap();
-    let mut before: Vec<_> = first.results[..2].iter().map(|r| r.id).collect();
-    llm.push(facts(&["Alice moved to Porto"]));
+    let memory = open(&dir, Some(Arc::new(llm))).await;
+    let old = memory
+        .add("I live in Lisbon")
+        .user("alice")
+        .await
+        .unwrap()
+        .results[0]
+        .id;
     let out = memory
         .add("I moved to Porto last month")
         .user("alice")
         .await
         .unwrap();
-    let mut events: Vec<HistoryEvent> = out.results.iter().map(|r| r.event).collect();
-    events.sort_by_key(|e| e.as_str());
-    assert_eq!(events, vec![HistoryEvent::Delete, HistoryEvent::Update]);
+    let events: Vec<(HistoryEvent, &str)> = out
+        .results
+        .iter()
+        .map(|r| (r.event, r.memory.as_str()))
+        .collect();
     assert_eq!(
-        live(&memory, "alice").await,
-        vec!["Alice has a cat", "Alice moved to Porto"]
+        events,
+        vec![
+            (HistoryEvent::Add, "Alice lives in Porto"),
+            (HistoryEvent::Delete, "Alice lives in Lisbon"),
+        ]
     );
-    // One of the two keeps its id with the new text; the other is deleted, with history.
-    let id_of = |event| out.results.iter().find(|r| r.event == event).unwrap().id;
-    let (replaced, deleted) = (id_of(HistoryEvent::Update), id_of(HistoryEvent::Delete));
-    let mut after = vec![replaced, deleted];
-    before.sort();
-    after.sort();
-    assert_eq!(after, before);
-    assert_eq!(memory.get(deleted).await.unwrap_err().status(), 404);
+    assert_eq!(live(&memory, "alice").await, vec!["Alice lives in Porto"]);
+    let history = memory.history(old).await.unwrap();
+    assert_eq!(history.last().map(|h| h.event), Some(HistoryEvent::Delete));
     assert_eq!(
-        memory
-            .history(deleted)
-            .await
-            .unwrap()
-            .last()
-            .map(|h| h.event),
-        Some(HistoryEvent::Delete)
+        history.last().map(|h| h.input.clone()),
+        Some(vec![Message::user("I moved to Porto last month")])
     );
-    assert_eq!(
-        memory.get(replaced).await.unwrap().memory,
-        "Alice moved to Porto"
-    );
+    assert_eq!(memory.get(old).await.unwrap_err().status(), 404);
 }
 
 #[tokio::test]
@@ -278,9 +211,9 @@ async fn known_facts_are_not_stored_twice() {
         facts(&["Alice likes green tea"]),
         // The same text again: known without asking the model.
         facts(&["Alice likes green tea"]),
-        // A rephrasing: the model says a memory already says it.
+        // A rephrasing: the model says NONE.
         facts(&["Alice enjoys green tea"]),
-        json!({"outdated": [], "same": 0}).to_string(),
+        json!({"decisions": [{"fact": 0, "event": "NONE", "memory": 0}]}).to_string(),
     ]);
     let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
     memory.add("I like green tea").user("alice").await.unwrap();
@@ -310,27 +243,29 @@ async fn known_facts_are_not_stored_twice() {
 #[tokio::test]
 async fn immutable_memories_are_never_changed_by_inference() {
     let dir = tempfile::tempdir().unwrap();
-    // Every comparison calls the fixed memory outdated, alone or beside another memory;
-    // extraction replies are queued before each add.
-    let also = Arc::new(Mutex::new(false));
-    let both = Arc::clone(&also);
+    // Reconciliation always targets the fixed memory with the scripted event; extraction
+    // replies are queued before each add.
+    let event = Arc::new(Mutex::new("DELETE"));
+    let chosen = Arc::clone(&event);
     let llm = ScriptedLlm::from_fn(move |request| {
-        if request.messages[1].content.starts_with("Memory: ") {
-            return Ok(json!({"still_true": false}).to_string());
-        }
-        if request.messages[1].content.starts_with("Old: ") {
-            return Ok("yes".to_string());
-        }
-        let lines: Vec<&str> = request.messages[1].content.lines().skip(1).collect();
-        let fixed = lines
+        let prompt = &request.messages[1].content;
+        let list = prompt
+            .split("Existing memories:\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\nNew facts:").next())
+            .unwrap_or("[]");
+        let memories: Vec<serde_json::Value> = serde_json::from_str(list).unwrap();
+        let fixed = memories
             .iter()
-            .position(|l| l.ends_with(": Alice is allergic to peanuts"))
+            .find(|m| m.get("fixed").is_some())
+            .map(|m| m["memory"].clone())
             .unwrap();
-        let mut outdated = vec![fixed];
-        if *both.lock().unwrap() {
-            outdated.extend((0..lines.len() - 1).filter(|&i| i != fixed));
-        }
-        Ok(json!({"outdated": outdated, "same": null}).to_string())
+        let event = *chosen.lock().unwrap();
+        Ok(
+            json!({"decisions": [{"fact": 0, "event": event, "memory": fixed,
+                                 "text": "Alice is allergic to peanuts and cashews"}]})
+            .to_string(),
+        )
     });
     let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
     llm.push(facts(&["Alice is allergic to peanuts"]));
@@ -343,27 +278,19 @@ async fn immutable_memories_are_never_changed_by_inference() {
         .results[0]
         .id;
     llm.push(facts(&["Alice is no longer allergic to peanuts"]));
-    let added = memory.add("not anymore").user("alice").await.unwrap();
-    assert_eq!(added.results.len(), 1);
-    assert_eq!(added.results[0].event, HistoryEvent::Add);
-    // Outdating the fixed memory first and another one second: the other is deleted, the
-    // fixed one stays, and the fact is added.
-    *also.lock().unwrap() = true;
+    let deleted = memory.add("not anymore").user("alice").await.unwrap();
+    assert_eq!(deleted.results.len(), 1);
+    assert_eq!(deleted.results[0].event, HistoryEvent::Add);
+    *event.lock().unwrap() = "UPDATE";
     llm.push(facts(&["Alice is allergic to peanuts and cashews"]));
-    let out = memory.add("cashews too").user("alice").await.unwrap();
-    let events: Vec<HistoryEvent> = out.results.iter().map(|r| r.event).collect();
-    assert_eq!(
-        events,
-        vec![HistoryEvent::Add, HistoryEvent::Delete],
-        "{out:?}"
-    );
-    assert_ne!(out.results[0].id, fixed);
+    let updated = memory.add("cashews too").user("alice").await.unwrap();
+    assert_eq!(updated.results.len(), 1);
+    assert_eq!(updated.results[0].event, HistoryEvent::Add);
+    assert_ne!(updated.results[0].id, fixed);
     let record = memory.get(fixed).await.unwrap();
     assert_eq!(record.memory, "Alice is allergic to peanuts");
     assert_eq!(memory.history(fixed).await.unwrap().len(), 1);
-    // Three extractions, two comparisons, and the two checks of the one memory called
-    // outdated that could change (the fixed one needs none).
-    assert_eq!(llm.requests().len(), 7);
+    assert_eq!(llm.requests().len(), 5);
 }
 
 #[tokio::test]
@@ -372,8 +299,9 @@ async fn a_failed_reconciliation_stores_nothing() {
     let llm = ScriptedLlm::new([
         facts(&["Alice lives in Lisbon"]),
         facts(&["Alice lives in Porto", "Alice has a cat"]),
-        "I think memory 0 is out of date".to_string(),
-        json!({"outdated": [7], "same": null}).to_string(),
+        "I think memory 0 should be updated".to_string(),
+        json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 7, "text": "x"}]})
+            .to_string(),
     ]);
     let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
     memory.add("I live in Lisbon").user("alice").await.unwrap();
@@ -587,7 +515,7 @@ impl Llm for Interfering {
     }
 
     async fn chat(&self, request: ChatRequest) -> memlane::Result<ChatResponse> {
-        let reconciling = request.messages[1].content.starts_with("Memories:\n");
+        let reconciling = request.messages[0].content.contains("memory store current");
         let target = *self.target.lock().unwrap();
         if let (true, Some(id), Some(memory)) = (reconciling, target, self.memory.get()) {
             memory.update(id).text("Alice lives in Faro").await?;
@@ -605,10 +533,7 @@ async fn a_memory_changed_during_reconciliation_is_a_409_and_nothing_is_stored()
         script: ScriptedLlm::new([
             facts(&["Alice lives in Lisbon"]),
             facts(&["Alice lives in Lisbon, near the river", "Alice has a cat"]),
-            json!({"outdated": [0], "same": null}).to_string(),
-            json!({"outdated": [], "same": null}).to_string(),
-            json!({"still_true": false}).to_string(),
-            "yes".to_string(),
+            json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 0, "text": "Alice lives in Lisbon near the river"}]}).to_string(),
         ]),
     });
     let memory = open(&dir, Some(llm.clone())).await;

@@ -130,7 +130,7 @@ fn model_reply() -> impl Strategy<Value = String> {
         Just("{\"facts\": [".to_string()),
         Just("{\"text\": \"Flies to Oslo next Friday\", \"categories\": [\"travel\"]}".to_string()),
         Just("{\"text\": \"\", \"importance\": 11}".to_string()),
-        Just("{\"outdated\": [0, 7], \"same\": 1".to_string()),
+        Just("{\"decisions\": [{\"fact\": 0, \"event\": \"UPDATE\", \"memory\": 1, \"text\": \"x\"}".to_string()),
         Just("{\"summary\": \"s\", \"entities\": [\"Ana\"], \"tags\": [], \"key_facts\": [], \"importance\": 5}".to_string()),
         Just("```json\n".to_string()),
         Just("```".to_string()),
