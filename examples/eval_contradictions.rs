@@ -6,7 +6,8 @@
 //! `cargo run --release --example eval_contradictions` (after `scripts/fetch-models.sh`),
 //! with the local model, or any OpenAI-compatible server when `OPENAI_API_KEY` or
 //! `OPENAI_BASE_URL` is set (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
-//! `-- --set tuned|untuned` runs one half; `-- --only ID[,ID…]` some cases only.
+//! `-- --set tuned|untuned` runs one half; `-- --only ID[,ID…]` some cases only;
+//! `-- --unconstrained` lets the model write its answers freely (no schema), to compare.
 //!
 //! The cases are in `examples/data/contradictions_{tuned,untuned}.json`, in the format and
 //! with the matching rule of the extraction evaluation (`eval_extraction/cases.rs`), and
@@ -22,13 +23,15 @@
 
 #[path = "eval_extraction/cases.rs"]
 mod cases;
+#[path = "shared/eval_llm.rs"]
+mod eval_llm;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cases::{is_right, is_stale, states, Case, Kind};
+use eval_llm::{Args, Counted};
 use memlane::record::HistoryEvent;
-use memlane::{Llm, LocalLlm, Memory, Message, OpenAiConfig, OpenAiLlm};
+use memlane::Memory;
 
 /// The two halves of the set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,32 +107,10 @@ impl Outcome {
     }
 }
 
-/// The language model: an OpenAI-compatible server when one is configured, else the local
-/// one (returned apart too, for its counters).
-fn language_model() -> memlane::Result<(Arc<dyn Llm>, Option<LocalLlm>, String)> {
-    let configured = ["OPENAI_API_KEY", "OPENAI_BASE_URL"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()));
-    if configured {
-        let model = std::env::var("MEMLANE_LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
-        let llm = OpenAiLlm::new(OpenAiConfig::from_env(model.clone()))?;
-        return Ok((
-            Arc::new(llm),
-            None,
-            format!("{model} over the OpenAI protocol"),
-        ));
-    }
-    let local = LocalLlm::load_default()?;
-    Ok((
-        Arc::new(local.clone()),
-        Some(local),
-        "local Qwen2.5 1.5B (Q4_K_M)".into(),
-    ))
-}
-
 /// Runs one case for its own user: the time of each add, and what the store kept.
 async fn run(
     memory: &Memory,
+    llm: &Counted,
     half: Half,
     case: &Case,
 ) -> memlane::Result<(Vec<Duration>, usize, Vec<String>)> {
@@ -137,14 +118,9 @@ async fn run(
     let mut times = Vec::new();
     let mut failed = 0;
     for turn in &case.turns {
-        let messages: Vec<Message> = turn
-            .messages
-            .iter()
-            .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
-            .collect();
         let started = Instant::now();
         let added = memory
-            .add(messages)
+            .add(eval_llm::messages(&turn.messages))
             .user(user.as_str())
             .timestamp(turn.at)
             .await;
@@ -154,6 +130,7 @@ async fn run(
             Ok(added) => added,
             Err(e) => {
                 println!("    FAILED {e}");
+                llm.note_failure(&e);
                 failed += 1;
                 continue;
             }
@@ -191,16 +168,8 @@ fn p50(times: &mut [Duration]) -> f64 {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> memlane::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let only: Option<Vec<String>> =
-        value("--only").map(|ids| ids.split(',').map(str::to_string).collect());
-    let halves = match value("--set").as_deref() {
+    let args = Args::parse();
+    let halves = match args.set.as_deref() {
         Some("tuned") => vec![Half::Tuned],
         Some("untuned") => vec![Half::Untuned],
         None => vec![Half::Tuned, Half::Untuned],
@@ -217,11 +186,11 @@ async fn main() -> memlane::Result<()> {
     ));
     std::fs::create_dir_all(&dir)
         .map_err(|e| memlane::Error::storage("cannot create a temp dir", e))?;
-    let (llm, local, name) = language_model()?;
-    println!("language model: {name}; store {}\n", dir.display());
+    let model = eval_llm::language_model(&args)?;
+    println!("language model: {}; store {}\n", model.name, dir.display());
     let memory = Memory::builder()
         .path(dir.join("eval.db"))
-        .llm(llm)
+        .llm(model.llm.clone())
         .build()
         .await?;
 
@@ -233,13 +202,13 @@ async fn main() -> memlane::Result<()> {
         let cases: Vec<Case> = half
             .cases()
             .into_iter()
-            .filter(|c| only.as_ref().is_none_or(|ids| ids.contains(&c.id)))
+            .filter(|c| args.runs(&c.id))
             .collect();
         println!("## {} ({} cases)\n", half.name(), cases.len());
         let (mut superseded, mut compatible) = (Outcome::default(), Outcome::default());
         for case in &cases {
             println!("{} ({:?})", case.id, case.kind);
-            let (times, failed, kept) = run(&memory, half, case).await?;
+            let (times, failed, kept) = run(&memory, &model.llm, half, case).await?;
             failures += failed;
             let outcome = Outcome::of(&kept, case);
             if case.kind == Kind::Compatible {
@@ -289,11 +258,12 @@ async fn main() -> memlane::Result<()> {
         p50(&mut add_times),
         started.elapsed().as_secs_f64()
     );
-    if let Some(local) = local {
+    println!("{}", model.llm.report());
+    if let Some(local) = &model.local {
         let s = local.stats();
         println!(
-            "local model: {} calls, {} prompt tokens ({} reused), {} tokens written",
-            s.calls, s.prompt_tokens, s.reused_tokens, s.written_tokens
+            "local model: {} calls, {} prompt tokens ({} reused), {} tokens written ({} forced)",
+            s.calls, s.prompt_tokens, s.reused_tokens, s.written_tokens, s.forced_tokens
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

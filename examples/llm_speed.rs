@@ -13,7 +13,8 @@
 //!    them once, which starts each call from the longest prefix of it read before (the
 //!    prompts open with the date to the minute, so that is the whole of the instructions
 //!    only within a minute). It prints each add's p50 and its prompt tokens read, reused
-//!    and written.
+//!    and written. Both are done twice, in turns: with each answer decoded under its JSON
+//!    schema (the default) and with the model writing freely (`LocalLlm::constrained`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -66,7 +67,7 @@ fn main() -> memlane::Result<()> {
 }
 
 /// The quickstart's adds with inference, `MEMLANE_LLM_RUNS` times each on a model just
-/// loaded, then on one that has served them.
+/// loaded, then on one that has served them; constrained and free decoding in turns.
 fn adds() -> memlane::Result<()> {
     let runs: usize = std::env::var("MEMLANE_LLM_RUNS")
         .ok()
@@ -75,33 +76,52 @@ fn adds() -> memlane::Result<()> {
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|e| memlane::Error::internal(format!("no runtime: {e}")))?;
     let embedder = Arc::new(MiniLm::load_default()?);
-    let mut cold = Vec::new();
+    let modes = [(true, "constrained"), (false, "free")];
+    let mut cold = vec![Vec::new(); modes.len()];
     for _ in 0..runs {
-        let llm = LocalLlm::from_gguf(LocalLlm::default_path(), "qwen-cold")?;
-        cold.push(runtime.block_on(quickstart_adds(&llm, &embedder))?);
+        for (m, (constrained, _)) in modes.iter().enumerate() {
+            let llm = LocalLlm::from_gguf(LocalLlm::default_path(), "qwen-cold")?
+                .constrained(*constrained);
+            cold[m].push(runtime.block_on(quickstart_adds(&llm, &embedder))?);
+        }
     }
-    let llm = LocalLlm::from_gguf(LocalLlm::default_path(), "qwen-warm")?;
-    runtime.block_on(quickstart_adds(&llm, &embedder))?;
-    let mut warm = Vec::new();
+    let warm_models = modes
+        .iter()
+        .map(|(constrained, _)| {
+            let llm = LocalLlm::from_gguf(LocalLlm::default_path(), "qwen-warm")?
+                .constrained(*constrained);
+            runtime.block_on(quickstart_adds(&llm, &embedder))?;
+            Ok(llm)
+        })
+        .collect::<memlane::Result<Vec<_>>>()?;
+    let mut warm = vec![Vec::new(); modes.len()];
     for _ in 0..runs {
-        warm.push(runtime.block_on(quickstart_adds(&llm, &embedder))?);
+        for (m, llm) in warm_models.iter().enumerate() {
+            warm[m].push(runtime.block_on(quickstart_adds(llm, &embedder))?);
+        }
     }
     println!("\nthe quickstart's adds with inference, p50 of {runs} runs each:");
-    println!("| add | model | p50 | calls | prompt tokens | of which reused | written |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| add | model | decoding | p50 | calls | prompt tokens | of which reused | written | of which forced |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (i, name) in ["first chat", "the move"].iter().enumerate() {
         for (kind, samples) in [("just loaded", &cold), ("warm", &warm)] {
-            let mut times: Vec<f64> = samples.iter().map(|r| r[i].0).collect();
-            times.sort_by(f64::total_cmp);
-            let s = samples[samples.len() / 2][i].1;
-            println!(
-                "| {name} | {kind} | {:.2} s | {} | {} | {} | {} |",
-                times[times.len() / 2],
-                s.calls,
-                s.prompt_tokens,
-                s.reused_tokens,
-                s.written_tokens
-            );
+            for (m, (_, mode)) in modes.iter().enumerate() {
+                let samples = &samples[m];
+                let mut times: Vec<f64> = samples.iter().map(|r| r[i].0).collect();
+                times.sort_by(f64::total_cmp);
+                let s = samples[samples.len() / 2][i].1;
+                println!(
+                    "| {name} | {kind} | {mode} | {:.2} s | {} | {} | {} | {} | {} |",
+                    times[times.len() / 2],
+                    s.calls,
+                    s.prompt_tokens,
+                    s.reused_tokens,
+                    s.written_tokens,
+                    s.forced_tokens
+                );
+            }
         }
     }
     Ok(())
@@ -137,6 +157,7 @@ async fn quickstart_adds(llm: &LocalLlm, embedder: &Arc<MiniLm>) -> memlane::Res
         used.prompt_tokens -= before.prompt_tokens;
         used.reused_tokens -= before.reused_tokens;
         used.written_tokens -= before.written_tokens;
+        used.forced_tokens -= before.forced_tokens;
         costs.push((seconds, used));
     }
     memory.close().await?;

@@ -6,48 +6,41 @@
 //! `cargo run --release --example eval_extraction` (after `scripts/fetch-models.sh`), with
 //! the local model, or any OpenAI-compatible server when `OPENAI_API_KEY` or
 //! `OPENAI_BASE_URL` is set (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
-//! `-- --set tuned|heldout` runs one set; `-- --only ID[,ID…]` some conversations only.
+//! `-- --set tuned|heldout` runs one set; `-- --only ID[,ID…]` some conversations only;
+//! `-- --unconstrained` lets the model write its answers freely (no schema), to compare.
+//! A failed `add` is reported and the conversation goes on.
 //! Marks in the listing: `+` right, `~` stale, `-` states no fact.
 
 mod cases;
+#[path = "../shared/eval_llm.rs"]
+mod eval_llm;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use cases::{is_right, is_stale, states, Case, Kind, Score, Set};
-use memlane::{Llm, LocalLlm, Memory, Message, OpenAiConfig, OpenAiLlm};
+use eval_llm::{Args, Counted};
+use memlane::Memory;
 
-/// The language model: an OpenAI-compatible server when one is configured, else the local one.
-fn language_model() -> memlane::Result<(Arc<dyn Llm>, String)> {
-    let configured = ["OPENAI_API_KEY", "OPENAI_BASE_URL"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()));
-    if configured {
-        let model = std::env::var("MEMLANE_LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
-        let llm = OpenAiLlm::new(OpenAiConfig::from_env(model.clone()))?;
-        return Ok((Arc::new(llm), format!("{model} over the OpenAI protocol")));
-    }
-    Ok((
-        Arc::new(LocalLlm::load_default()?),
-        "local Qwen2.5 1.5B (Q4_K_M)".into(),
-    ))
-}
-
-/// Runs one conversation for its own user and returns what the store kept.
-async fn run(memory: &Memory, set: Set, case: &Case) -> memlane::Result<Vec<String>> {
+/// Runs one conversation for its own user and returns what the store kept. A failed `add`
+/// is printed; the conversation goes on.
+async fn run(
+    memory: &Memory,
+    llm: &Counted,
+    set: Set,
+    case: &Case,
+) -> memlane::Result<Vec<String>> {
     let user = format!("eval-{}-{}", set.name(), case.id);
     for turn in &case.turns {
-        let messages: Vec<Message> = turn
-            .messages
-            .iter()
-            .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
-            .collect();
-        memory
-            .add(messages)
+        let added = memory
+            .add(eval_llm::messages(&turn.messages))
             .user(user.as_str())
             .timestamp(turn.at)
-            .await?;
+            .await;
+        if let Err(e) = added {
+            println!("    FAILED {e}");
+            llm.note_failure(&e);
+        }
     }
     Ok(memory
         .list()
@@ -74,16 +67,8 @@ fn percent(x: Option<f64>) -> String {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> memlane::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let only: Option<Vec<String>> =
-        value("--only").map(|ids| ids.split(',').map(str::to_string).collect());
-    let sets: Vec<Set> = match value("--set").as_deref() {
+    let args = Args::parse();
+    let sets: Vec<Set> = match args.set.as_deref() {
         Some("tuned") => vec![Set::Tuned],
         Some("heldout") => vec![Set::HeldOut],
         None => vec![Set::Tuned, Set::HeldOut],
@@ -97,11 +82,11 @@ async fn main() -> memlane::Result<()> {
     let dir = std::env::temp_dir().join(format!("memlane-eval-extraction-{}", std::process::id()));
     std::fs::create_dir_all(&dir)
         .map_err(|e| memlane::Error::storage("cannot create a temp dir", e))?;
-    let (llm, name) = language_model()?;
-    println!("language model: {name}; store {}\n", dir.display());
+    let model = eval_llm::language_model(&args)?;
+    println!("language model: {}; store {}\n", model.name, dir.display());
     let memory = Memory::builder()
         .path(dir.join("eval.db"))
-        .llm(llm)
+        .llm(model.llm.clone())
         .build()
         .await?;
 
@@ -111,14 +96,14 @@ async fn main() -> memlane::Result<()> {
         let cases: Vec<Case> = set
             .cases()
             .into_iter()
-            .filter(|c| only.as_ref().is_none_or(|ids| ids.contains(&c.id)))
+            .filter(|c| args.runs(&c.id))
             .collect();
         println!("## {} ({} conversations)\n", set.name(), cases.len());
         let mut by_kind: BTreeMap<Kind, (usize, Score)> = BTreeMap::new();
         let mut total = Score::default();
         for case in &cases {
             let case_started = Instant::now();
-            let kept = run(&memory, set, case).await?;
+            let kept = run(&memory, &model.llm, set, case).await?;
             let score = Score::of(&kept, &case.facts, &case.stale);
             total.add(score);
             let entry = by_kind.entry(case.kind).or_default();
@@ -200,7 +185,15 @@ async fn main() -> memlane::Result<()> {
             );
         }
     }
-    println!("\n{:.0} s in all", started.elapsed().as_secs_f64());
+    println!("\n{}", model.llm.report());
+    if let Some(local) = &model.local {
+        let s = local.stats();
+        println!(
+            "local model: {} calls, {} prompt tokens ({} reused), {} tokens written ({} forced)",
+            s.calls, s.prompt_tokens, s.reused_tokens, s.written_tokens, s.forced_tokens
+        );
+    }
+    println!("{:.0} s in all", started.elapsed().as_secs_f64());
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

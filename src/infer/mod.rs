@@ -6,6 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
 use crate::config::{Label, DEFAULT_LABELS};
 use crate::error::Result;
@@ -84,6 +85,49 @@ fn label_lines(labels: &[Label]) -> String {
         .join(", ")
 }
 
+// The answers' JSON schemas. A model that can decode under a schema (the local one; the
+// OpenAI-protocol servers that take `json_schema`) is kept to them. Each forbids what the
+// reading below would reject (a reply that does not parse into the struct or breaks a
+// rule of its `check`), and not more: a reply memlane would have used is never steered
+// elsewhere. Labels the model invents, out-of-range importance and unknown keys are
+// tidied after reading, so the schemas allow them. Properties are listed in the order
+// the prompts show.
+
+/// An object with these properties, in this order, of which `required` must be present.
+fn object(properties: Value, required: &[&str]) -> Value {
+    json!({"type": "object", "properties": properties, "required": required})
+}
+
+fn strings() -> Value {
+    json!({"type": "array", "items": {"type": "string"}})
+}
+
+fn text() -> Value {
+    json!({"type": "string", "minLength": 1})
+}
+
+/// An index among `n` things (the prompts number facts and memories from 0).
+fn index(n: usize) -> Value {
+    json!({"type": "integer", "minimum": 0, "maximum": n.saturating_sub(1)})
+}
+
+/// The schema of an extraction reply (see [`check_facts`]).
+fn facts_schema() -> Value {
+    let fact = object(
+        json!({
+            "text": text(),
+            "categories": strings(),
+            "entities": strings(),
+            "importance": {"type": "integer"}
+        }),
+        &["text"],
+    );
+    object(
+        json!({"facts": {"type": "array", "items": fact, "maxItems": MAX_FACTS}}),
+        &["facts"],
+    )
+}
+
 /// Extracts the facts worth remembering from a conversation.
 pub(crate) async fn extract_facts(
     llm: &dyn Llm,
@@ -116,6 +160,7 @@ Reply with JSON only: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\
     let parsed = chat_json::<Facts, _>(
         llm,
         vec![Message::new("system", system), Message::user(prompt)],
+        facts_schema(),
         EXTRACT_TOKENS,
         |f| check_facts(&f.facts),
     )
@@ -222,6 +267,35 @@ pub(crate) struct Existing {
     pub(crate) immutable: bool,
 }
 
+/// The schema of a reconciliation reply (see [`check_decisions`]): a decision names a
+/// fact that exists; an UPDATE names a memory and gives its text; a DELETE names a
+/// memory; an ADD or NONE may name one. There are memories to name whenever memlane asks.
+fn decisions_schema(facts: usize, memories: usize) -> Value {
+    let memory = index(memories);
+    let maybe_memory = json!({"anyOf": [memory, {"type": "null"}]});
+    let maybe_text = json!({"anyOf": [{"type": "string"}, {"type": "null"}]});
+    let decision = |events: &[&str], memory: &Value, text: &Value, required: &[&str]| {
+        object(
+            json!({
+                "fact": index(facts),
+                "event": {"enum": events},
+                "memory": memory,
+                "text": text
+            }),
+            required,
+        )
+    };
+    let decisions = json!({"anyOf": [
+        decision(&["UPDATE"], &memory, &text(), &["fact", "event", "memory", "text"]),
+        decision(&["DELETE"], &memory, &maybe_text, &["fact", "event", "memory"]),
+        decision(&["ADD", "NONE"], &maybe_memory, &maybe_text, &["fact", "event"]),
+    ]});
+    object(
+        json!({"decisions": {"type": "array", "items": decisions}}),
+        &["decisions"],
+    )
+}
+
 /// Decides, for each new fact, whether it adds to, updates, contradicts or repeats the
 /// existing memories.
 pub(crate) async fn reconcile(
@@ -265,6 +339,7 @@ Reply with JSON only: {{\"decisions\": [{{\"fact\": 0, \"event\": \"UPDATE\", \
     chat_json::<Decisions, _>(
         llm,
         vec![Message::new("system", system), Message::user(prompt)],
+        decisions_schema(facts.len(), existing.len()),
         RECONCILE_TOKENS,
         |d| check_decisions(&d.decisions, facts.len(), existing.len()),
     )
@@ -351,9 +426,20 @@ Reply with JSON only: {{\"summary\": \"...\", \"entities\": [\"...\"], \"tags\":
         labels = label_lines(labels),
     );
     let prompt = transcript(messages);
+    let schema = object(
+        json!({
+            "summary": text(),
+            "entities": strings(),
+            "tags": strings(),
+            "key_facts": strings(),
+            "importance": {"type": "integer"}
+        }),
+        &["summary"],
+    );
     let mut parsed = chat_json::<Digest, _>(
         llm,
         vec![Message::new("system", system), Message::user(prompt)],
+        schema,
         EXTRACT_TOKENS,
         |d| {
             if d.summary.trim().is_empty() {
@@ -390,6 +476,7 @@ every detail of them all, in their language, as one short sentence. Reply with o
             Message::new("system", system),
             Message::user(format!("Memories:\n{list}")),
         ],
+        object(json!({"text": text()}), &["text"]),
         256,
         |m| {
             if m.text.trim().is_empty() {
@@ -446,6 +533,72 @@ mod tests {
         assert!(system.contains("Never store health data"));
         assert!(system.contains("Categories: food (what they eat and drink)"));
         assert!(request.messages[1].content.contains("user: I like tea"));
+    }
+
+    /// The answers' schemas, as the local model's token masks apply them, let through
+    /// exactly the replies memlane reads and accepts (in the prompts' layout).
+    #[cfg(feature = "local-llm")]
+    #[test]
+    fn the_schemas_let_through_exactly_the_answers_memlane_accepts() {
+        use crate::llm::grammar::tests::{accepts, bytes};
+        let grammars = bytes();
+        let mut seen = [0usize; 2];
+        let mut agree = |schema: &Value, reply: &str, read: bool| {
+            assert_eq!(accepts(&grammars, schema, reply), read, "{reply}");
+            seen[usize::from(read)] += 1;
+        };
+
+        let schema = facts_schema();
+        let read = |reply: &str| {
+            serde_json::from_str::<Facts>(reply).is_ok_and(|f| check_facts(&f.facts).is_ok())
+        };
+        let fifty = vec![r#"{"text": "x"}"#; MAX_FACTS].join(", ");
+        for reply in [
+            r#"{"facts": []}"#.to_owned(),
+            r#"{"facts": [{"text": "Likes tea", "categories": ["food", "made_up"], "entities": ["tea"], "importance": 42}]}"#.into(),
+            r#"{"facts": [{"text": "Likes tea"}, {"text": "Runs", "importance": 3}]}"#.into(),
+            r#"{"facts": [{"text": "Likes tea", "date": "2026-11-22"}]}"#.into(),
+            format!(r#"{{"facts": [{fifty}]}}"#),
+            format!(r#"{{"facts": [{fifty}, {{"text": "one too many"}}]}}"#),
+            r#"{"facts": [{"text": ""}]}"#.into(),
+            r#"{"facts": [{"categories": ["food"]}]}"#.into(),
+            r#"{"facts": [{"text": "Likes tea", "importance": 4.5}]}"#.into(),
+            r#"{"facts": [{"text": "Likes tea", "categories": null}]}"#.into(),
+            r#"{"facts": {"text": "Likes tea"}}"#.into(),
+            r#"{"fact": []}"#.into(),
+        ] {
+            agree(&schema, &reply, read(&reply));
+        }
+
+        // Two facts, three memories.
+        let schema = decisions_schema(2, 3);
+        let read = |reply: &str| {
+            serde_json::from_str::<Decisions>(reply)
+                .is_ok_and(|d| check_decisions(&d.decisions, 2, 3).is_ok())
+        };
+        for decision in [
+            r#"{"fact": 0, "event": "UPDATE", "memory": 2, "text": "a, now"}"#,
+            r#"{"fact": 1, "event": "DELETE", "memory": 0}"#,
+            r#"{"fact": 1, "event": "DELETE", "memory": 0, "text": null}"#,
+            r#"{"fact": 0, "event": "NONE", "memory": 1}"#,
+            r#"{"fact": 0, "event": "NONE"}"#,
+            r#"{"fact": 1, "event": "ADD"}"#,
+            r#"{"fact": 1, "event": "ADD", "memory": null, "text": "x"}"#,
+            r#"{"fact": 0, "event": "UPDATE", "memory": 0}"#,
+            r#"{"fact": 0, "event": "UPDATE", "memory": 0, "text": ""}"#,
+            r#"{"fact": 0, "event": "UPDATE", "memory": null, "text": "x"}"#,
+            r#"{"fact": 0, "event": "DELETE"}"#,
+            r#"{"fact": 0, "event": "NONE", "memory": 3}"#,
+            r#"{"fact": 2, "event": "ADD"}"#,
+            r#"{"fact": -1, "event": "ADD"}"#,
+            r#"{"fact": 0, "event": "MERGE", "memory": 1}"#,
+            r#"{"event": "ADD"}"#,
+        ] {
+            let reply = format!(r#"{{"decisions": [{decision}]}}"#);
+            agree(&schema, &reply, read(&reply));
+        }
+        agree(&schema, r#"{"decisions": []}"#, true);
+        assert!(seen[0] >= 12 && seen[1] >= 10, "{seen:?}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
+use super::grammar::Grammars;
 use super::prefixes::Prefixes;
 use super::qwen2::{Cache, Qwen2};
 use super::{ChatRequest, ChatResponse, Llm, Usage};
@@ -53,6 +54,12 @@ const MAX_PREFIX_TOKENS: usize = 1024;
 /// reconciliation prompts open with the date to the minute, so calls reuse them whole only
 /// within the same minute. [`stats`](Self::stats) counts the tokens reused.
 ///
+/// A request with a JSON schema ([`ChatRequest::schema`], as every memlane prompt sends) is
+/// decoded under it: at each step only the tokens that keep the reply valid can be chosen
+/// (token masks from the schema, by llguidance), so the reply always parses. The model's
+/// own choice is taken whenever the schema allows it, so a reply that would have been
+/// valid anyway is unchanged. [`constrained(false)`](Self::constrained) turns that off.
+///
 /// Dropping the future of [`chat`](Llm::chat) (or of the `add` that awaits it) stops the
 /// call before its next token, and a call still waiting for its turn never starts.
 ///
@@ -70,6 +77,7 @@ const MAX_PREFIX_TOKENS: usize = 1024;
 #[derive(Clone)]
 pub struct LocalLlm {
     inner: Arc<Inner>,
+    constrained: bool,
 }
 
 struct Inner {
@@ -78,6 +86,8 @@ struct Inner {
     /// reads and keeps the prefixes.
     turn: Mutex<Prefixes<Cache>>,
     tokenizer: Tokenizer,
+    /// Token masks for replies that must follow a JSON schema.
+    grammars: Grammars,
     stop: Vec<u32>,
     /// `<|im_end|>`: a system message ends at the first.
     end_of_message: u32,
@@ -92,6 +102,7 @@ struct Counters {
     prompt_tokens: AtomicU64,
     reused_tokens: AtomicU64,
     written_tokens: AtomicU64,
+    forced_tokens: AtomicU64,
 }
 
 /// What a [`LocalLlm`] has done since it was loaded, over all its clones: for logs and
@@ -109,6 +120,9 @@ pub struct LocalLlmStats {
     pub reused_tokens: u64,
     /// Tokens written, counted as each is written (so a call under way counts too).
     pub written_tokens: u64,
+    /// Of those, the tokens a reply's JSON schema left no choice about (parts of keys,
+    /// brackets, quotes).
+    pub forced_tokens: u64,
 }
 
 impl std::fmt::Debug for LocalLlm {
@@ -174,13 +188,16 @@ impl LocalLlm {
                 "architecture {arch:?}; LocalLlm runs qwen2 models"
             )));
         }
-        let tokenizer = tokenizer_from_gguf(&content.metadata).map_err(unavailable)?;
+        let (tokenizer, tokenizer_json) =
+            tokenizer_from_gguf(&content.metadata).map_err(unavailable)?;
         let end_of_message = tokenizer.token_to_id("<|im_end|>").ok_or_else(|| {
             unavailable("its vocabulary has no <|im_end|>: not a ChatML instruct model".into())
         })?;
         let stop: Vec<u32> = std::iter::once(end_of_message)
             .chain(tokenizer.token_to_id("<|endoftext|>"))
             .collect();
+        let grammars =
+            Grammars::new(&tokenizer_json, &tokenizer, end_of_message).map_err(unavailable)?;
         let device = Device::Cpu;
         let model = Qwen2::from_gguf(&content, &mut file, &device)
             .map_err(|e| unavailable(format!("its weights do not load ({e})")))?;
@@ -189,12 +206,23 @@ impl LocalLlm {
                 model,
                 turn: Mutex::new(Prefixes::new(PREFIXES)),
                 tokenizer,
+                grammars,
                 stop,
                 end_of_message,
                 model_id: model_id.to_owned(),
                 counters: Counters::default(),
             }),
+            constrained: true,
         })
+    }
+
+    /// Whether a reply with a JSON schema ([`ChatRequest::schema`]) is decoded under it (on
+    /// by default): at each step only the tokens that keep the reply valid for the schema
+    /// can be chosen, so it always parses. Off, the model writes freely and memlane asks
+    /// again when a reply does not parse or breaks a rule: for comparison.
+    pub fn constrained(mut self, on: bool) -> Self {
+        self.constrained = on;
+        self
     }
 
     /// The tokenizer built from the GGUF.
@@ -210,6 +238,7 @@ impl LocalLlm {
             prompt_tokens: c.prompt_tokens.load(Ordering::Relaxed),
             reused_tokens: c.reused_tokens.load(Ordering::Relaxed),
             written_tokens: c.written_tokens.load(Ordering::Relaxed),
+            forced_tokens: c.forced_tokens.load(Ordering::Relaxed),
         }
     }
 
@@ -232,8 +261,31 @@ impl LocalLlm {
         prompt.push_str("<|im_start|>assistant\n");
         // In JSON mode the reply is started for the model (`{"`, one token in Qwen's
         // vocabulary, so the model continues with a key): small models then write the
-        // object instead of an introduction to it.
-        let prefill = if request.json { "{\"" } else { "" };
+        // object instead of an introduction to it. A reply with a schema is also decoded
+        // under it, from that start where the schema allows it.
+        let mut matcher = match &request.schema {
+            Some(schema) if self.constrained => Some(
+                inner
+                    .grammars
+                    .matcher(schema)
+                    .map_err(|detail| Error::InvalidInput { detail })?,
+            ),
+            _ => None,
+        };
+        let mut prefill = if request.json { "{\"" } else { "" };
+        if let Some(m) = matcher.as_mut() {
+            let ids = inner
+                .tokenizer
+                .encode(prefill, false)
+                .map_err(|e| Error::internal(format!("tokenizer failed: {e}")))?
+                .get_ids()
+                .to_vec();
+            if m.validate_tokens(&ids).ok() == Some(ids.len()) {
+                m.consume_tokens(&ids).map_err(grammar_err)?;
+            } else {
+                prefill = "";
+            }
+        }
         prompt.push_str(prefill);
         let encoding = inner
             .tokenizer
@@ -314,12 +366,32 @@ impl LocalLlm {
             if let Some(e) = stopped() {
                 return Err(e);
             }
-            let next = sampler.sample(&logits).map_err(model_err)?;
+            // Under a schema the model chooses among the tokens it allows: its own choice
+            // whenever that is one of them, so a reply that would have been valid anyway
+            // comes out the same.
+            let next = match matcher.as_mut() {
+                None => sampler.sample(&logits).map_err(model_err)?,
+                Some(m) => {
+                    let allowed = m.compute_mask().map_err(grammar_err)?;
+                    if allowed.num_set() == 1 {
+                        counters.forced_tokens.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let next = sample_allowed(&mut sampler, &logits, &allowed, request)?;
+                    if !inner.stop.contains(&next) {
+                        m.consume_token(next).map_err(grammar_err)?;
+                    }
+                    next
+                }
+            };
             if inner.stop.contains(&next) {
                 break;
             }
             generated.push(next);
             counters.written_tokens.fetch_add(1, Ordering::Relaxed);
+            if matcher.as_ref().is_some_and(|m| m.is_stopped()) {
+                // The reply is complete: nothing may follow, so nothing more is read.
+                break;
+            }
             logits = model.forward(&[next], &mut cache).map_err(model_err)?;
         }
         drop(prefixes);
@@ -343,6 +415,55 @@ impl LocalLlm {
             inner.model_id.clone(),
         ))
     }
+}
+
+fn grammar_err(e: impl std::fmt::Display) -> Error {
+    Error::Provider {
+        detail: format!("constrained decoding failed: {e}"),
+        transient: false,
+    }
+}
+
+/// The next token among those `allowed`: the most likely at temperature 0, else sampled
+/// from the model's distribution renormalised over them.
+fn sample_allowed(
+    sampler: &mut LogitsProcessor,
+    logits: &candle_core::Tensor,
+    allowed: &llguidance::toktrie::SimpleVob,
+    request: &ChatRequest,
+) -> Result<u32> {
+    let model_err = |e: candle_core::Error| Error::Provider {
+        detail: format!("the local model failed: {e}"),
+        transient: false,
+    };
+    let mut scores = logits
+        .flatten_all()
+        .and_then(|l| l.to_vec1::<f32>())
+        .map_err(model_err)?;
+    let mut best: Option<(usize, f32)> = None;
+    for (i, score) in scores.iter_mut().enumerate() {
+        if i < allowed.len() && allowed.is_allowed(i as u32) {
+            if best.is_none_or(|(_, b)| *score > b) {
+                best = Some((i, *score));
+            }
+        } else {
+            *score = f32::NEG_INFINITY;
+        }
+    }
+    let Some((best, _)) = best else {
+        return Err(Error::Provider {
+            detail: "constrained decoding left no token to choose: the reply's JSON schema \
+                     cannot be completed"
+                .into(),
+            transient: false,
+        });
+    };
+    if request.temperature <= 0.0 {
+        return Ok(best as u32);
+    }
+    let n = scores.len();
+    let masked = candle_core::Tensor::from_vec(scores, n, &Device::Cpu).map_err(model_err)?;
+    sampler.sample(&masked).map_err(model_err)
 }
 
 /// Sets its flag when dropped: the future of a call, dropped before the call on the
@@ -394,10 +515,11 @@ fn sha256_file(path: &Path) -> std::io::Result<String> {
 
 /// Builds the tokenizer from `tokenizer.ggml.*` metadata: byte-level BPE over the GGUF's
 /// vocabulary and merges, Qwen2's pre-tokenizer split, NFC, control tokens as special
-/// tokens; then checks that text round-trips.
+/// tokens; then checks that text round-trips. Returns the tokenizer and its
+/// `tokenizer.json`.
 fn tokenizer_from_gguf(
     metadata: &HashMap<String, gguf_file::Value>,
-) -> std::result::Result<Tokenizer, String> {
+) -> std::result::Result<(Tokenizer, Value), String> {
     let strings = |key: &str| -> std::result::Result<Vec<String>, String> {
         let values = metadata
             .get(key)
@@ -480,5 +602,5 @@ fn tokenizer_from_gguf(
             "its tokenizer does not round-trip text ({sample:?} came back as {back:?})"
         ));
     }
-    Ok(tokenizer)
+    Ok((tokenizer, spec))
 }

@@ -15,6 +15,8 @@ use crate::error::{Error, Result};
 use crate::record::Message;
 
 #[cfg(feature = "local-llm")]
+pub(crate) mod grammar;
+#[cfg(feature = "local-llm")]
 mod local;
 #[cfg(feature = "openai")]
 mod openai;
@@ -35,8 +37,8 @@ pub use scripted::ScriptedLlm;
 /// A chat completion request.
 ///
 /// ## Defaults
-/// JSON output off, at most 1024 new tokens, temperature 0 (the most likely reply: extraction
-/// should be repeatable).
+/// JSON output off, no schema, at most 1024 new tokens, temperature 0 (the most likely reply:
+/// extraction should be repeatable).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ChatRequest {
@@ -45,6 +47,12 @@ pub struct ChatRequest {
     /// Whether the reply must be one JSON object (providers that support a JSON mode use
     /// it; the others rely on the prompt).
     pub json: bool,
+    /// The JSON schema the reply must follow, where the provider can enforce one: the local
+    /// model decodes under it (only tokens that keep the reply valid can be chosen), and
+    /// OpenAI-protocol servers get it as `response_format` `json_schema`. Providers that
+    /// cannot enforce it rely on the prompt; memlane checks every reply either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<serde_json::Value>,
     /// At most this many new tokens.
     pub max_tokens: u32,
     /// Sampling temperature; 0 picks the most likely token.
@@ -57,6 +65,7 @@ impl ChatRequest {
         ChatRequest {
             messages,
             json: false,
+            schema: None,
             max_tokens: 1024,
             temperature: 0.0,
         }
@@ -65,6 +74,14 @@ impl ChatRequest {
     /// Asks for one JSON object as the reply.
     pub fn json(mut self, json: bool) -> Self {
         self.json = json;
+        self
+    }
+
+    /// Asks for one JSON value following `schema` (a JSON Schema object); implies
+    /// [`json`](Self::json).
+    pub fn schema(mut self, schema: serde_json::Value) -> Self {
+        self.json = true;
+        self.schema = Some(schema);
         self
     }
 
@@ -135,11 +152,12 @@ pub(crate) struct Parsed<T> {
     pub(crate) model: String,
 }
 
-/// Asks for JSON, reads it into `T` and checks it with `validate`. A reply that fails either
-/// step is sent back once with the error; a second failure is a 502.
+/// Asks for JSON following `schema`, reads it into `T` and checks it with `validate`. A reply
+/// that fails either step is sent back once with the error; a second failure is a 502.
 pub(crate) async fn chat_json<T, F>(
     llm: &dyn Llm,
     messages: Vec<Message>,
+    schema: serde_json::Value,
     max_tokens: u32,
     validate: F,
 ) -> Result<Parsed<T>>
@@ -152,7 +170,7 @@ where
     let mut first_error = None;
     for attempt in 0..2 {
         let request = ChatRequest::new(messages.clone())
-            .json(true)
+            .schema(schema.clone())
             .max_tokens(max_tokens);
         let reply = llm.chat(request).await?;
         usage += reply.usage;
@@ -204,7 +222,11 @@ mod tests {
     #[tokio::test]
     async fn a_bad_reply_is_retried_once_with_its_error() {
         let llm = ScriptedLlm::new(["not json at all", "```json\n{\"n\": 4}\n```"]);
-        let parsed = chat_json::<Answer, _>(&llm, vec![Message::user("n?")], 50, |_| Ok(()))
+        let schema = serde_json::json!({"type": "object"});
+        let parsed =
+            chat_json::<Answer, _>(&llm, vec![Message::user("n?")], schema.clone(), 50, |_| {
+                Ok(())
+            })
             .await
             .unwrap();
         assert_eq!(parsed.value.n, 4);
@@ -214,12 +236,15 @@ mod tests {
         assert_eq!(retry[1].content, "not json at all");
         assert!(retry[2].content.contains("could not be used"), "{retry:?}");
         assert!(requests[0].json);
+        assert_eq!(requests[0].schema.as_ref(), Some(&schema));
+        assert_eq!(requests[1].schema.as_ref(), Some(&schema));
     }
 
     #[tokio::test]
     async fn two_bad_replies_are_a_transient_502() {
         let llm = ScriptedLlm::new(["{\"n\": 1}", "{\"n\": 2}"]);
-        let err = chat_json::<Answer, _>(&llm, vec![Message::user("n?")], 50, |a| {
+        let schema = serde_json::json!({"type": "object"});
+        let err = chat_json::<Answer, _>(&llm, vec![Message::user("n?")], schema, 50, |a| {
             if a.n > 2 {
                 Ok(())
             } else {

@@ -1,6 +1,8 @@
 //! The OpenAI protocol: chat completions and embeddings from OpenAI or any server that speaks
 //! its API (Ollama, vLLM, llama.cpp's server, LM Studio, …).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_openai::config::OpenAIConfig;
@@ -9,7 +11,7 @@ use async_openai::middleware::ReqwestService;
 use async_openai::types::chat::{
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestMessage,
     ChatCompletionRequestSystemMessage, ChatCompletionRequestUserMessage,
-    CreateChatCompletionRequest, ResponseFormat,
+    CreateChatCompletionRequest, ResponseFormat, ResponseFormatJsonSchema,
 };
 use async_openai::types::embeddings::{CreateEmbeddingRequest, EmbeddingInput};
 use async_openai::Client;
@@ -29,7 +31,11 @@ pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// - API key: none (local servers need none; OpenAI does);
 /// - timeout: 60 s per attempt;
 /// - retries: 3, after 0.5 s, 1 s and 2 s (doubling, with up to 25% jitter), on transient
-///   failures only: 408, 409, 429 and 5xx answers, timeouts, refused or reset connections.
+///   failures only: 408, 409, 429 and 5xx answers, timeouts, refused or reset connections;
+/// - structured output: on. A request with a schema ([`ChatRequest::schema`]) is sent with
+///   `response_format` `json_schema` (not `strict`: the server enforces it where it can);
+///   a server that refuses that request but takes `json_object` gets `json_object` from then
+///   on.
 #[derive(Clone)]
 pub struct OpenAiConfig {
     model: String,
@@ -38,6 +44,7 @@ pub struct OpenAiConfig {
     timeout: Duration,
     max_retries: u32,
     backoff: Duration,
+    structured_output: bool,
 }
 
 impl std::fmt::Debug for OpenAiConfig {
@@ -49,6 +56,7 @@ impl std::fmt::Debug for OpenAiConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("timeout", &self.timeout)
             .field("max_retries", &self.max_retries)
+            .field("structured_output", &self.structured_output)
             .finish_non_exhaustive()
     }
 }
@@ -63,6 +71,7 @@ impl OpenAiConfig {
             timeout: Duration::from_secs(60),
             max_retries: 3,
             backoff: Duration::from_millis(500),
+            structured_output: true,
         }
     }
 
@@ -112,6 +121,13 @@ impl OpenAiConfig {
     /// The wait before the first retry; each later one waits twice as long.
     pub fn backoff(mut self, backoff: Duration) -> Self {
         self.backoff = backoff;
+        self
+    }
+
+    /// Whether requests with a schema ask for it (`response_format` `json_schema`); off,
+    /// they ask for `json_object` only, as for servers that mishandle schemas.
+    pub fn structured_output(mut self, on: bool) -> Self {
+        self.structured_output = on;
         self
     }
 
@@ -286,13 +302,19 @@ fn jitter(wait: Duration) -> Duration {
 pub struct OpenAiLlm {
     config: OpenAiConfig,
     client: Client<OpenAIConfig>,
+    /// Set once the server refused a `json_schema` request it took as `json_object`.
+    schemas_refused: Arc<AtomicBool>,
 }
 
 impl OpenAiLlm {
     /// A client for the configured server (400 if the configuration is unusable).
     pub fn new(config: OpenAiConfig) -> Result<Self> {
         let client = config.client()?;
-        Ok(OpenAiLlm { config, client })
+        Ok(OpenAiLlm {
+            config,
+            client,
+            schemas_refused: Arc::default(),
+        })
     }
 
     /// The configuration.
@@ -336,15 +358,49 @@ impl Llm for OpenAiLlm {
                 body.max_tokens = Some(request.max_tokens);
             }
         }
+        let schema = request.schema.clone().filter(|_| {
+            self.config.structured_output && !self.schemas_refused.load(Ordering::Relaxed)
+        });
         if request.json {
             body.response_format = Some(ResponseFormat::JsonObject);
         }
-        let response = self
-            .config
-            .run("chat completion", || async {
-                self.client.chat().create(body.clone()).await
+        let send = |body: CreateChatCompletionRequest| {
+            self.config.run("chat completion", move || {
+                let body = body.clone();
+                async move { self.client.chat().create(body).await }
             })
-            .await?;
+        };
+        let response = match schema {
+            None => send(body).await?,
+            Some(schema) => {
+                let mut with_schema = body.clone();
+                with_schema.response_format = Some(ResponseFormat::JsonSchema {
+                    json_schema: ResponseFormatJsonSchema {
+                        description: None,
+                        name: "memlane_reply".into(),
+                        schema,
+                        strict: None,
+                    },
+                });
+                match send(with_schema).await {
+                    Ok(response) => response,
+                    // A permanent refusal may be the schema's: a server that then takes the
+                    // same request as `json_object` does not do schemas.
+                    Err(refused) if !refused.is_transient() => {
+                        let response = send(body).await?;
+                        tracing::warn!(
+                            base_url = %self.config.base_url,
+                            error = %refused,
+                            "the server refused a json_schema response format and took \
+                             json_object; asking for json_object from now on"
+                        );
+                        self.schemas_refused.store(true, Ordering::Relaxed);
+                        response
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
         let choice = response
             .choices
             .into_iter()

@@ -240,6 +240,82 @@ async fn a_chat_request_is_sent_as_the_protocol_says() {
     assert!(server.received()[1].body.get("response_format").is_none());
 }
 
+fn schema_request() -> ChatRequest {
+    ChatRequest::new(vec![Message::user("Facts?")]).schema(json!({
+        "type": "object",
+        "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
+        "required": ["facts"]
+    }))
+}
+
+#[tokio::test]
+async fn a_request_with_a_schema_asks_for_structured_output() {
+    let server = Server::start(vec![ok(chat_body(r#"{"facts": []}"#))]).await;
+    let llm = OpenAiLlm::new(config(&server)).unwrap();
+    llm.chat(schema_request()).await.unwrap();
+    let format = &server.received()[0].body["response_format"];
+    assert_eq!(format["type"], "json_schema");
+    assert_eq!(format["json_schema"]["name"], "memlane_reply");
+    assert_eq!(
+        format["json_schema"]["schema"],
+        schema_request().schema.unwrap()
+    );
+    // Not strict: OpenAI's strict mode takes only a subset of JSON Schema.
+    assert!(format["json_schema"].get("strict").is_none());
+
+    // Turned off, the same request asks for a JSON object only.
+    let server = Server::start(vec![ok(chat_body(r#"{"facts": []}"#))]).await;
+    let llm = OpenAiLlm::new(config(&server).structured_output(false)).unwrap();
+    llm.chat(schema_request()).await.unwrap();
+    assert_eq!(
+        server.received()[0].body["response_format"],
+        json!({"type": "json_object"})
+    );
+}
+
+/// A server without structured output refuses the schema; the call goes on as a JSON
+/// object request, and later calls ask for that straight away.
+#[tokio::test]
+async fn a_server_that_refuses_schemas_gets_json_object_requests() {
+    let server = Server::start(vec![
+        error(400, "response_format json_schema is not supported"),
+        ok(chat_body(r#"{"facts": ["a"]}"#)),
+        ok(chat_body(r#"{"facts": ["b"]}"#)),
+    ])
+    .await;
+    let llm = OpenAiLlm::new(config(&server)).unwrap();
+    assert_eq!(
+        llm.chat(schema_request()).await.unwrap().text,
+        r#"{"facts": ["a"]}"#
+    );
+    assert_eq!(
+        llm.chat(schema_request()).await.unwrap().text,
+        r#"{"facts": ["b"]}"#
+    );
+    let formats: Vec<String> = server
+        .received()
+        .iter()
+        .map(|r| {
+            r.body["response_format"]["type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(formats, ["json_schema", "json_object", "json_object"]);
+
+    // A refusal that is not the schema's (a bad key) stays an error, and schemas are
+    // still asked for.
+    let server = Server::start(vec![error(401, "bad key"), error(401, "bad key")]).await;
+    let llm = OpenAiLlm::new(config(&server)).unwrap();
+    let err = llm.chat(schema_request()).await.unwrap_err();
+    assert!(err.detail().contains("check the API key"), "{err}");
+    server.push(ok(chat_body("{}")));
+    llm.chat(schema_request()).await.unwrap();
+    let last = server.received().last().unwrap().body["response_format"]["type"].clone();
+    assert_eq!(last, "json_schema");
+}
+
 #[tokio::test]
 async fn transient_failures_are_retried_with_backoff() {
     let server = Server::start(vec![

@@ -77,6 +77,60 @@ async fn the_model_answers_a_json_request() {
     assert!(reply.usage.completion_tokens > 0 && reply.usage.completion_tokens <= 20);
 }
 
+/// A reply with a schema can only be what the schema allows, whatever the model would have
+/// written: here the answer the model gives unconstrained (Paris) is not among the values
+/// allowed. The keys are forced, so they are read rather than written.
+#[tokio::test]
+async fn a_reply_with_a_schema_is_decoded_under_it() {
+    let model = private_llm();
+    let request = ChatRequest::new(vec![
+        Message::new("system", "Reply with only JSON."),
+        Message::user(r#"Give {"capital": <the capital of France>, "rank": <1, 2 or 3>}."#),
+    ])
+    .schema(serde_json::json!({
+        "type": "object",
+        "properties": {
+            "capital": {"enum": ["Lyon", "Marseille"]},
+            "rank": {"type": "integer", "minimum": 1, "maximum": 3}
+        },
+        "required": ["capital", "rank"],
+        "additionalProperties": false
+    }))
+    .max_tokens(24);
+
+    let free = model
+        .clone()
+        .constrained(false)
+        .chat(request.clone())
+        .await
+        .unwrap();
+    assert!(free.text.contains("Paris"), "{}", free.text);
+    assert_eq!(model.stats().forced_tokens, 0);
+
+    let reply = model.chat(request).await.unwrap();
+    let value: serde_json::Value =
+        serde_json::from_str(&reply.text).unwrap_or_else(|e| panic!("{e}: {}", reply.text));
+    let object = value.as_object().unwrap();
+    assert_eq!(object.len(), 2, "{}", reply.text);
+    assert!(
+        ["Lyon", "Marseille"].contains(&value["capital"].as_str().unwrap()),
+        "{}",
+        reply.text
+    );
+    assert!(
+        (1..=3).contains(&value["rank"].as_i64().unwrap()),
+        "{}",
+        reply.text
+    );
+    assert!(reply.text.starts_with("{\"capital\": \""), "{}", reply.text);
+    let stats = model.stats();
+    assert!(stats.forced_tokens >= 2, "{stats:?}");
+    assert_eq!(
+        reply.usage.completion_tokens,
+        stats.written_tokens - free.usage.completion_tokens
+    );
+}
+
 /// Held-out conversations of the extraction evaluation (`examples/eval_extraction`) that the
 /// suite runs through the real model: short ones, so that the suite stays fast. The
 /// evaluation itself runs every conversation, by hand.

@@ -1,0 +1,151 @@
+//! What the model evaluations (`eval_extraction`, `eval_contradictions`) share: their
+//! command line, the choice of language model, a turn's messages, and a count of the
+//! replies memlane had to reject.
+#![allow(dead_code)] // each example uses its own part
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use memlane::llm::{ChatRequest, ChatResponse};
+use memlane::{Llm, LocalLlm, Message, OpenAiConfig, OpenAiLlm};
+
+/// The command line: `--set NAME`, `--only ID[,ID…]`, `--unconstrained`.
+pub struct Args {
+    pub set: Option<String>,
+    pub only: Option<Vec<String>>,
+    /// The local model writes freely (no token masks from the answers' schemas), for the
+    /// comparison with constrained decoding.
+    pub unconstrained: bool,
+}
+
+impl Args {
+    pub fn parse() -> Args {
+        let args: Vec<String> = std::env::args().collect();
+        let value = |flag: &str| {
+            args.iter()
+                .position(|a| a == flag)
+                .and_then(|i| args.get(i + 1))
+                .cloned()
+        };
+        Args {
+            set: value("--set"),
+            only: value("--only").map(|ids| ids.split(',').map(str::to_string).collect()),
+            unconstrained: args.iter().any(|a| a == "--unconstrained"),
+        }
+    }
+
+    /// Whether the case `id` is to run.
+    pub fn runs(&self, id: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|ids| ids.iter().any(|i| i == id))
+    }
+}
+
+/// The language model under evaluation, counted.
+pub struct Model {
+    pub llm: Arc<Counted>,
+    /// The local model, for its counters (none over the OpenAI protocol).
+    pub local: Option<LocalLlm>,
+    pub name: String,
+}
+
+/// An OpenAI-compatible server when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set (model:
+/// `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`), else the local model.
+pub fn language_model(args: &Args) -> memlane::Result<Model> {
+    let configured = ["OPENAI_API_KEY", "OPENAI_BASE_URL"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()));
+    if configured {
+        let model = std::env::var("MEMLANE_LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
+        let config = OpenAiConfig::from_env(model.clone()).structured_output(!args.unconstrained);
+        let llm = OpenAiLlm::new(config)?;
+        return Ok(Model {
+            llm: Arc::new(Counted::new(Arc::new(llm))),
+            local: None,
+            name: format!("{model} over the OpenAI protocol"),
+        });
+    }
+    let local = LocalLlm::load_default()?.constrained(!args.unconstrained);
+    let decoding = if args.unconstrained {
+        "unconstrained"
+    } else {
+        "constrained to each answer's schema"
+    };
+    Ok(Model {
+        llm: Arc::new(Counted::new(Arc::new(local.clone()))),
+        local: Some(local),
+        name: format!("local Qwen2.5 1.5B (Q4_K_M), {decoding}"),
+    })
+}
+
+/// A turn of a labelled conversation as `add` takes it.
+pub fn messages(turn: &[(String, String)]) -> Vec<Message> {
+    turn.iter()
+        .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
+        .collect()
+}
+
+/// Counts a model's replies, and those memlane rejected: a reply that did not parse or
+/// broke a rule of its answer is sent back to the model with the error, so the request
+/// after it carries it as an assistant message (memlane's prompts hold none otherwise).
+#[derive(Debug)]
+pub struct Counted {
+    inner: Arc<dyn Llm>,
+    replies: AtomicU64,
+    rejected: AtomicU64,
+}
+
+impl Counted {
+    fn new(inner: Arc<dyn Llm>) -> Counted {
+        Counted {
+            inner,
+            replies: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
+        }
+    }
+
+    /// `(replies, rejected)` so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.replies.load(Ordering::Relaxed),
+            self.rejected.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Notes an `add` that failed: if memlane gave up on the model's second reply, that
+    /// reply was rejected too (no request follows it to count it).
+    pub fn note_failure(&self, error: &memlane::Error) {
+        if error.detail().contains("did not return usable JSON") {
+            self.rejected.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The line the evaluations print.
+    pub fn report(&self) -> String {
+        let (replies, rejected) = self.counts();
+        let rate = if replies == 0 {
+            0.0
+        } else {
+            100.0 * rejected as f64 / replies as f64
+        };
+        format!("{replies} model replies, {rejected} rejected ({rate:.1}%): did not parse or broke a rule of the answer")
+    }
+}
+
+#[async_trait]
+impl Llm for Counted {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    async fn chat(&self, request: ChatRequest) -> memlane::Result<ChatResponse> {
+        if request.messages.iter().any(|m| m.role == "assistant") {
+            self.rejected.fetch_add(1, Ordering::Relaxed);
+        }
+        let reply = self.inner.chat(request).await?;
+        self.replies.fetch_add(1, Ordering::Relaxed);
+        Ok(reply)
+    }
+}
