@@ -281,6 +281,7 @@ pub struct ConfigResult {
 
 impl Memory {
     /// The project's extraction configuration (empty until set).
+    #[tracing::instrument(name = "config", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn config(&self) -> Result<ProjectConfig> {
         match self.inner.store.meta(META_CONFIG).await? {
             None => Ok(ProjectConfig::default()),
@@ -293,6 +294,7 @@ impl Memory {
     }
 
     /// Replaces the project's extraction configuration (400 if it breaks a rule).
+    #[tracing::instrument(name = "set_config", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn set_config(&self, config: ProjectConfig) -> Result<ConfigResult> {
         config.validate()?;
         let json = serde_json::to_string(&config)
@@ -316,6 +318,7 @@ impl Memory {
     /// Applies the spec's PUT body to the configuration (see
     /// [`ProjectConfig::merged_with_json`]): absent fields are kept, anything malformed is a
     /// 400 and changes nothing.
+    #[tracing::instrument(name = "put_config", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn put_config(&self, body: &Value) -> Result<ConfigResult> {
         // Read and write under the configuration lock, so that two partial updates through
         // this handle do not lose each other's field.
@@ -325,6 +328,7 @@ impl Memory {
     }
 
     /// The project's product variant.
+    #[tracing::instrument(name = "product_variant", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn product_variant(&self) -> Result<ProductVariant> {
         match self.inner.store.meta(META_VARIANT).await? {
             None => Ok(ProductVariant::default()),
@@ -335,6 +339,7 @@ impl Memory {
     }
 
     /// Sets the project's product variant (an operator's decision, not a tenant's).
+    #[tracing::instrument(name = "set_product_variant", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn set_product_variant(&self, variant: ProductVariant) -> Result<()> {
         let name = match serde_json::to_value(variant) {
             Ok(Value::String(s)) => s,

@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use uuid::Uuid;
 
 use crate::embed::{normalize, EmbedMode, Embedder};
@@ -55,6 +57,9 @@ pub(crate) struct Inner {
     pub(crate) changed: tokio::sync::Notify,
     /// Held across a configuration's read and write (`put_config` merges fields).
     pub(crate) config_lock: tokio::sync::Mutex<()>,
+    /// The project this memory is, when opened by [`Projects`](crate::Projects): named in
+    /// the tracing span of every operation.
+    pub(crate) project: Option<String>,
 }
 
 impl std::fmt::Debug for Memory {
@@ -168,9 +173,16 @@ pub struct MemoryBuilder {
     reranker: Option<Arc<dyn Reranker>>,
     calibration: Calibration,
     llm: Option<Arc<dyn Llm>>,
+    project: Option<String>,
 }
 
 impl MemoryBuilder {
+    /// Names the project in the operations' tracing spans (set by `Projects`).
+    pub(crate) fn project(mut self, id: &str) -> Self {
+        self.project = Some(id.to_owned());
+        self
+    }
+
     /// Extracts, reconciles and merges memories with this language model.
     pub fn llm(mut self, llm: Arc<dyn Llm>) -> Self {
         self.llm = Some(llm);
@@ -320,6 +332,7 @@ impl MemoryBuilder {
                 gate: Arc::new(tokio::sync::Mutex::new(())),
                 changed: tokio::sync::Notify::new(),
                 config_lock: tokio::sync::Mutex::new(()),
+                project: self.project,
             }),
         })
     }
@@ -451,11 +464,13 @@ impl Memory {
     }
 
     /// The credit balance.
+    #[tracing::instrument(name = "credits", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn credits(&self) -> Result<u64> {
         Ok(self.inner.store.counters().await?.credits)
     }
 
     /// Adds credits to the balance and returns the new balance.
+    #[tracing::instrument(name = "add_credits", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn add_credits(&self, amount: u64) -> Result<u64> {
         let batch = WriteBatch::new(vec![Write::Credit(amount)], 0);
         Ok(apply(&*self.inner.store, batch).await?.credits_remaining)
@@ -463,6 +478,7 @@ impl Memory {
 
     /// Writes the vector index to disk now (it is also written when the last handle is
     /// dropped, and automatically as it grows).
+    #[tracing::instrument(name = "save_index", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn save_index(&self) -> Result<()> {
         let _gate = self.inner.gate.lock().await;
         self.save_index_locked().await
@@ -495,6 +511,7 @@ impl Memory {
 
     /// Rebuilds the vector index from the store, dropping the points of deleted and updated
     /// memories. Searches keep working meanwhile; writes wait.
+    #[tracing::instrument(name = "rebuild_index", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn rebuild_index(&self) -> Result<()> {
         let _gate = self.inner.gate.lock().await;
         let Some(index) = &self.inner.index else {
@@ -522,7 +539,13 @@ impl Memory {
         texts: &[String],
         mode: EmbedMode,
     ) -> Result<Vec<Vec<f32>>> {
-        let vectors = self.inner.embedder.embed(texts, mode).await?;
+        let span = tracing::debug_span!("embed", texts = texts.len());
+        let vectors = self
+            .inner
+            .embedder
+            .embed(texts, mode)
+            .instrument(span)
+            .await?;
         if vectors.len() != texts.len() {
             return Err(Error::Provider {
                 detail: format!(
@@ -549,7 +572,8 @@ impl Memory {
     /// own vectors go in directly.
     pub(crate) async fn commit(&self, batch: WriteBatch) -> Result<WriteOutcome> {
         let this = self.clone();
-        tokio::spawn(async move {
+        let span = tracing::debug_span!("commit", writes = batch.writes.len());
+        let task = async move {
             let _gate = Arc::clone(&this.inner.gate).lock_owned().await;
             let vectors: std::collections::HashMap<Uuid, Vec<f32>> = batch
                 .writes
@@ -562,18 +586,22 @@ impl Memory {
                     _ => None,
                 })
                 .collect();
-            let outcome = apply(&*this.inner.store, batch).await?;
+            let outcome = apply(&*this.inner.store, batch)
+                .instrument(tracing::debug_span!("store"))
+                .await?;
             this.inner.changed.notify_waiters();
             if let Some(index) = &this.inner.index {
                 index
                     .apply_own(&*this.inner.store, &outcome, vectors)
+                    .instrument(tracing::debug_span!("index"))
                     .await?;
             }
             this.maybe_autosave().await;
             Ok(outcome)
-        })
-        .await
-        .map_err(|e| Error::internal(format!("write task failed: {e}")))?
+        };
+        tokio::spawn(task.instrument(span))
+            .await
+            .map_err(|e| Error::internal(format!("write task failed: {e}")))?
     }
 
     /// Saves the index when it has grown enough since the last save that re-inserting it on

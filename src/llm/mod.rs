@@ -10,6 +10,7 @@ use std::fmt::Debug;
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use tracing::Instrument;
 
 use crate::error::{Error, Result};
 use crate::record::Message;
@@ -172,7 +173,17 @@ where
         let request = ChatRequest::new(messages.clone())
             .schema(schema.clone())
             .max_tokens(max_tokens);
-        let reply = llm.chat(request).await?;
+        let span = tracing::info_span!(
+            target: "memlane",
+            "model",
+            model = llm.model_id(),
+            attempt = attempt + 1,
+            prompt_tokens = tracing::field::Empty,
+            completion_tokens = tracing::field::Empty,
+        );
+        let reply = llm.chat(request).instrument(span.clone()).await?;
+        span.record("prompt_tokens", reply.usage.prompt_tokens);
+        span.record("completion_tokens", reply.usage.completion_tokens);
         usage += reply.usage;
         let outcome =
             recover_json::<T>(&reply.text).and_then(|value| validate(&value).map(|()| value));

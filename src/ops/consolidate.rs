@@ -284,7 +284,7 @@ impl<'a> ConsolidateRequest<'a> {
     }
 }
 
-awaitable!(ConsolidateRequest, ConsolidateResult);
+awaitable!(ConsolidateRequest, ConsolidateResult, "consolidate");
 
 /// The clusters of one owner's memories (oldest first within each cluster).
 ///

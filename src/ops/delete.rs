@@ -33,6 +33,7 @@ pub struct DeleteAllRequest<'a> {
 impl Memory {
     /// Soft-deletes one memory: it disappears from get, list and search, and its history
     /// records the deletion. A 404 if it is unknown or already deleted.
+    #[tracing::instrument(name = "delete", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn delete(&self, id: impl Into<MemoryId>) -> Result<DeleteResult> {
         let id = id.into().parse()?;
         self.delete_where(Write::Delete {
@@ -57,6 +58,7 @@ impl Memory {
     pub(crate) async fn delete_where(&self, write: Write) -> Result<DeleteResult> {
         // Deleting is free, so that erasure is never blocked by an empty balance.
         let outcome = self.commit(WriteBatch::new(vec![write], 0)).await?;
+        crate::ops::counted(outcome.changes.len());
         Ok(DeleteResult {
             deleted: outcome.changes.iter().map(|c| c.record.id).collect(),
             credits_used: 0,
@@ -85,4 +87,4 @@ impl<'a> DeleteAllRequest<'a> {
     }
 }
 
-awaitable!(DeleteAllRequest, DeleteResult);
+awaitable!(DeleteAllRequest, DeleteResult, "delete_all");

@@ -30,6 +30,7 @@ pub struct RetrieveResult {
 impl Memory {
     /// Raw vector search over one user's memories: the `limit` nearest, no threshold, no
     /// model beyond the embedder.
+    #[tracing::instrument(name = "retrieve", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn retrieve(
         &self,
         query: &str,
@@ -39,6 +40,7 @@ impl Memory {
         limits::text("query", query)?;
         limits::id("user_id", user_id)?;
         limits::top_k("limit", limit)?;
+        tracing::Span::current().record("k", limit as u64);
         let vector = self
             .embed_texts(&[query.to_owned()], EmbedMode::Query)
             .await?
@@ -55,10 +57,12 @@ impl Memory {
                 rerank: false,
             })
             .await?;
+        crate::ops::counted(results.len());
         Ok(RetrieveResult { results })
     }
 
     /// Embeds a text as memlane would: `mode` is `query` or `document` (see [`EmbedMode::parse`]).
+    #[tracing::instrument(name = "embed", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn embed(&self, text: &str, mode: EmbedMode) -> Result<Embedding> {
         limits::text("text", text)?;
         let embedding = self

@@ -38,6 +38,7 @@ impl Memory {
     /// Deletes an entity: soft-deletes every memory it owns (expired ones included), each
     /// with its history record and event. Other owners of those memories keep their other
     /// memories. A 404 when the id owns no live memory.
+    #[tracing::instrument(name = "delete_entity", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn delete_entity(&self, kind: EntityKind, id: &str) -> Result<DeleteResult> {
         let owners = kind.owners(id);
         limits::owners(&owners)?;
@@ -112,4 +113,4 @@ fn decode_cursor(cursor: &str) -> Result<(EntityKind, String)> {
         })
 }
 
-awaitable!(EntitiesRequest, Page<Entity>);
+awaitable!(EntitiesRequest, Page<Entity>, "entities");

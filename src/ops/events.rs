@@ -139,6 +139,7 @@ pub struct EventPage {
 impl Memory {
     /// The events after `cursor` (`0`: from the beginning), oldest first, at most `limit`
     /// (1 to [`MAX_EVENTS_PAGE`]; 400 otherwise).
+    #[tracing::instrument(name = "events_after", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn events_after(&self, cursor: u64, limit: usize) -> Result<EventPage> {
         if !(1..=MAX_EVENTS_PAGE).contains(&limit) {
             return Err(Error::invalid(format!(
@@ -154,6 +155,7 @@ impl Memory {
             .map(|(c, h)| Event::new(c, h))
             .collect();
         let next_cursor = results.last().map_or(cursor, |e| e.cursor);
+        crate::ops::counted(results.len());
         Ok(EventPage {
             results,
             next_cursor,

@@ -98,6 +98,7 @@ impl Memory {
     /// one of the ids exists here, deleted ones included; a 400 for an export that is not
     /// one ([`EXPORT_FORMAT`], [`EXPORT_VERSION`]) or does not hold together (a history of
     /// another memory, a hash that is not the text's, a repeated id).
+    #[tracing::instrument(name = "import", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn import(&self, export: &Export) -> Result<ImportResult> {
         if export.format != EXPORT_FORMAT || export.version != EXPORT_VERSION {
             return Err(Error::invalid(format!(
@@ -176,6 +177,7 @@ impl Memory {
             )));
         }
         let outcome = self.commit(WriteBatch::new(writes, 0)).await?;
+        crate::ops::counted(outcome.changes.len());
         Ok(ImportResult {
             imported: outcome.changes.iter().map(|c| c.record.id).collect(),
             reembedded: reembed,
@@ -252,4 +254,4 @@ impl ExportRequest<'_> {
     }
 }
 
-awaitable!(ExportRequest, Export);
+awaitable!(ExportRequest, Export, "export");

@@ -263,4 +263,4 @@ impl<'a> ExtractRequest<'a> {
     }
 }
 
-awaitable!(ExtractRequest, ExtractResult);
+awaitable!(ExtractRequest, ExtractResult, "extract");

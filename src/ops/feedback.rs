@@ -38,6 +38,7 @@ impl Memory {
     /// Sets the feedback on a live memory, or clears it with `None` (the reason goes with
     /// it). Free of credits. A 404 for an unknown or deleted memory; a 413 for a reason over
     /// [`MAX_FEEDBACK_REASON_BYTES`].
+    #[tracing::instrument(name = "feedback", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn feedback(
         &self,
         id: impl Into<MemoryId>,
@@ -73,6 +74,7 @@ impl Memory {
 
     /// The feedback on a live memory (`feedback: None` when there is none). A 404 for an
     /// unknown or deleted memory.
+    #[tracing::instrument(name = "feedback_of", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn feedback_of(&self, id: impl Into<MemoryId>) -> Result<Feedback> {
         let memory_id: Uuid = id.into().parse()?;
         self.get(memory_id).await?;

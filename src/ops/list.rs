@@ -66,4 +66,4 @@ impl<'a> ListRequest<'a> {
     }
 }
 
-awaitable!(ListRequest, Page<MemoryRecord>);
+awaitable!(ListRequest, Page<MemoryRecord>, "list");

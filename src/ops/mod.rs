@@ -15,19 +15,80 @@ pub mod list;
 pub mod search;
 pub mod update;
 
-/// Makes a request type awaitable by running its `send` method.
+/// Makes a request type awaitable by running its `send` method inside the operation's
+/// tracing span (see [`op_span`]).
 macro_rules! awaitable {
-    ($request:ident, $output:ty) => {
+    ($request:ident, $output:ty, $op:literal) => {
         impl<'a> std::future::IntoFuture for $request<'a> {
             type Output = $crate::error::Result<$output>;
             type IntoFuture =
                 std::pin::Pin<Box<dyn std::future::Future<Output = Self::Output> + Send + 'a>>;
 
             fn into_future(self) -> Self::IntoFuture {
-                Box::pin(self.send())
+                let span = $crate::ops::op_span!($op, self.memory);
+                Box::pin(tracing::Instrument::instrument(
+                    async move {
+                        let output = self.send().await;
+                        if let Ok(output) = &output {
+                            $crate::ops::counted($crate::ops::Counted::count(output));
+                        }
+                        output
+                    },
+                    span,
+                ))
             }
         }
     };
+}
+
+/// The tracing span of one public operation: target `memlane`, level INFO, named after the
+/// operation, with the project (when opened through `Projects`) and, recorded as the
+/// operation ends, `count` (what it returned or changed) and `k` (a search's `top_k`).
+/// Spans carry no memory text, query or secret. Its children: `model` (a language model
+/// call, with its token counts), `embed`, `commit` with `store` and `index`.
+macro_rules! op_span {
+    ($op:literal, $memory:expr) => {
+        tracing::info_span!(
+            target: "memlane",
+            $op,
+            project = $memory.inner.project.as_deref(),
+            count = tracing::field::Empty,
+            k = tracing::field::Empty,
+        )
+    };
+}
+
+/// Records in the current operation's span how many things it returned or changed.
+pub(crate) fn counted(count: usize) {
+    tracing::Span::current().record("count", count as u64);
+}
+
+/// How many things an operation's result holds, for its span's `count`.
+pub(crate) trait Counted {
+    fn count(&self) -> usize;
+}
+
+macro_rules! counted_by {
+    ($($ty:ty => |$r:ident| $count:expr),* $(,)?) => {
+        $(impl Counted for $ty {
+            fn count(&self) -> usize {
+                let $r = self;
+                $count
+            }
+        })*
+    };
+}
+
+counted_by! {
+    add::AddResult => |r| r.results.len(),
+    search::SearchResult => |r| r.results.len(),
+    crate::record::Page<crate::record::MemoryRecord> => |r| r.results.len(),
+    crate::record::Page<crate::store::Entity> => |r| r.results.len(),
+    export::Export => |r| r.memories.len(),
+    delete::DeleteResult => |r| r.deleted.len(),
+    consolidate::ConsolidateResult => |r| r.clusters.len(),
+    extract::ExtractResult => |r| usize::from(r.memory_id.is_some()),
+    update::UpdateResult => |_r| 1,
 }
 
 /// Adds the owner-id setters (`user`, `agent`, `app`, `run`) to a request, writing to the
@@ -134,6 +195,7 @@ pub(crate) fn check_page_size(n: usize) -> Result<()> {
 }
 
 pub(crate) use awaitable;
+pub(crate) use op_span;
 pub(crate) use owner_setters;
 pub(crate) use paging_setters;
 pub(crate) use scope_setters;

@@ -98,6 +98,7 @@ impl<'a> SearchRequest<'a> {
         }
         limits::top_k("top_k", self.top_k)?;
         limits::threshold(self.threshold)?;
+        tracing::Span::current().record("k", self.top_k as u64);
         let filter = self.scope.to_filter()?;
         let results = self
             .memory
@@ -115,4 +116,4 @@ impl<'a> SearchRequest<'a> {
     }
 }
 
-awaitable!(SearchRequest, SearchResult);
+awaitable!(SearchRequest, SearchResult, "search");

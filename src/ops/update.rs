@@ -165,4 +165,4 @@ impl<'a> UpdateRequest<'a> {
     }
 }
 
-awaitable!(UpdateRequest, UpdateResult);
+awaitable!(UpdateRequest, UpdateResult, "update");

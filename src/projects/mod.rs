@@ -359,7 +359,8 @@ impl Projects {
             .registry
             .place(&project.id, Memory::builder())
             .await?
-            .index_params(template.params);
+            .index_params(template.params)
+            .project(&project.id);
         if let Some(e) = &template.embedder {
             builder = builder.embedder(Arc::clone(e));
         }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tracing::Instrument;
 
 use super::clock;
 use super::fusion::{Prior, Ranked};
@@ -119,7 +120,8 @@ impl Memory {
         let (mut ranked, scope) = tokio::try_join!(
             self.inner
                 .candidates
-                .nearest(vec![query.to_vec()], among, k),
+                .nearest(vec![query.to_vec()], among, k)
+                .instrument(tracing::debug_span!("index", queries = 1)),
             self.scope(among),
         )?;
         let nearest = ranked.pop().unwrap_or_default();
@@ -142,7 +144,10 @@ impl Memory {
     ) -> Result<Vec<Ranked>> {
         let terms = [text::query_terms(text)];
         let (mut hits, scope) = tokio::try_join!(
-            self.inner.candidates.keyword(&terms, among, fetch(k)),
+            self.inner
+                .candidates
+                .keyword(&terms, among, fetch(k))
+                .instrument(tracing::debug_span!("keyword")),
             self.scope(among),
         )?;
         let hits = hits.pop().unwrap_or_default();
@@ -183,8 +188,12 @@ impl Memory {
             }
         };
         let (vectors, keywords, prior) = tokio::try_join!(
-            candidates.nearest(queries.clone(), among, fetch),
-            candidates.keyword(&terms, among, usize::MAX),
+            candidates
+                .nearest(queries.clone(), among, fetch)
+                .instrument(tracing::debug_span!("index", queries = queries.len())),
+            candidates
+                .keyword(&terms, among, usize::MAX)
+                .instrument(tracing::debug_span!("keyword")),
             counted,
         )?;
         let mut out = Vec::with_capacity(queries.len());

@@ -15,3 +15,4 @@ mod lifecycle;
 #[cfg(feature = "openai")]
 mod openai;
 mod rerank;
+mod spans;

@@ -329,4 +329,4 @@ impl<'a> AddRequest<'a> {
     }
 }
 
-awaitable!(AddRequest, AddResult);
+awaitable!(AddRequest, AddResult, "add");
