@@ -258,14 +258,7 @@ async fn main() -> memlane::Result<()> {
         p50(&mut add_times),
         started.elapsed().as_secs_f64()
     );
-    println!("{}", model.llm.report());
-    if let Some(local) = &model.local {
-        let s = local.stats();
-        println!(
-            "local model: {} calls, {} prompt tokens ({} reused), {} tokens written ({} forced)",
-            s.calls, s.prompt_tokens, s.reused_tokens, s.written_tokens, s.forced_tokens
-        );
-    }
+    model.print_report();
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

@@ -185,14 +185,8 @@ async fn main() -> memlane::Result<()> {
             );
         }
     }
-    println!("\n{}", model.llm.report());
-    if let Some(local) = &model.local {
-        let s = local.stats();
-        println!(
-            "local model: {} calls, {} prompt tokens ({} reused), {} tokens written ({} forced)",
-            s.calls, s.prompt_tokens, s.reused_tokens, s.written_tokens, s.forced_tokens
-        );
-    }
+    println!();
+    model.print_report();
     println!("{:.0} s in all", started.elapsed().as_secs_f64());
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

@@ -51,6 +51,20 @@ pub struct Model {
     pub name: String,
 }
 
+impl Model {
+    /// Prints the replies rejected and, for the local model, its counters.
+    pub fn print_report(&self) {
+        println!("{}", self.llm.report());
+        if let Some(local) = &self.local {
+            let s = local.stats();
+            println!(
+                "local model: {} calls, {} prompt tokens ({} reused), {} tokens written ({} forced)",
+                s.calls, s.prompt_tokens, s.reused_tokens, s.written_tokens, s.forced_tokens
+            );
+        }
+    }
+}
+
 /// An OpenAI-compatible server when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set (model:
 /// `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`), else the local model.
 pub fn language_model(args: &Args) -> memlane::Result<Model> {

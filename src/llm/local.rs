@@ -320,10 +320,6 @@ impl LocalLlm {
             }
         };
         let mut sampler = LogitsProcessor::from_sampling(299_792_458, sampling);
-        let model_err = |e: candle_core::Error| Error::Provider {
-            detail: format!("the local model failed: {e}"),
-            transient: false,
-        };
         let stopped = || {
             cancelled.load(Ordering::Relaxed).then(|| Error::Provider {
                 detail: "the local model call was cancelled".into(),
@@ -417,6 +413,13 @@ impl LocalLlm {
     }
 }
 
+fn model_err(e: candle_core::Error) -> Error {
+    Error::Provider {
+        detail: format!("the local model failed: {e}"),
+        transient: false,
+    }
+}
+
 fn grammar_err(e: impl std::fmt::Display) -> Error {
     Error::Provider {
         detail: format!("constrained decoding failed: {e}"),
@@ -432,10 +435,6 @@ fn sample_allowed(
     allowed: &llguidance::toktrie::SimpleVob,
     request: &ChatRequest,
 ) -> Result<u32> {
-    let model_err = |e: candle_core::Error| Error::Provider {
-        detail: format!("the local model failed: {e}"),
-        transient: false,
-    };
     let mut scores = logits
         .flatten_all()
         .and_then(|l| l.to_vec1::<f32>())
