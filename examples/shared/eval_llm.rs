@@ -58,8 +58,9 @@ impl Model {
         if let Some(local) = &self.local {
             let s = local.stats();
             println!(
-                "local model: {} calls, {} prompt tokens ({} reused), {} tokens written ({} forced)",
-                s.calls, s.prompt_tokens, s.reused_tokens, s.written_tokens, s.forced_tokens
+                "local model: {} calls, {} prompt tokens ({} reused), {} tokens written ({} forced), \
+                 {} replies stopped in a loop",
+                s.calls, s.prompt_tokens, s.reused_tokens, s.written_tokens, s.forced_tokens, s.loops
             );
         }
     }

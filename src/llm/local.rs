@@ -42,6 +42,12 @@ const PREFIXES: usize = 4;
 /// 56 KB of keys and values (28 layers, 2 key/value heads of 128 dimensions, f32).
 const MAX_PREFIX_TOKENS: usize = 1024;
 
+/// A JSON reply whose last this many tokens were already written earlier in it is looping
+/// (a small model at temperature 0 can list the same facts until its token limit): it is
+/// stopped where the repetition began. A span this long covers more than one fact or
+/// decision with its keys, so replies that are not looping never repeat one.
+const LOOP_SPAN: usize = 48;
+
 /// A quantized Qwen2 instruct model (GGUF) running in process on the CPU with candle.
 ///
 /// The pinned model, Qwen2.5-Coder-1.5B-Instruct in Q4_K_M, needs about 3 GB of memory. Its
@@ -103,6 +109,7 @@ struct Counters {
     reused_tokens: AtomicU64,
     written_tokens: AtomicU64,
     forced_tokens: AtomicU64,
+    loops: AtomicU64,
 }
 
 /// What a [`LocalLlm`] has done since it was loaded, over all its clones: for logs and
@@ -123,6 +130,9 @@ pub struct LocalLlmStats {
     /// Of those, the tokens a reply's JSON schema left no choice about (parts of keys,
     /// brackets, quotes).
     pub forced_tokens: u64,
+    /// JSON replies stopped because they began to repeat themselves (the same facts
+    /// listed over and over): each ends where the repetition began.
+    pub loops: u64,
 }
 
 impl std::fmt::Debug for LocalLlm {
@@ -239,6 +249,7 @@ impl LocalLlm {
             reused_tokens: c.reused_tokens.load(Ordering::Relaxed),
             written_tokens: c.written_tokens.load(Ordering::Relaxed),
             forced_tokens: c.forced_tokens.load(Ordering::Relaxed),
+            loops: c.loops.load(Ordering::Relaxed),
         }
     }
 
@@ -384,6 +395,20 @@ impl LocalLlm {
             }
             generated.push(next);
             counters.written_tokens.fetch_add(1, Ordering::Relaxed);
+            if request.json {
+                if let Some(start) = loop_start(&generated, LOOP_SPAN) {
+                    // The reply ends where it began to repeat itself; its complete part is
+                    // read as a cut-off reply is (see `recover_json`).
+                    tracing::debug!(
+                        written = generated.len(),
+                        kept = start,
+                        "local model reply stopped in a loop"
+                    );
+                    counters.loops.fetch_add(1, Ordering::Relaxed);
+                    generated.truncate(start);
+                    break;
+                }
+            }
             if matcher.as_ref().is_some_and(|m| m.is_stopped()) {
                 // The reply is complete: nothing may follow, so nothing more is read.
                 break;
@@ -411,6 +436,26 @@ impl LocalLlm {
             inner.model_id.clone(),
         ))
     }
+}
+
+/// Where `tokens` began to repeat itself, if its last `span` tokens were already written
+/// earlier: the start of the second copy, traced back as far as it matches the first.
+fn loop_start(tokens: &[u32], span: usize) -> Option<usize> {
+    let n = tokens.len();
+    if span == 0 || n <= span {
+        return None;
+    }
+    let tail = &tokens[n - span..];
+    // The latest earlier copy (it may overlap the last one): the shortest cycle.
+    let earlier = (0..n - span)
+        .rev()
+        .find(|&i| &tokens[i..i + span] == tail)?;
+    let (mut first, mut second) = (earlier, n - span);
+    while first > 0 && tokens[first - 1] == tokens[second - 1] {
+        first -= 1;
+        second -= 1;
+    }
+    Some(second)
 }
 
 fn model_err(e: candle_core::Error) -> Error {
@@ -602,4 +647,40 @@ fn tokenizer_from_gguf(
         ));
     }
     Ok((tokenizer, spec))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loop_start;
+
+    #[test]
+    fn a_loop_is_cut_where_its_second_copy_begins() {
+        // A reply that states 1..=5, then repeats 3, 4, 5 over and over.
+        let mut tokens: Vec<u32> = vec![1, 2, 3, 4, 5];
+        let mut cut = None;
+        for step in 0..30 {
+            tokens.push([3, 4, 5][step % 3]);
+            if let Some(at) = loop_start(&tokens, 4) {
+                cut = Some((tokens.len(), at));
+                break;
+            }
+        }
+        // Seen once the last four tokens were written before, after 1 2 3 4 5 3 4 5 3;
+        // cut where the second copy of 3 4 5 begins, keeping one.
+        assert_eq!(cut, Some((9, 5)));
+        assert_eq!(&tokens[..5], &[1, 2, 3, 4, 5]);
+        // A cycle as short as one token is one too.
+        assert_eq!(loop_start(&[9, 7, 7, 7, 7, 7], 3), Some(2));
+    }
+
+    #[test]
+    fn text_that_does_not_repeat_a_whole_span_is_not_a_loop() {
+        // Repeats shorter than the span (keys and brackets between facts) are not loops.
+        let tokens: Vec<u32> = (0..40).flat_map(|fact| [100, 101, 102, fact]).collect();
+        assert_eq!(loop_start(&tokens, 4), None);
+        assert_eq!(loop_start(&tokens, 5), None);
+        assert_eq!(loop_start(&[1, 2, 3], 3), None);
+        assert_eq!(loop_start(&[], 3), None);
+        assert_eq!(loop_start(&[1, 1, 1], 0), None);
+    }
 }

@@ -45,6 +45,14 @@ pub(crate) fn recover_json<T: DeserializeOwned>(reply: &str) -> Result<T, String
             return Ok(v);
         }
     }
+    // A reply cut off before its end (a token limit; a local model stopped in a loop): the
+    // complete part of it, when that reads as `T`.
+    if let Some(v) = cut_off_prefixes(reply)
+        .into_iter()
+        .find_map(|candidate| serde_json::from_str::<T>(&candidate).ok())
+    {
+        return Ok(v);
+    }
     let quoted: String = reply.chars().take(QUOTE).collect();
     let ellipsis = if reply.chars().count() > QUOTE {
         "…"
@@ -81,6 +89,57 @@ fn fenced_blocks(text: &str) -> Vec<&str> {
         }
     }
     blocks
+}
+
+/// The ways to close a JSON object that `text` starts (from its first `{`) but never ends,
+/// longest first: each keeps the text up to the end of one complete value (a closing
+/// bracket, or just before a comma), drops the rest and closes the brackets still open. A
+/// cut-off string, key or number is dropped whole, so no value is ever shortened; a reply
+/// whose object is complete, or that holds no complete value, gives none.
+fn cut_off_prefixes(text: &str) -> Vec<String> {
+    let Some(start) = text.find('{') else {
+        return Vec::new();
+    };
+    let text = &text[start..];
+    // The closing brackets still owed, innermost last.
+    let mut open: Vec<char> = Vec::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut cuts: Vec<(usize, String)> = Vec::new();
+    for (i, c) in text.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => open.push('}'),
+            '[' => open.push(']'),
+            '}' | ']' => {
+                if open.pop() != Some(c) {
+                    // Not JSON: nothing to salvage.
+                    return Vec::new();
+                }
+                if open.is_empty() {
+                    // The object is complete: it was not cut off.
+                    return Vec::new();
+                }
+                cuts.push((i + 1, open.iter().rev().collect()));
+            }
+            ',' => cuts.push((i, open.iter().rev().collect())),
+            _ => {}
+        }
+    }
+    cuts.iter()
+        .rev()
+        .take(MAX_STARTS)
+        .map(|(end, closers)| format!("{}{closers}", &text[..*end]))
+        .collect()
 }
 
 /// Balanced `{…}` spans, in order of their opening brace, strings and escapes respected.
@@ -159,6 +218,7 @@ mod tests {
         assert!(e.contains("invalid type"), "{e}");
         let e = facts("I could not find any facts.").unwrap_err();
         assert!(e.contains("no complete JSON object"), "{e}");
+        // Cut off before any value ended: nothing to salvage.
         let e = facts(r#"{"facts": ["cut off"#).unwrap_err();
         assert!(e.contains("no complete JSON object"), "{e}");
         // The object is there but is not JSON (a missing comma).
@@ -166,6 +226,58 @@ mod tests {
         assert!(e.contains("malformed"), "{e}");
         let long = "x".repeat(1000);
         assert!(facts(&long).unwrap_err().len() < 400);
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Fact {
+        text: String,
+        #[serde(default)]
+        tags: Vec<String>,
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Objects {
+        facts: Vec<Fact>,
+    }
+
+    fn texts(reply: &str) -> Result<Vec<(String, Vec<String>)>, String> {
+        recover_json::<Objects>(reply)
+            .map(|o| o.facts.into_iter().map(|f| (f.text, f.tags)).collect())
+    }
+
+    #[test]
+    fn a_cut_off_reply_keeps_its_complete_values() {
+        let fact = |t: &str, tags: &[&str]| {
+            (
+                t.to_owned(),
+                tags.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        // Cut inside the second fact's text: the first fact is whole.
+        assert_eq!(
+            texts(r#"{"facts": [{"text": "a", "tags": ["x"]}, {"text": "b is cu"#),
+            Ok(vec![fact("a", &["x"])])
+        );
+        // Cut after a complete fact, before the comma that would follow it.
+        assert_eq!(
+            texts(r#"{"facts": [{"text": "a"}, {"text": "b"} "#),
+            Ok(vec![fact("a", &[]), fact("b", &[])])
+        );
+        // Cut inside a fact's list of tags: the tags written whole stay, the cut one goes.
+        assert_eq!(
+            texts(r#"{"facts": [{"text": "a", "tags": ["x", "y", "zz"#),
+            Ok(vec![fact("a", &["x", "y"])])
+        );
+        // Brackets and commas inside strings are text, not structure.
+        assert_eq!(
+            texts(r#"{"facts": [{"text": "a, [b] {c}"}, {"text": "d \" ,"#),
+            Ok(vec![fact("a, [b] {c}", &[])])
+        );
+        // A cut that leaves no fact with its text is not a reply.
+        assert!(texts(r#"{"facts": [{"tags": ["x", "y"#).is_err());
+        // A complete object of the wrong shape is not salvaged into another.
+        assert!(texts(r#"{"facts": [{"text": "a"}], "more": 1} trailing {"#).is_ok());
+        assert!(facts(r#"{"facts": "x"}, {"#).is_err());
     }
 
     #[test]
