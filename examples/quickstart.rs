@@ -10,6 +10,9 @@ use std::sync::Arc;
 use memlane::{Llm, LocalLlm, Memory, Message, OpenAiConfig, OpenAiLlm};
 use serde_json::json;
 
+#[path = "shared/progress.rs"]
+mod progress;
+
 /// The language model: an OpenAI-compatible server when one is configured, else the local one.
 fn language_model() -> memlane::Result<Arc<dyn Llm>> {
     let configured = ["OPENAI_API_KEY", "OPENAI_BASE_URL"]
@@ -21,7 +24,9 @@ fn language_model() -> memlane::Result<Arc<dyn Llm>> {
         return Ok(Arc::new(OpenAiLlm::new(OpenAiConfig::from_env(model))?));
     }
     println!("language model: local Qwen2.5 1.5B (about half a minute per call on two cores)");
-    Ok(Arc::new(LocalLlm::load_default()?))
+    Ok(Arc::new(LocalLlm::load_default_with_progress(
+        progress::progress_bar(),
+    )?))
 }
 
 #[tokio::main(flavor = "current_thread")]

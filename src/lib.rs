@@ -89,6 +89,7 @@ pub mod llm;
 mod memory;
 mod models;
 pub mod ops;
+pub mod progress;
 pub mod projects;
 pub mod record;
 pub mod rerank;
@@ -109,7 +110,8 @@ pub use llm::{Llm, ScriptedLlm};
 pub use llm::{LocalLlm, LocalLlmStats};
 #[cfg(feature = "openai")]
 pub use llm::{OpenAiConfig, OpenAiEmbedder, OpenAiLlm};
-pub use memory::{Memory, MemoryBuilder, MemoryId};
+pub use memory::{Memory, MemoryBuilder, MemoryId, RebuildIndexRequest};
+pub use progress::Progress;
 pub use projects::Projects;
 pub use record::{MemoryRecord, Message, Owners};
 pub use rerank::{EmbeddingReranker, Reranker};

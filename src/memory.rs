@@ -11,6 +11,7 @@ use crate::embed::{normalize, EmbedMode, Embedder};
 use crate::error::{Error, Result};
 use crate::index::{IndexParams, VectorIndex};
 use crate::llm::Llm;
+use crate::progress::{OnProgress, Progress};
 use crate::record::now;
 use crate::rerank::Reranker;
 use crate::retrieve::candidates::InProcess;
@@ -102,6 +103,44 @@ impl Drop for Inner {
     }
 }
 
+/// A rebuild of the vector index; await it to run it. Built by [`Memory::rebuild_index`].
+#[must_use = "a request does nothing until awaited"]
+#[derive(Debug)]
+pub struct RebuildIndexRequest<'a> {
+    memory: &'a Memory,
+    progress: Option<OnProgress>,
+}
+
+impl RebuildIndexRequest<'_> {
+    /// Reports the rebuild's progress (see [`progress`](crate::progress)).
+    pub fn on_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(OnProgress::new(f));
+        self
+    }
+
+    async fn send(self) -> Result<()> {
+        let memory = self.memory;
+        let _gate = memory.inner.gate.lock().await;
+        let Some(index) = &memory.inner.index else {
+            return Ok(());
+        };
+        index
+            .rebuild(&*memory.inner.store, self.progress.as_ref())
+            .await?;
+        memory.save_index_locked().await
+    }
+}
+
+impl<'a> std::future::IntoFuture for RebuildIndexRequest<'a> {
+    type Output = Result<()>;
+    type IntoFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let span = crate::ops::op_span!("rebuild_index", self.memory);
+        Box::pin(self.send().instrument(span))
+    }
+}
+
 /// A memory id given as a [`Uuid`] or as text (parsed, 400 if malformed).
 #[derive(Debug, Clone)]
 pub enum MemoryId {
@@ -174,6 +213,7 @@ pub struct MemoryBuilder {
     calibration: Calibration,
     llm: Option<Arc<dyn Llm>>,
     project: Option<String>,
+    progress: Option<OnProgress>,
 }
 
 impl MemoryBuilder {
@@ -231,6 +271,14 @@ impl MemoryBuilder {
     /// meaning. Ranking works either way; thresholds are what calibration is for.
     pub fn calibration(mut self, calibration: Calibration) -> Self {
         self.calibration = calibration;
+        self
+    }
+
+    /// Reports the progress of opening: the vector index's rebuild from the store, when no
+    /// sound saved index is found (a new index directory, a damaged one, a store written
+    /// by another tool). See [`progress`](crate::progress).
+    pub fn on_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(OnProgress::new(f));
         self
     }
 
@@ -311,6 +359,7 @@ impl MemoryBuilder {
                     self.params,
                     index_dir,
                     store_id,
+                    self.progress.as_ref(),
                 )
                 .await?;
                 let candidates: Arc<dyn CandidateSource> = Arc::new(InProcess {
@@ -510,15 +559,13 @@ impl Memory {
     }
 
     /// Rebuilds the vector index from the store, dropping the points of deleted and updated
-    /// memories. Searches keep working meanwhile; writes wait.
-    #[tracing::instrument(name = "rebuild_index", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
-    pub async fn rebuild_index(&self) -> Result<()> {
-        let _gate = self.inner.gate.lock().await;
-        let Some(index) = &self.inner.index else {
-            return Ok(());
-        };
-        index.rebuild(&*self.inner.store).await?;
-        self.save_index_locked().await
+    /// memories; await it to run it. Searches keep working meanwhile; writes wait.
+    /// [`on_progress`](RebuildIndexRequest::on_progress) follows it.
+    pub fn rebuild_index(&self) -> RebuildIndexRequest<'_> {
+        RebuildIndexRequest {
+            memory: self,
+            progress: None,
+        }
     }
 
     /// How many points the index holds for deleted or superseded memories.

@@ -47,6 +47,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLock
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
+use crate::progress::{report, OnProgress, Task};
 use crate::store::{Store, StoredVector, VectorKey, VectorQuery, WriteOutcome};
 
 use graph::{insert_into, new_graph, pairs, GraphHolder};
@@ -78,19 +79,33 @@ pub(crate) struct VectorIndex {
 const CATCH_UP_CHUNK: usize = 4096;
 
 /// The store's live vectors in key order, a chunk at a time, each checked for the index's
-/// dimension.
-#[derive(Default)]
-struct Chunks {
+/// dimension. Asking for a chunk reports the keys before it as done, and the end as all
+/// done.
+struct Chunks<'a> {
     /// The last key read.
     after: VectorKey,
+    progress: Option<&'a OnProgress>,
+    /// The store's highest key when the pass began.
+    total: VectorKey,
 }
 
-impl Chunks {
+impl<'a> Chunks<'a> {
+    fn new(progress: Option<&'a OnProgress>, total: VectorKey) -> Self {
+        Chunks {
+            after: 0,
+            progress,
+            total,
+        }
+    }
+
     async fn next(
         &mut self,
         index: &VectorIndex,
         store: &dyn Store,
     ) -> Result<Option<Vec<StoredVector>>> {
+        if self.after < self.total {
+            report(self.progress, Task::RebuildIndex, self.after, self.total);
+        }
         let chunk = store
             .vectors(VectorQuery::After {
                 key: self.after,
@@ -98,6 +113,7 @@ impl Chunks {
             })
             .await?;
         let Some(last) = chunk.last().map(|v| v.key) else {
+            report(self.progress, Task::RebuildIndex, self.total, self.total);
             return Ok(None);
         };
         index.check_dimensions(chunk.iter().map(|v| (v.key, v.vector.as_slice())))?;
@@ -137,6 +153,7 @@ impl VectorIndex {
         params: IndexParams,
         dir: Option<PathBuf>,
         store_id: String,
+        progress: Option<&OnProgress>,
     ) -> Result<Arc<VectorIndex>> {
         let counters = store.counters().await?;
         let store_max = counters.max_key;
@@ -200,7 +217,7 @@ impl VectorIndex {
             let _one = index.refreshing.lock().await;
             index.catch_up(store).await?;
         } else {
-            index.sync_with_store(store).await?;
+            index.sync_with_store(store, progress).await?;
         }
         if check_graph {
             // A saved graph lacking live vectors it should hold gets them from the arena,
@@ -223,8 +240,13 @@ impl VectorIndex {
     ///
     /// The index's cursor becomes the change log's last cursor read before the pass: what
     /// other writers commit during the pass is replayed by the next refresh.
-    async fn sync_with_store(self: &Arc<Self>, store: &dyn Store) -> Result<()> {
-        let cursor = store.counters().await?.last_cursor;
+    async fn sync_with_store(
+        self: &Arc<Self>,
+        store: &dyn Store,
+        progress: Option<&OnProgress>,
+    ) -> Result<()> {
+        let counters = store.counters().await?;
+        let cursor = counters.last_cursor;
         let graph_max = {
             let mut s = write_lock(&self.state)?;
             s.bits.clear();
@@ -233,7 +255,7 @@ impl VectorIndex {
             s.live = 0;
             s.max_key
         };
-        let mut chunks = Chunks::default();
+        let mut chunks = Chunks::new(progress, counters.max_key);
         while let Some(chunk) = chunks.next(self, store).await? {
             let new: Vec<(VectorKey, Vec<f32>)> = chunk
                 .iter()
@@ -468,13 +490,18 @@ impl VectorIndex {
     /// Rebuilds the graph from the store's live vectors, dropping retired points. The new
     /// graph is built aside and swapped in, so searches meanwhile use the old one. The caller
     /// holds the engine's write gate.
-    pub(crate) async fn rebuild(self: &Arc<Self>, store: &dyn Store) -> Result<()> {
+    pub(crate) async fn rebuild(
+        self: &Arc<Self>,
+        store: &dyn Store,
+        progress: Option<&OnProgress>,
+    ) -> Result<()> {
         // No catch-up meanwhile: it would change the state this one replaces.
         let _one = self.refreshing.lock().await;
-        let cursor = store.counters().await?.last_cursor;
+        let counters = store.counters().await?;
+        let cursor = counters.last_cursor;
         let mut fresh = new_graph(&self.params, self.live_count()?);
         let mut next = State::default();
-        let mut chunks = Chunks::default();
+        let mut chunks = Chunks::new(progress, counters.max_key);
         while let Some(chunk) = chunks.next(self, store).await? {
             let (graph, chunk) = blocking(move || {
                 insert_into(&fresh, chunk.iter().map(|v| (v.key, v.vector.as_slice())));

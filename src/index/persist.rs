@@ -419,7 +419,7 @@ mod tests {
         apply(&store, WriteBatch::new(writes(0..60, dim), 0))
             .await
             .unwrap();
-        let index = VectorIndex::open(&store, dim, IndexParams::default(), None, "s".into())
+        let index = VectorIndex::open(&store, dim, IndexParams::default(), None, "s".into(), None)
             .await
             .unwrap();
         *index.graph.write().unwrap() = GraphHolder::Loading;
@@ -455,17 +455,31 @@ mod tests {
             .await
             .unwrap();
         let params = IndexParams::default();
-        let index = VectorIndex::open(&store, dim, params, Some(dir.path().into()), "s".into())
-            .await
-            .unwrap();
+        let index = VectorIndex::open(
+            &store,
+            dim,
+            params,
+            Some(dir.path().into()),
+            "s".into(),
+            None,
+        )
+        .await
+        .unwrap();
         index.save().unwrap();
         drop(index);
         apply(&store, WriteBatch::new(writes(30..35, dim), 0))
             .await
             .unwrap();
-        let index = VectorIndex::open(&store, dim, params, Some(dir.path().into()), "s".into())
-            .await
-            .unwrap();
+        let index = VectorIndex::open(
+            &store,
+            dim,
+            params,
+            Some(dir.path().into()),
+            "s".into(),
+            None,
+        )
+        .await
+        .unwrap();
         index.wait_for_graph().unwrap();
         assert!(matches!(
             *index.graph.read().unwrap(),
@@ -490,9 +504,16 @@ mod tests {
         apply(&store, WriteBatch::new(writes(0..30, dim), 0))
             .await
             .unwrap();
-        let index = VectorIndex::open(&store, dim, params, Some(dir.path().into()), "s".into())
-            .await
-            .unwrap();
+        let index = VectorIndex::open(
+            &store,
+            dim,
+            params,
+            Some(dir.path().into()),
+            "s".into(),
+            None,
+        )
+        .await
+        .unwrap();
         index.save().unwrap();
         drop(index);
         apply(&store, WriteBatch::new(writes(30..35, dim), 0))
@@ -507,9 +528,16 @@ mod tests {
         obj.insert("max_key".into(), 35.into());
         std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
 
-        let index = VectorIndex::open(&store, dim, params, Some(dir.path().into()), "s".into())
-            .await
-            .unwrap();
+        let index = VectorIndex::open(
+            &store,
+            dim,
+            params,
+            Some(dir.path().into()),
+            "s".into(),
+            None,
+        )
+        .await
+        .unwrap();
         assert!(matches!(
             *index.graph.read().unwrap(),
             GraphHolder::Loaded(_)

@@ -19,6 +19,7 @@ use super::prefixes::Prefixes;
 use super::qwen2::{Cache, Qwen2};
 use super::{ChatRequest, ChatResponse, Llm, Usage};
 use crate::error::{Error, Result};
+use crate::progress::{report, OnProgress, Progress, Task};
 
 /// The pinned GGUF: Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, as `scripts/fetch-models.sh qwen`
 /// installs it.
@@ -156,8 +157,21 @@ impl LocalLlm {
     /// Loads the pinned model, verifying its SHA-256 first (a few seconds). A missing or
     /// altered file is a 503 that says how to fetch it.
     pub fn load_default() -> Result<LocalLlm> {
+        Self::load_pinned(None)
+    }
+
+    /// [`load_default`](Self::load_default), reporting its progress: the file's check
+    /// against the pinned SHA-256 ([`Task::VerifyModel`], in bytes), then the loading of
+    /// its weights ([`Task::LoadModel`], in layers). See [`progress`](crate::progress).
+    pub fn load_default_with_progress(
+        f: impl Fn(Progress) + Send + Sync + 'static,
+    ) -> Result<LocalLlm> {
+        Self::load_pinned(Some(&OnProgress::new(f)))
+    }
+
+    fn load_pinned(progress: Option<&OnProgress>) -> Result<LocalLlm> {
         let path = Self::default_path();
-        let actual = sha256_file(&path).map_err(|e| Error::Unavailable {
+        let actual = sha256_file(&path, progress).map_err(|e| Error::Unavailable {
             detail: format!(
                 "the local language model is not installed ({}: {e}); run \
                  `scripts/fetch-models.sh qwen` or set MEMLANE_MODELS_DIR to a directory that \
@@ -174,13 +188,16 @@ impl LocalLlm {
                 ),
             });
         }
-        Self::from_gguf(&path, "qwen2.5-coder-1.5b-instruct-q4_k_m")
+        Self::load(&path, "qwen2.5-coder-1.5b-instruct-q4_k_m", progress)
     }
 
     /// Loads any Qwen2-architecture instruct GGUF of your own (not hash-checked: you vouch
     /// for it). `model_id` is the name reported in usage.
     pub fn from_gguf(path: impl AsRef<Path>, model_id: &str) -> Result<LocalLlm> {
-        let path = path.as_ref();
+        Self::load(path.as_ref(), model_id, None)
+    }
+
+    fn load(path: &Path, model_id: &str, progress: Option<&OnProgress>) -> Result<LocalLlm> {
         let unavailable = |what: String| Error::Unavailable {
             detail: format!("cannot load {}: {what}", path.display()),
         };
@@ -209,7 +226,7 @@ impl LocalLlm {
         let grammars =
             Grammars::new(&tokenizer_json, &tokenizer, end_of_message).map_err(unavailable)?;
         let device = Device::Cpu;
-        let model = Qwen2::from_gguf(&content, &mut file, &device)
+        let model = Qwen2::from_gguf(&content, &mut file, &device, progress)
             .map_err(|e| unavailable(format!("its weights do not load ({e})")))?;
         Ok(LocalLlm {
             inner: Arc::new(Inner {
@@ -538,17 +555,26 @@ impl Llm for LocalLlm {
     }
 }
 
-fn sha256_file(path: &Path) -> std::io::Result<String> {
+fn sha256_file(path: &Path, progress: Option<&OnProgress>) -> std::io::Result<String> {
     let mut file = std::fs::File::open(path)?;
+    let total = file.metadata()?.len();
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 22];
+    let mut done = 0u64;
+    report(progress, Task::VerifyModel, 0, total);
     loop {
         let n = file.read(&mut buf)?;
         if n == 0 {
             break;
         }
         hasher.update(&buf[..n]);
+        done += n as u64;
+        // About one report per 64 MiB.
+        if done % (1 << 26) < n as u64 {
+            report(progress, Task::VerifyModel, done, total);
+        }
     }
+    report(progress, Task::VerifyModel, total, total);
     file.rewind()?;
     Ok(hasher
         .finalize()

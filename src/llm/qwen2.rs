@@ -12,6 +12,8 @@ use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
 use candle_transformers::utils::repeat_kv;
 
+use crate::progress::{report, OnProgress, Task};
+
 /// A linear layer over a quantized weight, with an optional bias.
 struct Linear {
     weight: QMatMul,
@@ -97,6 +99,7 @@ impl Qwen2 {
         content: &gguf_file::Content,
         reader: &mut R,
         device: &Device,
+        progress: Option<&OnProgress>,
     ) -> Result<Self> {
         let meta = |key: &str| {
             content
@@ -134,6 +137,7 @@ impl Qwen2 {
         let output = Linear::new(output, None)?;
         let mut layers = Vec::with_capacity(blocks);
         for i in 0..blocks {
+            report(progress, Task::LoadModel, i as u64, blocks as u64);
             let mut get = |part: &str| tensor(&format!("blk.{i}.{part}"));
             let linear = |w: QTensor, b: Option<QTensor>| -> Result<Linear> {
                 Linear::new(w, b.map(|b| b.dequantize(device)).transpose()?)
@@ -150,6 +154,7 @@ impl Qwen2 {
                 ffn_norm: get("ffn_norm.weight")?.dequantize(device)?,
             });
         }
+        report(progress, Task::LoadModel, blocks as u64, blocks as u64);
         // Rotary embeddings: one angle per position and pair of dimensions.
         let inverse: Vec<f32> = (0..head_dim)
             .step_by(2)

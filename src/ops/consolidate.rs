@@ -18,8 +18,8 @@
 //! and returns what it merged so far, with a 402 in [`ConsolidateResult::stopped`] saying
 //! where it stopped. A dry run calls no model and costs nothing.
 
+use crate::progress::{report, OnProgress, Progress, Task};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -59,20 +59,6 @@ pub struct MergedCluster {
     pub previous: Vec<String>,
 }
 
-/// Where a long consolidation is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct ConsolidateProgress {
-    /// Owners finished.
-    pub owners_done: usize,
-    /// Owners in all.
-    pub owners_total: usize,
-    /// Memories examined so far.
-    pub examined: usize,
-    /// Clusters found so far.
-    pub clusters: usize,
-}
-
 /// The result of `consolidate`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -108,8 +94,6 @@ pub struct Stopped {
     pub detail: String,
 }
 
-type ProgressFn = dyn Fn(ConsolidateProgress) + Send + Sync;
-
 /// A consolidation; await it to run it. Built by [`Memory::consolidate`].
 ///
 /// ## Defaults
@@ -121,7 +105,7 @@ pub struct ConsolidateRequest<'a> {
     scope: Scope,
     threshold: f32,
     dry_run: bool,
-    progress: Option<Arc<ProgressFn>>,
+    progress: Option<OnProgress>,
 }
 
 impl std::fmt::Debug for ConsolidateRequest<'_> {
@@ -164,9 +148,10 @@ impl<'a> ConsolidateRequest<'a> {
         self
     }
 
-    /// Called after each owner with the run's progress.
-    pub fn on_progress(mut self, f: impl Fn(ConsolidateProgress) + Send + Sync + 'static) -> Self {
-        self.progress = Some(Arc::new(f));
+    /// Reports the run's progress in owners: as it starts, then after each owner (see
+    /// [`progress`](crate::progress)). The clusters found are in the result.
+    pub fn on_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(OnProgress::new(f));
         self
     }
 
@@ -219,6 +204,7 @@ impl<'a> ConsolidateRequest<'a> {
             stopped: None,
         };
         let total = groups.len();
+        report(self.progress.as_ref(), Task::Consolidate, 0, total as u64);
         let clock = crate::retrieve::clock(include_expired, at);
         let prices = memory.prices().await?;
         'owners: for (done, group) in groups.into_iter().enumerate() {
@@ -270,14 +256,12 @@ impl<'a> ConsolidateRequest<'a> {
                     Err(e) => return Err(e),
                 }
             }
-            if let Some(progress) = &self.progress {
-                progress(ConsolidateProgress {
-                    owners_done: done + 1,
-                    owners_total: total,
-                    examined: result.examined,
-                    clusters: result.clusters.len(),
-                });
-            }
+            report(
+                self.progress.as_ref(),
+                Task::Consolidate,
+                done as u64 + 1,
+                total as u64,
+            );
         }
         result.credits_remaining = memory.credits().await?;
         Ok(result)

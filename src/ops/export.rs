@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::limits;
 use crate::memory::Memory;
 use crate::ops::{awaitable, scope_setters, Scope};
+use crate::progress::{report, OnProgress, Progress, Task};
 use crate::record::{content_hash, now, HistoryRecord, MemoryRecord};
 use crate::store::{Feedback, LogQuery, NewMemory, Scan, VectorQuery, Write, WriteBatch};
 
@@ -80,6 +81,18 @@ pub struct ExportRequest<'a> {
     scope: Scope,
 }
 
+/// An import; await it to run it. Built by [`Memory::import`].
+#[derive(Debug)]
+#[must_use = "a request does nothing until awaited"]
+pub struct ImportRequest<'a> {
+    memory: &'a Memory,
+    export: &'a Export,
+    progress: Option<OnProgress>,
+}
+
+/// Texts embedded at a time when an import recomputes vectors: one progress report each.
+const IMPORT_CHUNK: usize = 256;
+
 impl Memory {
     /// Exports the live memories matching the request's restrictions (all by default,
     /// expired ones included) with their vectors, history and feedback.
@@ -98,8 +111,30 @@ impl Memory {
     /// one of the ids exists here, deleted ones included; a 400 for an export that is not
     /// one ([`EXPORT_FORMAT`], [`EXPORT_VERSION`]) or does not hold together (a history of
     /// another memory, a hash that is not the text's, a repeated id).
-    #[tracing::instrument(name = "import", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
-    pub async fn import(&self, export: &Export) -> Result<ImportResult> {
+    ///
+    /// Await the request to run it; [`on_progress`](ImportRequest::on_progress) follows it.
+    pub fn import<'a>(&'a self, export: &'a Export) -> ImportRequest<'a> {
+        ImportRequest {
+            memory: self,
+            export,
+            progress: None,
+        }
+    }
+}
+
+impl ImportRequest<'_> {
+    /// Reports the import's progress in memories: embedded (when the export's embedding
+    /// model is not this memory's), then written, all together (see
+    /// [`progress`](crate::progress)).
+    pub fn on_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(OnProgress::new(f));
+        self
+    }
+
+    async fn send(self) -> Result<ImportResult> {
+        let (this, export) = (self.memory, self.export);
+        let progress = self.progress.as_ref();
+        let total = export.memories.len() as u64;
         if export.format != EXPORT_FORMAT || export.version != EXPORT_VERSION {
             return Err(Error::invalid(format!(
                 "this is not a memlane export of version {EXPORT_VERSION} (format {:?}, version {})",
@@ -140,16 +175,20 @@ impl Memory {
                 )));
             }
         }
-        let embedder = &self.inner.embedder;
+        report(progress, Task::Import, 0, total);
+        let embedder = &this.inner.embedder;
         let reembed = export.embedding_model != embedder.model_id()
             || export.dimension != embedder.dimension();
         let vectors: Vec<Vec<f32>> = if reembed {
-            let texts: Vec<String> = export
-                .memories
-                .iter()
-                .map(|m| m.record.indexed_text())
-                .collect();
-            self.embed_documents(&texts).await?
+            let mut vectors = Vec::with_capacity(export.memories.len());
+            for chunk in export.memories.chunks(IMPORT_CHUNK) {
+                let texts: Vec<String> = chunk.iter().map(|m| m.record.indexed_text()).collect();
+                vectors.extend(this.embed_documents(&texts).await?);
+                // The import is done when it is written: until then, one short.
+                let embedded = (vectors.len() as u64).min(total.saturating_sub(1));
+                report(progress, Task::Import, embedded, total);
+            }
+            vectors
         } else {
             export
                 .memories
@@ -176,8 +215,8 @@ impl Memory {
                 m.feedback.clone(),
             )));
         }
-        let outcome = self.commit(WriteBatch::new(writes, 0)).await?;
-        crate::ops::counted(outcome.changes.len());
+        let outcome = this.commit(WriteBatch::new(writes, 0)).await?;
+        report(progress, Task::Import, total, total);
         Ok(ImportResult {
             imported: outcome.changes.iter().map(|c| c.record.id).collect(),
             reembedded: reembed,
@@ -186,6 +225,8 @@ impl Memory {
         })
     }
 }
+
+awaitable!(ImportRequest, ImportResult, "import");
 
 impl ExportRequest<'_> {
     scope_setters!();

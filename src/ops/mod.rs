@@ -85,6 +85,7 @@ counted_by! {
     crate::record::Page<crate::record::MemoryRecord> => |r| r.results.len(),
     crate::record::Page<crate::store::Entity> => |r| r.results.len(),
     export::Export => |r| r.memories.len(),
+    export::ImportResult => |r| r.imported.len(),
     delete::DeleteResult => |r| r.deleted.len(),
     consolidate::ConsolidateResult => |r| r.clusters.len(),
     extract::ExtractResult => |r| usize::from(r.memory_id.is_some()),

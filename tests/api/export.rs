@@ -216,8 +216,20 @@ async fn an_import_from_another_model_recomputes_the_vectors() {
     populate(&source).await;
     let export = source.export().await.unwrap();
     let target = open(dir.path(), "b.db", 32).await;
-    let result = target.import(&export).await.unwrap();
+    let reports = crate::common::Reports::default();
+    let result = target
+        .import(&export)
+        .on_progress(reports.callback())
+        .await
+        .unwrap();
     assert!(result.reembedded);
+    // Embedded in one chunk (the last memory counts once written), then written.
+    let n = export.memories.len() as u64;
+    assert!(n > 1);
+    assert_eq!(
+        reports.of(memlane::progress::Task::Import),
+        [(0, n), (n - 1, n), (n, n)]
+    );
     let again = target.export().await.unwrap();
     assert_eq!(again.dimension, 32);
     assert!(again.memories.iter().all(|m| m.vector.len() == 32));

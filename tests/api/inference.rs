@@ -598,8 +598,19 @@ async fn consolidate_merges_near_duplicates_per_owner() {
     assert_eq!(dry.clusters[0].kept, a2);
     assert_eq!(dry.clusters[0].merged, vec![a1]);
     assert_eq!(dry.examined, 4, "the immutable memory is left out");
-    assert_eq!(seen.lock().unwrap().len(), 2);
-    assert_eq!(seen.lock().unwrap()[1].owners_done, 2);
+    // As it starts, then after each of the two owners.
+    let reports: Vec<(u64, u64)> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|p| (p.done, p.total))
+        .collect();
+    assert_eq!(reports, [(0, 2), (1, 2), (2, 2)]);
+    assert!(seen
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|p| p.task == memlane::progress::Task::Consolidate));
     assert!(llm.requests().is_empty(), "a dry run calls no model");
     assert_eq!(live(&memory, "alice").await.len(), 4);
 

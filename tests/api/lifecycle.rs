@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use chrono::{Duration, Utc};
 use memlane::index::IndexParams;
+use memlane::progress::Task;
 use memlane::record::HistoryEvent;
 use memlane::store::{NewMemory, SqliteStore, Write, WriteBatch};
 use memlane::{EmbedMode, Filter, HashEmbedder, Memory, MemoryRecord, Message, Owners, SearchMode};
@@ -797,7 +798,17 @@ async fn a_corrupt_or_missing_index_is_rebuilt_from_the_store() {
         memory.save_index().await.unwrap();
     }
     std::fs::remove_dir_all(&index_dir).unwrap();
-    let memory = open_with(&path, graph_params()).await;
+    // With no index to load, opening rebuilds it from the store, and says how far it is.
+    let reports = crate::common::Reports::default();
+    let memory = Memory::builder()
+        .path(&path)
+        .embedder(Arc::new(HashEmbedder::new(DIM)))
+        .index_params(graph_params())
+        .on_progress(reports.callback())
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(reports.of(Task::RebuildIndex), [(0, 50), (50, 50)]);
     let hits = memory.search("subject 2").top_k(5).await.unwrap();
     assert_eq!(hits.results.len(), 5);
     assert_eq!(hits.results[0].record.id, expected.results[0].record.id);
@@ -815,8 +826,15 @@ async fn rebuild_drops_dead_points() {
         memory.delete(*id).await.unwrap();
     }
     assert_eq!(memory.index_dead_points(), 20);
-    memory.rebuild_index().await.unwrap();
+    let reports = crate::common::Reports::default();
+    memory
+        .rebuild_index()
+        .on_progress(reports.callback())
+        .await
+        .unwrap();
     assert_eq!(memory.index_dead_points(), 0);
+    // Keys of deleted memories count too: the pass goes up to the highest key.
+    assert_eq!(reports.of(Task::RebuildIndex), [(0, 40), (40, 40)]);
     let hits = memory.search("fact 30").top_k(3).await.unwrap();
     assert_eq!(hits.results[0].record.id, ids[30]);
 }

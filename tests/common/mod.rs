@@ -150,3 +150,39 @@ pub async fn pg_open(url: &str, dim: usize) -> Memory {
         .await
         .unwrap_or_else(|e| panic!("open {url}: {e}"))
 }
+
+/// Collects progress reports, for tests of long tasks.
+#[derive(Clone, Default)]
+pub struct Reports(Arc<std::sync::Mutex<Vec<memlane::Progress>>>);
+
+impl Reports {
+    /// A callback that records every report.
+    pub fn callback(&self) -> impl Fn(memlane::Progress) + Send + Sync + 'static {
+        let seen = Arc::clone(&self.0);
+        move |p| seen.lock().unwrap().push(p)
+    }
+
+    /// `(done, total)` of every report so far, each of `task`; panics on a report of
+    /// another task.
+    pub fn of(&self, task: memlane::progress::Task) -> Vec<(u64, u64)> {
+        let seen = self.0.lock().unwrap();
+        assert!(seen.iter().all(|p| p.task == task), "{seen:?}");
+        drop(seen);
+        self.of_each(task)
+    }
+
+    /// `(done, total)` of every report of `task` so far; panics if its `done` went back
+    /// or passed its `total`.
+    pub fn of_each(&self, task: memlane::progress::Task) -> Vec<(u64, u64)> {
+        let seen = self.0.lock().unwrap();
+        let mut last = 0;
+        seen.iter()
+            .filter(|p| p.task == task)
+            .map(|p| {
+                assert!(p.done >= last && p.done <= p.total, "{seen:?}");
+                last = p.done;
+                (p.done, p.total)
+            })
+            .collect()
+    }
+}

@@ -6,16 +6,39 @@
 use std::sync::{Arc, OnceLock};
 
 use memlane::llm::ChatRequest;
+use memlane::progress::Task;
 use memlane::{Llm, LocalLlm, LocalLlmStats, Memory, Message, MiniLm};
 
 #[path = "../../examples/eval_extraction/cases.rs"]
 mod cases;
 
+/// The model, loaded once for the binary, with the progress its load reported.
+fn loaded() -> &'static (LocalLlm, crate::common::Reports) {
+    static MODEL: OnceLock<(LocalLlm, crate::common::Reports)> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        let reports = crate::common::Reports::default();
+        let model = LocalLlm::load_default_with_progress(reports.callback())
+            .unwrap_or_else(|e| panic!("{e}"));
+        (model, reports)
+    })
+}
+
 fn llm() -> LocalLlm {
-    static MODEL: OnceLock<LocalLlm> = OnceLock::new();
-    MODEL
-        .get_or_init(|| LocalLlm::load_default().unwrap_or_else(|e| panic!("{e}")))
-        .clone()
+    loaded().0.clone()
+}
+
+#[test]
+fn loading_reports_the_check_of_every_byte_then_every_layer() {
+    let reports = &loaded().1;
+    let size = std::fs::metadata(LocalLlm::default_path()).unwrap().len();
+    let verify = reports.of_each(Task::VerifyModel);
+    assert_eq!(verify.first(), Some(&(0, size)));
+    assert_eq!(verify.last(), Some(&(size, size)));
+    // One report per 64 MiB read, besides the first and the last.
+    assert!(verify.len() >= (size >> 26) as usize, "{verify:?}");
+    // Qwen2.5 1.5B has 28 layers: a report as each begins, and one at the end.
+    let load = reports.of_each(Task::LoadModel);
+    assert_eq!(load, (0..=28).map(|i| (i, 28)).collect::<Vec<_>>());
 }
 
 async fn memory(dir: &tempfile::TempDir) -> Memory {
