@@ -208,6 +208,7 @@ async fn main() -> memlane::Result<()> {
         let (mut superseded, mut compatible) = (Outcome::default(), Outcome::default());
         for case in &cases {
             println!("{} ({:?})", case.id, case.kind);
+            let loops = model.loops();
             let (times, failed, kept) = run(&memory, &model.llm, half, case).await?;
             failures += failed;
             let outcome = Outcome::of(&kept, case);
@@ -227,6 +228,12 @@ async fn main() -> memlane::Result<()> {
                 outcome.facts,
                 times.iter().map(Duration::as_secs_f64).sum::<f64>()
             );
+            if model.loops() > loops {
+                println!(
+                    "    ({} model replies stopped in a loop)",
+                    model.loops() - loops
+                );
+            }
             for m in &kept {
                 let mark = if is_stale(m, &case.stale) {
                     "~"

@@ -103,6 +103,7 @@ async fn main() -> memlane::Result<()> {
         let mut total = Score::default();
         for case in &cases {
             let case_started = Instant::now();
+            let loops = model.loops();
             let kept = run(&memory, &model.llm, set, case).await?;
             let score = Score::of(&kept, &case.facts, &case.stale);
             total.add(score);
@@ -119,6 +120,12 @@ async fn main() -> memlane::Result<()> {
                 score.facts,
                 case_started.elapsed().as_secs_f64()
             );
+            if model.loops() > loops {
+                println!(
+                    "    ({} model replies stopped in a loop)",
+                    model.loops() - loops
+                );
+            }
             for m in &kept {
                 let mark = if is_stale(m, &case.stale) {
                     "~"

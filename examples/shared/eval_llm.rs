@@ -52,6 +52,11 @@ pub struct Model {
 }
 
 impl Model {
+    /// Replies the local model stopped in a loop so far (none for a remote model).
+    pub fn loops(&self) -> u64 {
+        self.local.as_ref().map_or(0, |l| l.stats().loops)
+    }
+
     /// Prints the replies rejected and, for the local model, its counters.
     pub fn print_report(&self) {
         println!("{}", self.llm.report());

@@ -43,10 +43,11 @@ const PREFIXES: usize = 4;
 /// 56 KB of keys and values (28 layers, 2 key/value heads of 128 dimensions, f32).
 const MAX_PREFIX_TOKENS: usize = 1024;
 
-/// A JSON reply whose last this many tokens were already written earlier in it is looping
-/// (a small model at temperature 0 can list the same facts until its token limit): it is
-/// stopped where the repetition began. A span this long covers more than one fact or
-/// decision with its keys, so replies that are not looping never repeat one.
+/// A JSON reply whose last this many tokens were already written twice earlier in it is
+/// looping (a small model at temperature 0 can list the same facts until its token
+/// limit): it is stopped where the repetition began. A span this long covers more than
+/// one fact or decision with its keys, and a third copy is asked for, so a reply that
+/// repeats one fact once (and then goes on) is left alone.
 const LOOP_SPAN: usize = 48;
 
 /// A quantized Qwen2 instruct model (GGUF) running in process on the CPU with candle.
@@ -456,17 +457,19 @@ impl LocalLlm {
 }
 
 /// Where `tokens` began to repeat itself, if its last `span` tokens were already written
-/// earlier: the start of the second copy, traced back as far as it matches the first.
+/// twice before: the start of the second copy, traced back as far as it matches the first.
 fn loop_start(tokens: &[u32], span: usize) -> Option<usize> {
     let n = tokens.len();
     if span == 0 || n <= span {
         return None;
     }
     let tail = &tokens[n - span..];
-    // The latest earlier copy (it may overlap the last one): the shortest cycle.
-    let earlier = (0..n - span)
+    let mut copies = (0..n - span)
         .rev()
-        .find(|&i| &tokens[i..i + span] == tail)?;
+        .filter(|&i| &tokens[i..i + span] == tail);
+    // The latest earlier copy (it may overlap the last one): the shortest cycle.
+    let earlier = copies.next()?;
+    copies.next()?;
     let (mut first, mut second) = (earlier, n - span);
     while first > 0 && tokens[first - 1] == tokens[second - 1] {
         first -= 1;
@@ -691,12 +694,22 @@ mod tests {
                 break;
             }
         }
-        // Seen once the last four tokens were written before, after 1 2 3 4 5 3 4 5 3;
-        // cut where the second copy of 3 4 5 begins, keeping one.
-        assert_eq!(cut, Some((9, 5)));
+        // Seen once the last four tokens were written twice before, after
+        // 1 2 3 4 5 3 4 5 3 4 5 3; cut where the second copy of 3 4 5 begins, keeping one.
+        assert_eq!(cut, Some((12, 5)));
         assert_eq!(&tokens[..5], &[1, 2, 3, 4, 5]);
         // A cycle as short as one token is one too.
         assert_eq!(loop_start(&[9, 7, 7, 7, 7, 7], 3), Some(2));
+    }
+
+    #[test]
+    fn one_repeat_is_not_a_loop() {
+        // A fact written twice, then the reply goes on: not stopped.
+        let fact = [10, 11, 12, 13];
+        let tokens: Vec<u32> = [&[1, 2][..], &fact, &fact, &[3, 4]].concat();
+        for end in 0..=tokens.len() {
+            assert_eq!(loop_start(&tokens[..end], 4), None, "{:?}", &tokens[..end]);
+        }
     }
 
     #[test]
