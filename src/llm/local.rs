@@ -1,7 +1,6 @@
 //! A quantized instruct model in process: Qwen2.5 (GGUF) on candle, on the CPU.
 
 use std::collections::HashMap;
-use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,7 +10,6 @@ use candle_core::quantized::gguf_file;
 use candle_core::Device;
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
 use super::grammar::Grammars;
@@ -19,13 +17,24 @@ use super::prefixes::Prefixes;
 use super::qwen2::{Cache, Qwen2};
 use super::{ChatRequest, ChatResponse, Llm, Usage};
 use crate::error::{Error, Result};
-use crate::progress::{report, OnProgress, Progress, Task};
+use crate::models::sha256_of;
+use crate::progress::{OnProgress, Progress};
 
 /// The pinned GGUF: Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, as `scripts/fetch-models.sh qwen`
 /// installs it.
 const PINNED_NAME: &str = "model.gguf";
 const PINNED_SHA256: &str = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046";
 const PINNED_DIR: &str = "qwen2.5-1.5b-instruct-q4km";
+/// The same file on the Hugging Face hub (feature `hub`): Qwen's own GGUF release.
+#[cfg(feature = "hub")]
+const PINNED_HUB: crate::hub::HubFile = crate::hub::HubFile {
+    repo: "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+    revision: "f86cb2c1fa58255f8052cc32aeede1b7482d4361",
+    path: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    sha256: PINNED_SHA256,
+};
+/// The name the pinned model reports.
+const PINNED_ID: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";
 
 /// Qwen2's pre-tokenizer split (from its tokenizer.json): contractions, letter runs with one
 /// leading non-letter, single digits, punctuation runs, newlines, spaces.
@@ -155,24 +164,58 @@ impl LocalLlm {
             .join(PINNED_NAME)
     }
 
-    /// Loads the pinned model, verifying its SHA-256 first (a few seconds). A missing or
-    /// altered file is a 503 that says how to fetch it.
+    /// Loads the pinned model, verifying its SHA-256 first (a few seconds), from memlane's
+    /// model cache ([`default_path`](Self::default_path)); when it is not there (feature
+    /// `hub`), from the Hugging Face hub as [`Hub::from_env`](crate::Hub::from_env)
+    /// configures it, downloading it once into the hub cache. A missing or altered file is
+    /// a 503 that says how to get it.
     pub fn load_default() -> Result<LocalLlm> {
         Self::load_pinned(None)
     }
 
-    /// [`load_default`](Self::load_default), reporting its progress: the file's check
-    /// against the pinned SHA-256 ([`Task::VerifyModel`], in bytes), then the loading of
-    /// its weights ([`Task::LoadModel`], in layers). See [`progress`](crate::progress).
+    /// [`load_default`](Self::load_default), reporting its progress (see
+    /// [`progress`](crate::progress)): the download, when the file comes from the hub
+    /// ([`Task::FetchModel`], in bytes), the file's check against the pinned SHA-256
+    /// ([`Task::VerifyModel`], in bytes), then the loading of its weights
+    /// ([`Task::LoadModel`], in layers).
+    ///
+    /// [`Task::FetchModel`]: crate::progress::Task::FetchModel
+    /// [`Task::VerifyModel`]: crate::progress::Task::VerifyModel
+    /// [`Task::LoadModel`]: crate::progress::Task::LoadModel
     pub fn load_default_with_progress(
         f: impl Fn(Progress) + Send + Sync + 'static,
     ) -> Result<LocalLlm> {
         Self::load_pinned(Some(&OnProgress::new(f)))
     }
 
+    /// Loads the pinned model from a Hugging Face hub (or its cache), verified against
+    /// its pinned SHA-256: Qwen's own release of the GGUF, at a pinned revision.
+    #[cfg(feature = "hub")]
+    pub fn load_from_hub(hub: &crate::Hub) -> Result<LocalLlm> {
+        Self::from_hub(hub, None)
+    }
+
+    #[cfg(feature = "hub")]
+    fn from_hub(hub: &crate::Hub, progress: Option<&OnProgress>) -> Result<LocalLlm> {
+        let path = hub.fetch(&PINNED_HUB, progress)?;
+        Self::load(&path, PINNED_ID, progress)
+    }
+
     fn load_pinned(progress: Option<&OnProgress>) -> Result<LocalLlm> {
         let path = Self::default_path();
-        let actual = sha256_file(&path, progress).map_err(|e| Error::Unavailable {
+        #[cfg(feature = "hub")]
+        if !path.exists() {
+            return Self::from_hub(&crate::Hub::from_env(), progress).map_err(|e| {
+                Error::Unavailable {
+                    detail: format!(
+                        "the local language model is not in memlane's model cache ({}), and {}",
+                        path.display(),
+                        e.detail()
+                    ),
+                }
+            });
+        }
+        let actual = sha256_of(&path, progress).map_err(|e| Error::Unavailable {
             detail: format!(
                 "the local language model is not installed ({}: {e}); run \
                  `scripts/fetch-models.sh qwen` or set MEMLANE_MODELS_DIR to a directory that \
@@ -189,7 +232,7 @@ impl LocalLlm {
                 ),
             });
         }
-        Self::load(&path, "qwen2.5-coder-1.5b-instruct-q4_k_m", progress)
+        Self::load(&path, PINNED_ID, progress)
     }
 
     /// Loads any Qwen2-architecture instruct GGUF of your own (not hash-checked: you vouch
@@ -556,34 +599,6 @@ impl Llm for LocalLlm {
         drop(cancel);
         reply
     }
-}
-
-fn sha256_file(path: &Path, progress: Option<&OnProgress>) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
-    let total = file.metadata()?.len();
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 22];
-    let mut done = 0u64;
-    report(progress, Task::VerifyModel, 0, total);
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        done += n as u64;
-        // About one report per 64 MiB.
-        if done % (1 << 26) < n as u64 {
-            report(progress, Task::VerifyModel, done, total);
-        }
-    }
-    report(progress, Task::VerifyModel, total, total);
-    file.rewind()?;
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
 }
 
 /// Builds the tokenizer from `tokenizer.ggml.*` metadata: byte-level BPE over the GGUF's

@@ -5,6 +5,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+#[cfg(all(feature = "hub", feature = "local-embed"))]
+mod hub;
 #[cfg(feature = "local-llm")]
 mod local_llm;
 #[cfg(feature = "local-embed")]
