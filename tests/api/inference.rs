@@ -348,6 +348,8 @@ async fn relative_dates_are_stored_as_absolute_dates() {
         .timestamp(sunday)
         .await
         .unwrap();
+    // With a model, inference is the default.
+    assert!(out.inferred);
     assert_eq!(
         out.results[0].memory,
         "Alice flies to Oslo next Friday (2026-11-27)"
@@ -355,12 +357,25 @@ async fn relative_dates_are_stored_as_absolute_dates() {
 }
 
 #[tokio::test]
-async fn inference_without_a_model_is_a_503_and_input_is_checked_first() {
+async fn without_a_model_add_stores_verbatim_unless_inference_is_asked_for() {
     let dir = tempfile::tempdir().unwrap();
     let memory = open(&dir, None).await;
-    let err = memory.add("I like tea").user("a").await.unwrap_err();
+    // By default: verbatim, and the result says so.
+    let out = memory.add("I like tea").user("a").await.unwrap();
+    assert!(!out.inferred);
+    assert_eq!(out.results.len(), 1);
+    assert_eq!(out.results[0].memory, "I like tea");
+    assert_eq!(out.usage.prompt_tokens, 0);
+    // Asked for, inference without a model is a 503 that says what to do, and stores nothing.
+    let err = memory
+        .add("I like coffee")
+        .user("a")
+        .infer(true)
+        .await
+        .unwrap_err();
     assert_eq!(err.status(), 503);
     assert!(err.detail().contains("infer(false)"));
+    assert_eq!(memory.list().user("a").await.unwrap().results.len(), 1);
     let err = memory.add("I like tea").await.unwrap_err();
     assert_eq!(err.status(), 400);
     let llm = ScriptedLlm::new(Vec::<String>::new());

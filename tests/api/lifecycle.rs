@@ -161,7 +161,7 @@ async fn bad_add_input_is_a_typed_error_and_changes_nothing() {
                 .await,
             400,
         ),
-        (memory.add("needs a model").user("u").await, 503),
+        (memory.add("needs a model").user("u").infer(true).await, 503),
     ];
     for (i, (result, want)) in cases.into_iter().enumerate() {
         assert_eq!(status(result), want, "case {i}");

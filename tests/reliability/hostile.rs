@@ -211,7 +211,9 @@ async fn run(name: &str, m: &Memory, ids: &Ids) -> memlane::Result<()> {
             .timestamp(Utc::now() + Duration::days(2))
             .await
             .map(drop),
-        "add_inference_without_model" => m.add("I like tea").user("ann").await.map(drop),
+        "add_inference_without_model" => {
+            m.add("I like tea").user("ann").infer(true).await.map(drop)
+        }
 
         "search_top_k_zero" => m.search("tea").user("ann").top_k(0).await.map(drop),
         "search_top_k_absurd" => m

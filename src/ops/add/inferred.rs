@@ -238,7 +238,7 @@ impl Memory {
     }
 }
 
-/// Usage is part of every inferred add's result.
+/// Usage is part of every add's result (zero for a verbatim one).
 impl AddResult {
     pub(crate) fn new(
         results: Vec<AddedMemory>,
@@ -251,6 +251,13 @@ impl AddResult {
             credits_used,
             credits_remaining,
             usage,
+            inferred: true,
         }
+    }
+
+    /// The result of a verbatim add.
+    pub(crate) fn verbatim(mut self) -> Self {
+        self.inferred = false;
+        self
     }
 }

@@ -105,6 +105,11 @@ pub struct AddResult {
     /// Tokens the language model used (zero without inference).
     #[serde(default)]
     pub usage: Usage,
+    /// Whether a language model extracted the facts. `false` when the messages were
+    /// stored verbatim: asked for with `.infer(false)`, or by default when the memory has
+    /// no language model.
+    #[serde(default)]
+    pub inferred: bool,
 }
 
 /// A request to store memories; await it to run it. Built by [`Memory::add`].
@@ -118,7 +123,8 @@ pub struct AddRequest<'a> {
     categories: Vec<String>,
     expiry: Option<DateTime<Utc>>,
     immutable: bool,
-    infer: bool,
+    /// Asked for with `infer`; by default, whether the memory has a language model.
+    infer: Option<bool>,
     timestamp: Option<DateTime<Utc>>,
     vectors: Option<Vec<Vec<f32>>>,
 }
@@ -126,16 +132,21 @@ pub struct AddRequest<'a> {
 impl Memory {
     /// Stores memories from chat messages (or from a text, taken as one user message).
     ///
-    /// With inference (the default) a language model extracts the facts worth keeping,
-    /// following the project's [configuration](crate::config::ProjectConfig), and reconciles each
-    /// with the owner's similar memories: `ADD`, `UPDATE`, `DELETE` (a contradicted memory;
-    /// the new fact is added too) or nothing (already known). Immutable memories are never
-    /// changed. Every change of one call commits together, or none does. It needs a model
-    /// ([`MemoryBuilder::llm`](crate::MemoryBuilder::llm)), and is a 503 without one.
+    /// With inference a language model extracts the facts worth keeping, following the
+    /// project's [configuration](crate::config::ProjectConfig), and reconciles each with
+    /// the owner's similar memories: `ADD`, `UPDATE`, `DELETE` (a contradicted memory; the
+    /// new fact is added too) or nothing (already known). Immutable memories are never
+    /// changed. Every change of one call commits together, or none does.
     ///
-    /// With `.infer(false)` each message is stored verbatim as one memory, its role kept in
+    /// Without inference each message is stored verbatim as one memory, its role kept in
     /// the history and as `metadata.role` (unless the caller's metadata has a `role`), and
     /// the message it replied to as its [`context`](MemoryRecord::context).
+    ///
+    /// Which one: [`infer`](AddRequest::infer) says; by default, inference when the memory
+    /// has a language model ([`MemoryBuilder::llm`](crate::MemoryBuilder::llm)) and
+    /// verbatim when it has none, so an add never fails for want of a model. The result's
+    /// [`inferred`](AddResult::inferred) tells which happened. `.infer(true)` without a
+    /// model is a 503.
     ///
     /// At least one owner id (`user`, `agent`, `app` or `run`) is required.
     pub fn add(&self, messages: impl Into<Messages>) -> AddRequest<'_> {
@@ -147,7 +158,7 @@ impl Memory {
             categories: Vec::new(),
             expiry: None,
             immutable: false,
-            infer: true,
+            infer: None,
             timestamp: None,
             vectors: None,
         }
@@ -194,10 +205,11 @@ impl<'a> AddRequest<'a> {
         self
     }
 
-    /// Whether a language model extracts facts (default `true`), or each message is stored
-    /// verbatim (`false`).
+    /// Whether a language model extracts facts (`true`: a 503 when the memory has no
+    /// language model), or each message is stored verbatim (`false`). By default, `true`
+    /// exactly when the memory has a language model.
     pub fn infer(mut self, infer: bool) -> Self {
-        self.infer = infer;
+        self.infer = Some(infer);
         self
     }
 
@@ -226,8 +238,9 @@ impl<'a> AddRequest<'a> {
         limits::timestamp(self.timestamp, at)?;
         limits::messages(&self.messages)?;
         let created_at = self.timestamp.unwrap_or(at);
+        let infer = self.infer.unwrap_or(self.memory.llm().is_some());
         let given = match self.vectors {
-            Some(_) if self.infer => {
+            Some(_) if infer => {
                 return Err(Error::invalid(
                     "vectors can be given only with .infer(false): with inference, the stored \
                      facts are not the messages",
@@ -250,7 +263,7 @@ impl<'a> AddRequest<'a> {
             }
             None => None,
         };
-        if self.infer {
+        if infer {
             let cx = Context {
                 messages: self.messages,
                 owners: self.owners,
@@ -325,7 +338,8 @@ impl<'a> AddRequest<'a> {
             credits_used,
             outcome.credits_remaining,
             Usage::default(),
-        ))
+        )
+        .verbatim())
     }
 }
 
