@@ -43,7 +43,8 @@ const REPORT_EVERY: usize = 1 << 20;
 /// ## Defaults
 /// - endpoint: `$HF_ENDPOINT`, else `https://huggingface.co`;
 /// - cache: `$HF_HOME/hub`, else `~/.cache/huggingface/hub`;
-/// - offline (the cache only, never a download): when `HF_HUB_OFFLINE` is `1` or `true`.
+/// - offline (the cache only, never a download): when `HF_HUB_OFFLINE` is `1`, `true`,
+///   `yes` or `on`, as the Hugging Face tools read it.
 #[derive(Debug, Clone)]
 pub struct Hub {
     endpoint: String,
@@ -67,9 +68,16 @@ impl Hub {
         let endpoint = std::env::var("HF_ENDPOINT")
             .ok()
             .filter(|e| !e.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned());
-        let offline = std::env::var("HF_HUB_OFFLINE")
-            .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"));
+            .map_or_else(
+                || DEFAULT_ENDPOINT.to_owned(),
+                |e| e.trim_end_matches('/').to_owned(),
+            );
+        let offline = std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| {
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "1" | "true" | "yes" | "on"
+            )
+        });
         Hub {
             endpoint,
             cache: Cache::from_env().path().clone(),

