@@ -103,21 +103,9 @@ fn cut_off_prefixes(text: &str) -> Vec<String> {
     let text = &text[start..];
     // The closing brackets still owed, innermost last.
     let mut open: Vec<char> = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
     let mut cuts: Vec<(usize, String)> = Vec::new();
-    for (i, c) in text.char_indices() {
-        if in_string {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    for (i, c) in structure(text) {
         match c {
-            '"' => in_string = true,
             '{' => open.push('}'),
             '[' => open.push(']'),
             '}' | ']' => {
@@ -142,6 +130,27 @@ fn cut_off_prefixes(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The characters of `text` outside JSON strings, with their byte offsets: its structure
+/// (a bracket or comma inside a string, escaped quotes included, is text).
+fn structure(text: &str) -> impl Iterator<Item = (usize, char)> + '_ {
+    let (mut in_string, mut escaped) = (false, false);
+    text.char_indices().filter(move |&(_, c)| {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            return false;
+        }
+        if c == '"' {
+            in_string = true;
+        }
+        c != '"'
+    })
+}
+
 /// Balanced `{…}` spans, in order of their opening brace, strings and escapes respected.
 fn balanced_objects(text: &str) -> impl Iterator<Item = &str> {
     text.char_indices()
@@ -149,20 +158,8 @@ fn balanced_objects(text: &str) -> impl Iterator<Item = &str> {
         .take(MAX_STARTS)
         .filter_map(move |(start, _)| {
             let mut depth = 0usize;
-            let mut in_string = false;
-            let mut escaped = false;
-            for (offset, c) in text[start..].char_indices() {
-                if in_string {
-                    match c {
-                        _ if escaped => escaped = false,
-                        '\\' => escaped = true,
-                        '"' => in_string = false,
-                        _ => {}
-                    }
-                    continue;
-                }
+            for (offset, c) in structure(&text[start..]) {
                 match c {
-                    '"' => in_string = true,
                     '{' => depth += 1,
                     '}' => {
                         depth -= 1;
