@@ -274,9 +274,11 @@ impl MemoryBuilder {
         self
     }
 
-    /// Reports the progress of opening: the vector index's rebuild from the store, when no
-    /// sound saved index is found (a new index directory, a damaged one, a store written
-    /// by another tool). See [`progress`](crate::progress).
+    /// Reports the progress of opening: the default embedder's download, when its files
+    /// come from the hub (feature `hub`; the first open in a process), and the vector
+    /// index's rebuild from the store, when no sound saved index is found (a new index
+    /// directory, a damaged one, a store written by another tool). See
+    /// [`progress`](crate::progress).
     pub fn on_progress(mut self, f: impl Fn(Progress) + Send + Sync + 'static) -> Self {
         self.progress = Some(OnProgress::new(f));
         self
@@ -338,7 +340,7 @@ impl MemoryBuilder {
         };
         let embedder = match self.embedder {
             Some(e) => e,
-            None => default_embedder().await?,
+            None => default_embedder(self.progress.clone()).await?,
         };
         check_model(&*store, &*embedder).await?;
         let store_id = match store.meta(META_STORE_ID).await? {
@@ -387,18 +389,19 @@ impl MemoryBuilder {
     }
 }
 
+/// The local MiniLM, loaded once per process (the first load reports to `progress`).
 #[cfg(feature = "local-embed")]
-async fn default_embedder() -> Result<Arc<dyn Embedder>> {
+async fn default_embedder(progress: Option<OnProgress>) -> Result<Arc<dyn Embedder>> {
     use std::sync::Mutex;
     static SHARED: Mutex<Option<crate::MiniLm>> = Mutex::new(None);
-    tokio::task::spawn_blocking(|| {
+    tokio::task::spawn_blocking(move || {
         let mut slot = SHARED
             .lock()
             .map_err(|_| Error::internal("embedder cache lock poisoned"))?;
         if let Some(model) = slot.as_ref() {
             return Ok(Arc::new(model.clone()) as Arc<dyn Embedder>);
         }
-        let model = crate::MiniLm::load_default()?;
+        let model = crate::MiniLm::load_default_reporting(progress.as_ref())?;
         *slot = Some(model.clone());
         Ok(Arc::new(model) as Arc<dyn Embedder>)
     })
@@ -407,7 +410,7 @@ async fn default_embedder() -> Result<Arc<dyn Embedder>> {
 }
 
 #[cfg(not(feature = "local-embed"))]
-async fn default_embedder() -> Result<Arc<dyn Embedder>> {
+async fn default_embedder(_progress: Option<OnProgress>) -> Result<Arc<dyn Embedder>> {
     Err(Error::Unavailable {
         detail: "no embedder is configured, and this build has no local one: pass one to \
                  Memory::builder().embedder(…) (OpenAiEmbedder, say), or enable memlane's \

@@ -117,11 +117,31 @@ impl MiniLm {
     /// as [`Hub::from_env`](crate::Hub::from_env) configures it, downloaded once into the
     /// hub cache (see [`load_from_hub`](Self::load_from_hub)).
     pub fn load_default() -> Result<MiniLm> {
+        Self::load_default_reporting(None)
+    }
+
+    /// [`load_default`](Self::load_default), reporting the download of each file when
+    /// the files come from the hub ([`Task::FetchModel`], in bytes) and its check against
+    /// the pinned SHA-256 ([`Task::VerifyModel`]). From memlane's model cache the load
+    /// takes a moment and reports nothing. See [`progress`](crate::progress).
+    ///
+    /// [`Task::FetchModel`]: crate::progress::Task::FetchModel
+    /// [`Task::VerifyModel`]: crate::progress::Task::VerifyModel
+    pub fn load_default_with_progress(
+        f: impl Fn(crate::Progress) + Send + Sync + 'static,
+    ) -> Result<MiniLm> {
+        Self::load_default_reporting(Some(&crate::progress::OnProgress::new(f)))
+    }
+
+    #[allow(unused_variables)] // `progress` is for the hub
+    pub(crate) fn load_default_reporting(
+        progress: Option<&crate::progress::OnProgress>,
+    ) -> Result<MiniLm> {
         #[cfg(feature = "hub")]
         {
             let dir = Self::default_dir();
             if !PINNED.iter().all(|(name, _)| dir.join(name).exists()) {
-                return Self::load_from_hub(&crate::Hub::from_env()).map_err(|e| {
+                return Self::from_hub(&crate::Hub::from_env(), progress).map_err(|e| {
                     Error::Unavailable {
                         detail: format!(
                             "the local embedding model is not in memlane's model cache ({}), \
@@ -141,6 +161,14 @@ impl MiniLm {
     /// revision, the same files the PyPI path installs.
     #[cfg(feature = "hub")]
     pub fn load_from_hub(hub: &crate::Hub) -> Result<MiniLm> {
+        Self::from_hub(hub, None)
+    }
+
+    #[cfg(feature = "hub")]
+    fn from_hub(
+        hub: &crate::Hub,
+        progress: Option<&crate::progress::OnProgress>,
+    ) -> Result<MiniLm> {
         let mut files = Vec::with_capacity(PINNED.len());
         for (path, sha256) in PINNED {
             let file = crate::hub::HubFile {
@@ -149,7 +177,7 @@ impl MiniLm {
                 path,
                 sha256,
             };
-            let local = hub.fetch(&file, None)?;
+            let local = hub.fetch(&file, progress)?;
             files.push(std::fs::read(&local).map_err(|e| Error::Unavailable {
                 detail: format!("cannot read {}: {e}", local.display()),
             })?);

@@ -10,7 +10,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use memlane::{EmbedMode, Embedder, Hub, MiniLm};
+use memlane::progress::Task;
+use memlane::{EmbedMode, Embedder, Hub, Memory, MiniLm};
 
 const REPO: &str = "sentence-transformers/all-MiniLM-L6-v2";
 const REVISION: &str = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41";
@@ -248,11 +249,28 @@ fn a_hub_that_cannot_be_reached_or_is_forbidden_is_a_503_saying_what_to_do() {
 
 /// Run by the test below, in a child process with the environment it sets: the default
 /// load, and what it answered.
-#[test]
+#[tokio::test]
 #[ignore = "run by default_loads_take_the_hub_from_the_environment in a child process"]
-fn child_default_load() {
-    match MiniLm::load_default() {
-        Ok(_) => println!("LOADED"),
+async fn child_default_load() {
+    // The default embedder of a Memory, whose builder reports each file's download.
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let opened = Memory::builder()
+        .on_progress(move |p| log.lock().unwrap().push(p))
+        .build()
+        .await;
+    let seen = seen.lock().unwrap();
+    let of = |task| {
+        seen.iter()
+            .filter(move |p| p.task == task)
+            .map(|p| (p.done, p.total))
+    };
+    match opened {
+        Ok(_) => println!(
+            "LOADED fetched {:?} verified {}",
+            of(Task::FetchModel).next_back(),
+            of(Task::VerifyModel).count()
+        ),
         Err(e) => println!("FAILED {} {}", e.status(), e.detail()),
     }
 }
@@ -279,7 +297,18 @@ fn default_loads_take_the_hub_from_the_environment_when_memlanes_cache_lacks_the
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let out = run(&server.url);
-    assert!(out.contains("LOADED"), "{out}");
+    // The builder reported each file's download and check; the last download is
+    // config.json's, whole.
+    let config = std::fs::metadata(MiniLm::default_dir().join("config.json"))
+        .unwrap()
+        .len();
+    assert!(
+        out.contains(&format!(
+            "LOADED fetched Some(({config}, {config})) verified"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("verified 0"), "{out}");
     assert_eq!(server.requests(), 2 * FILES.len());
     assert!(home
         .path()
