@@ -409,6 +409,16 @@ mod tests {
             .collect()
     }
 
+    /// The index of `store` saved in `dir` (store id "s"), opened as `Memory` opens it.
+    async fn open_in(
+        store: &MemStore,
+        dim: usize,
+        params: IndexParams,
+        dir: &Path,
+    ) -> Result<std::sync::Arc<VectorIndex>> {
+        VectorIndex::open(store, dim, params, Some(dir.into()), "s".into(), None).await
+    }
+
     /// While a saved graph loads, searches rank exactly from the state, and writes meanwhile
     /// reach the graph when it is swapped in; a graph that could not be loaded is rebuilt
     /// from the state's vectors.
@@ -455,31 +465,13 @@ mod tests {
             .await
             .unwrap();
         let params = IndexParams::default();
-        let index = VectorIndex::open(
-            &store,
-            dim,
-            params,
-            Some(dir.path().into()),
-            "s".into(),
-            None,
-        )
-        .await
-        .unwrap();
+        let index = open_in(&store, dim, params, dir.path()).await.unwrap();
         index.save().unwrap();
         drop(index);
         apply(&store, WriteBatch::new(writes(30..35, dim), 0))
             .await
             .unwrap();
-        let index = VectorIndex::open(
-            &store,
-            dim,
-            params,
-            Some(dir.path().into()),
-            "s".into(),
-            None,
-        )
-        .await
-        .unwrap();
+        let index = open_in(&store, dim, params, dir.path()).await.unwrap();
         index.wait_for_graph().unwrap();
         assert!(matches!(
             *index.graph.read().unwrap(),
@@ -504,16 +496,7 @@ mod tests {
         apply(&store, WriteBatch::new(writes(0..30, dim), 0))
             .await
             .unwrap();
-        let index = VectorIndex::open(
-            &store,
-            dim,
-            params,
-            Some(dir.path().into()),
-            "s".into(),
-            None,
-        )
-        .await
-        .unwrap();
+        let index = open_in(&store, dim, params, dir.path()).await.unwrap();
         index.save().unwrap();
         drop(index);
         apply(&store, WriteBatch::new(writes(30..35, dim), 0))
@@ -528,16 +511,7 @@ mod tests {
         obj.insert("max_key".into(), 35.into());
         std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
 
-        let index = VectorIndex::open(
-            &store,
-            dim,
-            params,
-            Some(dir.path().into()),
-            "s".into(),
-            None,
-        )
-        .await
-        .unwrap();
+        let index = open_in(&store, dim, params, dir.path()).await.unwrap();
         assert!(matches!(
             *index.graph.read().unwrap(),
             GraphHolder::Loaded(_)
