@@ -184,6 +184,19 @@ impl Hub {
     }
 }
 
+/// A hub failure for a model that memlane's model cache lacks (at `place`): the 503 says
+/// both where it was looked for and why the hub did not give it.
+#[allow(dead_code)] // unused when no local model feature is on
+pub(crate) fn after_cache_miss(model: &str, place: &Path, e: Error) -> Error {
+    Error::Unavailable {
+        detail: format!(
+            "the local {model} is not in memlane's model cache ({}), and {}",
+            place.display(),
+            e.detail()
+        ),
+    }
+}
+
 /// Reports a download's bytes (hf-hub's progress interface), about one report per MiB.
 struct Reporter {
     progress: Option<OnProgress>,

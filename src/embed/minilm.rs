@@ -141,16 +141,8 @@ impl MiniLm {
         {
             let dir = Self::default_dir();
             if !PINNED.iter().all(|(name, _)| dir.join(name).exists()) {
-                return Self::from_hub(&crate::Hub::from_env(), progress).map_err(|e| {
-                    Error::Unavailable {
-                        detail: format!(
-                            "the local embedding model is not in memlane's model cache ({}), \
-                             and {}",
-                            dir.display(),
-                            e.detail()
-                        ),
-                    }
-                });
+                return Self::from_hub(&crate::Hub::from_env(), progress)
+                    .map_err(|e| crate::hub::after_cache_miss("embedding model", &dir, e));
             }
         }
         Self::load_pinned(crate::models::cache_dir())

@@ -205,15 +205,8 @@ impl LocalLlm {
         let path = Self::default_path();
         #[cfg(feature = "hub")]
         if !path.exists() {
-            return Self::from_hub(&crate::Hub::from_env(), progress).map_err(|e| {
-                Error::Unavailable {
-                    detail: format!(
-                        "the local language model is not in memlane's model cache ({}), and {}",
-                        path.display(),
-                        e.detail()
-                    ),
-                }
-            });
+            return Self::from_hub(&crate::Hub::from_env(), progress)
+                .map_err(|e| crate::hub::after_cache_miss("language model", &path, e));
         }
         let actual = sha256_of(&path, progress).map_err(|e| Error::Unavailable {
             detail: format!(
