@@ -146,9 +146,8 @@ pub(crate) async fn extract_facts(
 Rules: take every fact from every user message: each preference, dislike, habit, plan, \
 relationship, job, place and decision is its own short, self-contained fact. After a \
 correction keep only the corrected fact. Nothing from greetings, thanks, small talk, questions \
-or the assistant's words. Write dates as absolute dates. Never translate: a fact is in the \
-language of its message (\"Vado in palestra ogni mattina\" gives \"Va in palestra ogni \
-mattina\"). importance is 1 (trivia) to 10 (essential).\n\
+or the assistant's words. Write dates as absolute dates. Never translate: write each fact in the \
+language of the message it comes from. importance is 1 (trivia) to 10 (essential).\n\
 {policy}\
 Categories: {labels}\n\
 Reply with JSON only: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\"], \

@@ -150,6 +150,27 @@ pub enum Write {
     },
     /// Add to the credit balance (saturating).
     Credit(u64),
+    /// Set a live memory's vector under its key, without logging it: the memory embedded
+    /// again by a new model (see [`Memory::reembed`](crate::Memory::reembed)). Fails with
+    /// 404 if it is missing or deleted, 409 if it moved since version `expect`.
+    Vector {
+        /// Which memory.
+        id: Uuid,
+        /// Its unit-length vector.
+        vector: Vec<f32>,
+        /// The version the vector was computed from.
+        expect: u64,
+    },
+    /// Forget every stored vector (see [`RowWrite::DropVectors`]).
+    DropVectors,
+    /// Fail with 409, writing nothing, unless a metadata value is as expected (see
+    /// [`RowWrite::ExpectMeta`]).
+    ExpectMeta {
+        /// The key.
+        key: String,
+        /// The value it must have (empty: missing).
+        value: String,
+    },
 }
 
 /// Writes applied together, atomically, with their credit charge.
@@ -407,6 +428,16 @@ async fn plan(store: &dyn Store, batch: &WriteBatch) -> Result<(Transaction, Vec
                 });
             }
             Write::Credit(amount) => writes.push(RowWrite::Credit(*amount)),
+            Write::Vector { id, vector, expect } => writes.push(RowWrite::SetVector {
+                id: *id,
+                vector: vector.clone(),
+                expect: *expect,
+            }),
+            Write::DropVectors => writes.push(RowWrite::DropVectors),
+            Write::ExpectMeta { key, value } => writes.push(RowWrite::ExpectMeta {
+                key: key.clone(),
+                value: value.clone(),
+            }),
         }
     }
     Ok((Transaction::new(writes, batch.credits), changes))

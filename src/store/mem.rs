@@ -126,6 +126,17 @@ impl State {
                     version: row.version,
                 });
             }
+            RowWrite::SetVector { id, vector, expect } => {
+                let i = self.live_at(id, expect)?;
+                self.vectors[i] = vector;
+            }
+            RowWrite::DropVectors => self.vectors.iter_mut().for_each(Vec::clear),
+            RowWrite::ExpectMeta { key, value } => {
+                let actual = self.meta.get(&key).map(String::as_str);
+                if actual.unwrap_or_default() != value {
+                    return Err(super::meta_moved(&key, &value, actual));
+                }
+            }
             RowWrite::Delete { id, at, expect } => {
                 let i = self.live_at(id, expect)?;
                 let row = &mut self.rows[i];
@@ -256,10 +267,13 @@ impl Store for MemStore {
                 expires_at: row.record.expiration_date.map(micros),
             }
         };
+        // Live rows with a vector (a memory of a store without an embedding model has none).
+        let embedded =
+            |i: &usize| state.rows[*i].deleted_at.is_none() && !state.vectors[*i].is_empty();
         Ok(match query {
             VectorQuery::After { key, limit } => {
                 let mut live: Vec<usize> = (0..state.rows.len())
-                    .filter(|&i| state.rows[i].deleted_at.is_none() && state.rows[i].key > key)
+                    .filter(|i| embedded(i) && state.rows[*i].key > key)
                     .collect();
                 live.sort_unstable_by_key(|&i| state.rows[i].key);
                 live.into_iter().take(limit).map(stored).collect()
@@ -267,7 +281,7 @@ impl Store for MemStore {
             VectorQuery::Of(ids) => ids
                 .iter()
                 .filter_map(|id| state.by_id.get(id).copied())
-                .filter(|&i| state.rows[i].deleted_at.is_none())
+                .filter(embedded)
                 .map(stored)
                 .collect(),
         })

@@ -132,19 +132,24 @@ pub enum VectorQuery<'a> {
 }
 
 /// One conditional row write of a [`Transaction`].
+///
+/// An empty vector is no vector: a memory of a store without an embedding model yet (see
+/// [`Memory::reembed`](crate::Memory::reembed)) has a key but no vector, and
+/// [`Store::vectors`] leaves it out.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum RowWrite {
-    /// Inserts a memory with its vector, at version 1 under a new key. Precondition: no row
-    /// has its id, live or deleted (409).
+    /// Inserts a memory with its vector (or none, when empty), at version 1 under a new
+    /// key. Precondition: no row has its id, live or deleted (409).
     Insert {
         /// The memory.
         record: MemoryRecord,
-        /// Its unit-length vector.
+        /// Its unit-length vector, or empty.
         vector: Vec<f32>,
     },
-    /// Replaces a live row's record (its id stays); with a vector, the vector too, under a
-    /// new key. Precondition: the row is live (404) at version `expect` (409).
+    /// Replaces a live row's record (its id stays); with a vector (possibly empty: none),
+    /// the vector too, under a new key. Precondition: the row is live (404) at version
+    /// `expect` (409).
     Replace {
         /// The new record.
         record: MemoryRecord,
@@ -152,6 +157,29 @@ pub enum RowWrite {
         vector: Option<Vec<f32>>,
         /// The version the record was built from.
         expect: u64,
+    },
+    /// Sets the vector of a live row under its current key, leaving its record, version
+    /// and key as they are (a memory embedded again by a new model). Precondition: the row
+    /// is live (404) at version `expect` (409).
+    SetVector {
+        /// Which memory.
+        id: Uuid,
+        /// Its unit-length vector (not empty).
+        vector: Vec<f32>,
+        /// The version the vector was computed from.
+        expect: u64,
+    },
+    /// Forgets every stored vector (the memories stay, without vectors): the first step of
+    /// moving a store to another embedding model, whose vectors may have another dimension.
+    DropVectors,
+    /// A precondition: the metadata value of `key` is `value` (a missing key counts as
+    /// empty), read so that a concurrent change of it waits for this transaction or makes
+    /// it fail (409). Writers of vectors state the embedding model they used with it.
+    ExpectMeta {
+        /// The key.
+        key: String,
+        /// The value it must have.
+        value: String,
     },
     /// Soft-deletes a live row. Precondition: the row is live (404) at version `expect` (409).
     Delete {
@@ -538,6 +566,33 @@ pub const META_STORE_ID: &str = "store_id";
 pub const META_MODEL: &str = "embedding_model";
 /// Metadata key holding the embedding dimension.
 pub const META_DIMENSION: &str = "embedding_dimension";
+
+/// The 409 of a transaction whose [`RowWrite::ExpectMeta`] does not hold: `actual` is the
+/// value the store has (`None`: missing). Stores return it as it is.
+pub fn meta_moved(key: &str, expected: &str, actual: Option<&str>) -> crate::Error {
+    let actual = actual.unwrap_or_default();
+    if key == META_MODEL {
+        let name = |m: &str| match m {
+            "" => "none".to_owned(),
+            m => format!("{m:?}"),
+        };
+        return crate::Error::Conflict {
+            detail: format!(
+                "this store's embedding model is now {}, not {} as when this handle opened it \
+                 (another handle re-embedded it); nothing was written: open the store again \
+                 with its model",
+                name(actual),
+                name(expected)
+            ),
+        };
+    }
+    crate::Error::Conflict {
+        detail: format!(
+            "the store's {key:?} is {actual:?}, not {expected:?} as this change expected \
+             (another writer changed it); nothing was written"
+        ),
+    }
+}
 
 /// The credit balance a new store starts with.
 pub const DEFAULT_CREDITS: u64 = 1_000_000;

@@ -36,6 +36,150 @@ pub async fn run(store: &dyn Store) {
     search::scans(store).await;
     search::keyword(store).await;
     threads(store).await;
+    // Last: it drops every vector of the store.
+    vectors(store).await;
+}
+
+/// Memories without vectors, vectors set on their own, every vector dropped, and the
+/// metadata precondition. An empty vector is none: the memory has its key but
+/// [`Store::vectors`] leaves it out until one is set (a store without an embedding model,
+/// re-embedded later). A new dimension may follow a drop.
+async fn vectors(store: &dyn Store) {
+    let keyed = |v: Vec<super::StoredVector>| -> Vec<(u64, Vec<f32>)> {
+        v.into_iter().map(|v| (v.key, v.vector)).collect()
+    };
+    let bare = record("no vector yet", "vectors", t(0));
+    let embedded = record("has a vector", "vectors", t(0));
+    let out = apply(
+        store,
+        batch(vec![
+            insert(&bare, Vec::new()),
+            insert(&embedded, vec![0.0, 1.0]),
+        ]),
+    )
+    .await
+    .unwrap();
+    let keys: Vec<u64> = out.changes.iter().filter_map(|c| c.added_key).collect();
+    assert_eq!(keys.len(), 2, "both memories get a key");
+    let of = store
+        .vectors(VectorQuery::Of(&[bare.id, embedded.id]))
+        .await
+        .unwrap();
+    assert_eq!(keyed(of), vec![(keys[1], vec![0.0, 1.0])]);
+    let after = store
+        .vectors(VectorQuery::After {
+            key: keys[0] - 1,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(keyed(after), vec![(keys[1], vec![0.0, 1.0])]);
+
+    // A vector set later: same key, same version, nothing logged.
+    let before = row(store, bare.id).await;
+    let cursor = store.counters().await.unwrap().last_cursor;
+    let set = |id, vector, expect| Write::Vector { id, vector, expect };
+    apply(
+        store,
+        batch(vec![set(bare.id, vec![1.0, 0.0], before.version)]),
+    )
+    .await
+    .unwrap();
+    let after_set = row(store, bare.id).await;
+    assert_eq!(
+        (after_set.key, after_set.version),
+        (before.key, before.version)
+    );
+    assert_eq!(store.counters().await.unwrap().last_cursor, cursor);
+    let of = store.vectors(VectorQuery::Of(&[bare.id])).await.unwrap();
+    assert_eq!(keyed(of), vec![(keys[0], vec![1.0, 0.0])]);
+    // From a stale version: 409; on a deleted memory: 404. Neither writes.
+    let stale = apply(
+        store,
+        batch(vec![set(bare.id, vec![0.5, 0.5], before.version + 1)]),
+    )
+    .await;
+    assert_eq!(stale.err().map(|e| e.status()), Some(409));
+    let gone = record("deleted", "vectors", t(0));
+    insert_all(store, &[&gone]).await;
+    let deleted = Write::Delete {
+        id: gone.id,
+        at: t(1),
+        input: Vec::new(),
+        expect: None,
+    };
+    apply(store, batch(vec![deleted])).await.unwrap();
+    let missing = apply(store, batch(vec![set(gone.id, vec![0.5, 0.5], 2)])).await;
+    assert_eq!(missing.err().map(|e| e.status()), Some(404));
+    let of = store.vectors(VectorQuery::Of(&[bare.id])).await.unwrap();
+    assert_eq!(keyed(of), vec![(keys[0], vec![1.0, 0.0])]);
+
+    // The metadata precondition: a missing key is empty; a wrong value refuses everything.
+    let expect = |key: &str, value: &str| Write::ExpectMeta {
+        key: key.into(),
+        value: value.into(),
+    };
+    let meta = Write::Meta {
+        key: "conformance_model".into(),
+        value: "m1".into(),
+        log: false,
+        at: t(0),
+    };
+    apply(store, batch(vec![expect("conformance_model", ""), meta]))
+        .await
+        .unwrap();
+    let refused_record = record("written under a stale model", "vectors", t(0));
+    let refused = apply(
+        store,
+        batch(vec![
+            expect("conformance_model", "m0"),
+            insert(&refused_record, vec![1.0, 0.0]),
+        ]),
+    )
+    .await;
+    assert_eq!(refused.err().map(|e| e.status()), Some(409));
+    assert!(live(store, refused_record.id).await.is_none());
+    apply(
+        store,
+        batch(vec![
+            expect("conformance_model", "m1"),
+            insert(&refused_record, vec![1.0, 0.0]),
+        ]),
+    )
+    .await
+    .unwrap();
+
+    // Dropping every vector keeps the memories; a new dimension may follow.
+    apply(store, batch(vec![Write::DropVectors])).await.unwrap();
+    let all = store
+        .vectors(VectorQuery::After {
+            key: 0,
+            limit: 1000,
+        })
+        .await
+        .unwrap();
+    assert!(all.is_empty(), "{} vectors left", all.len());
+    assert!(live(store, embedded.id).await.is_some());
+    let version = row(store, embedded.id).await.version;
+    apply(
+        store,
+        batch(vec![set(embedded.id, vec![0.0, 0.6, 0.8], version)]),
+    )
+    .await
+    .unwrap();
+    let fresh = record("written after the drop", "vectors", t(0));
+    apply(store, batch(vec![insert(&fresh, vec![0.8, 0.6, 0.0])]))
+        .await
+        .unwrap();
+    let of = store
+        .vectors(VectorQuery::Of(&[bare.id, embedded.id, fresh.id]))
+        .await
+        .unwrap();
+    let mut dims: Vec<(Uuid, usize)> = of.iter().map(|v| (v.id, v.vector.len())).collect();
+    dims.sort();
+    let mut want = vec![(embedded.id, 3), (fresh.id, 3)];
+    want.sort();
+    assert_eq!(dims, want);
 }
 
 /// `count`, `admitted` and `replies` agree with the rows: a conversation's replies are

@@ -126,8 +126,7 @@ pub(super) async fn commit(
                  credits = LEAST(credits::numeric - $1::bigint + $2::bigint, \
                  9223372036854775807)::bigint, \
                  live_rows = live_rows + $3::bigint, live_tokens = live_tokens + $4::bigint, \
-                 last_cursor = last_cursor + $5::bigint, \
-                 dimension = COALESCE(dimension, $6::integer) \
+                 last_cursor = last_cursor + $5::bigint \
                  WHERE id = 1 AND credits >= $1::bigint RETURNING credits, last_cursor"
             ),
             &[
@@ -136,7 +135,6 @@ pub(super) async fn commit(
                 &tally.live_rows,
                 &tally.live_tokens,
                 &(tally.logs.len() as i64),
-                &tally.dimension,
             ],
         )
         .await
@@ -210,9 +208,10 @@ fn at_commit(e: tokio_postgres::Error) -> Error {
     }
 }
 
-/// Checks a vector against the store's dimension. The first vector ever fixes it and builds
-/// the HNSW index (cosine distance, over the vectors cast to that dimension), under the
-/// state row's lock, so that two first writers do not both build it.
+/// Checks a vector against the store's dimension. The first vector ever (or since the
+/// vectors were dropped) fixes it and builds the HNSW index (cosine distance, over the
+/// vectors cast to that dimension), under the state row's lock, so that two first writers
+/// do not both build it. An empty vector is none, and passes.
 async fn check_dimension(
     t: &PgTransaction<'_>,
     s: &str,
@@ -220,6 +219,9 @@ async fn check_dimension(
     vector: &[f32],
 ) -> Result<()> {
     let dimension = vector.len() as i32;
+    if vector.is_empty() {
+        return Ok(());
+    }
     if tally.dimension.is_none() {
         let current: Option<i32> = t
             .query_one(
@@ -283,13 +285,17 @@ async fn insert_all(
     let keys = next(t, s, "key_seq", n).await?;
     let seqs = next(t, s, "row_seq", n).await?;
     let mut cols = Columns::with_capacity(n);
-    let mut vectors = Vec::with_capacity(n);
-    for p in pending {
+    let (mut vector_keys, mut vectors) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for (p, key) in pending.into_iter().zip(&keys) {
         let (length, text, context) = cols.push(&p.record)?;
         tally.count_terms(&text, &context, 1);
         tally.live_rows += 1;
         tally.live_tokens += i64::from(length);
-        vectors.push(pgvector::Vector::from(p.vector));
+        // An empty vector is none (a store without an embedding model).
+        if !p.vector.is_empty() {
+            vector_keys.push(*key);
+            vectors.push(pgvector::Vector::from(p.vector));
+        }
     }
     let inserted = t
         .query(
@@ -348,15 +354,17 @@ async fn insert_all(
             detail: format!("a memory with id {taken} already exists"),
         });
     }
-    t.execute(
-        &format!(
-            "INSERT INTO {s}.vectors (key, embedding) \
-             SELECT * FROM unnest($1::bigint[], $2::vector[])"
-        ),
-        &[&keys, &vectors],
-    )
-    .await
-    .map_err(pg_err)?;
+    if !vectors.is_empty() {
+        t.execute(
+            &format!(
+                "INSERT INTO {s}.vectors (key, embedding) \
+                 SELECT * FROM unnest($1::bigint[], $2::vector[])"
+            ),
+            &[&vector_keys, &vectors],
+        )
+        .await
+        .map_err(pg_err)?;
+    }
     for (id, key) in cols.id.iter().zip(&keys) {
         out.rows.push(RowOutcome::inserted(*id, *key as VectorKey));
     }
@@ -490,12 +498,14 @@ async fn apply(
                 )
                 .await
                 .map_err(pg_err)?;
-                t.execute(
-                    &format!("INSERT INTO {s}.vectors (key, embedding) VALUES ($1, $2)"),
-                    &[&key, &pgvector::Vector::from(vector)],
-                )
-                .await
-                .map_err(pg_err)?;
+                if !vector.is_empty() {
+                    t.execute(
+                        &format!("INSERT INTO {s}.vectors (key, embedding) VALUES ($1, $2)"),
+                        &[&key, &pgvector::Vector::from(vector)],
+                    )
+                    .await
+                    .map_err(pg_err)?;
+                }
                 tally.live_tokens += i64::from(length) - i64::from(old_length);
                 tally.count_terms(&old_terms.0, &old_terms.1, -1);
                 tally.count_terms(&terms, &old_terms.1, 1);
@@ -507,6 +517,51 @@ async fn apply(
                 added,
                 version: version + 1,
             });
+        }
+        RowWrite::SetVector { id, vector, expect } => {
+            let (key, ..) = live_at(t, s, id, expect).await?;
+            check_dimension(t, s, tally, &vector).await?;
+            if !vector.is_empty() {
+                t.execute(
+                    &format!(
+                        "INSERT INTO {s}.vectors (key, embedding) VALUES ($1, $2) \
+                         ON CONFLICT (key) DO UPDATE SET embedding = excluded.embedding"
+                    ),
+                    &[&key, &pgvector::Vector::from(vector)],
+                )
+                .await
+                .map_err(pg_err)?;
+            }
+        }
+        RowWrite::DropVectors => {
+            // Under the state row's lock, as the first vector's writer builds the index.
+            // TRUNCATE, not DELETE: the next index is built over an expression of the new
+            // dimension, and PostgreSQL indexes deleted rows still visible to an open
+            // snapshot, whose old dimension would fail the cast.
+            t.batch_execute(&format!(
+                "SELECT dimension FROM {s}.state WHERE id = 1 FOR UPDATE; \
+                 TRUNCATE {s}.vectors; \
+                 DROP INDEX IF EXISTS {s}.vectors_hnsw; \
+                 UPDATE {s}.state SET dimension = NULL WHERE id = 1"
+            ))
+            .await
+            .map_err(pg_err)?;
+            tally.dimension = None;
+        }
+        RowWrite::ExpectMeta { key, value } => {
+            // A share lock: a change of the value waits for this transaction, and this one
+            // waits for a change under way, then reads its result.
+            let actual: Option<String> = t
+                .query_opt(
+                    &format!("SELECT value FROM {s}.meta WHERE key = $1 FOR SHARE"),
+                    &[&key],
+                )
+                .await
+                .map_err(pg_err)?
+                .map(|r| r.get(0));
+            if actual.as_deref().unwrap_or_default() != value {
+                return Err(crate::store::meta_moved(&key, &value, actual.as_deref()));
+            }
         }
         RowWrite::Delete { id, at, expect } => {
             let (key, version, length, terms) = live_at(t, s, id, expect).await?;

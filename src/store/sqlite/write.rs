@@ -107,6 +107,25 @@ fn apply(t: &SqlTransaction<'_>, write: RowWrite, out: &mut Committed) -> Result
                 version: version + 1,
             });
         }
+        RowWrite::SetVector { id, vector, expect } => {
+            let (key, _) = live_at(t, id, expect)?;
+            insert_vector(t, key, &vector)?;
+        }
+        RowWrite::DropVectors => {
+            t.execute("DELETE FROM vectors", []).map_err(sql_err)?;
+        }
+        RowWrite::ExpectMeta { key, value } => {
+            // Writers take turns (immediate transactions): nothing changes it before commit.
+            let actual: Option<String> = t
+                .query_row("SELECT value FROM meta WHERE key = ?1", [&key], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .map_err(sql_err)?;
+            if actual.as_deref().unwrap_or_default() != value {
+                return Err(crate::store::meta_moved(&key, &value, actual.as_deref()));
+            }
+        }
         RowWrite::Delete { id, at, expect } => {
             let (key, version) = live_at(t, id, expect)?;
             t.execute(
@@ -198,10 +217,13 @@ fn insert(t: &SqlTransaction<'_>, r: &MemoryRecord, vector: &[f32], key: VectorK
     }
 }
 
-/// Stores the vector of a new vector key.
+/// Stores the vector of a vector key (none for an empty one).
 fn insert_vector(t: &SqlTransaction<'_>, key: VectorKey, vector: &[f32]) -> Result<()> {
+    if vector.is_empty() {
+        return Ok(());
+    }
     t.execute(
-        "INSERT INTO vectors (key, vector) VALUES (?1, ?2)",
+        "INSERT OR REPLACE INTO vectors (key, vector) VALUES (?1, ?2)",
         params![key as i64, vector_bytes(vector)],
     )
     .map_err(sql_err)?;
