@@ -400,7 +400,8 @@ fn add(c: &mut Criterion) {
     for b in batches {
         let texts: Vec<String> = b.iter().map(|m| m.content.clone()).collect();
         let started = Instant::now();
-        rt.block_on(memory.embedder().embed(&texts, EmbedMode::Document))
+        let embedder = memory.embedder().expect("the bench memory has an embedder");
+        rt.block_on(embedder.embed(&texts, EmbedMode::Document))
             .unwrap();
         embed_time += started.elapsed();
         let started = Instant::now();

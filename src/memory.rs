@@ -18,7 +18,7 @@ use crate::retrieve::candidates::InProcess;
 use crate::retrieve::Calibration;
 use crate::store::{
     apply, CandidateSource, SqliteStore, Store, Write, WriteBatch, WriteOutcome, META_DIMENSION,
-    META_MODEL, META_STORE_ID,
+    META_EPOCH, META_MODEL, META_STORE_ID,
 };
 
 /// The memory engine: a cheap, cloneable handle to one store, its vector index and its
@@ -42,12 +42,13 @@ pub struct Memory {
 
 pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) embedder: Arc<dyn Embedder>,
-    /// The in-process vector index, for stores searched in process (`None` for a store
-    /// that searches in its database).
-    pub(crate) index: Option<Arc<VectorIndex>>,
-    /// Where searches get their candidates.
-    pub(crate) candidates: Arc<dyn CandidateSource>,
+    /// The embedding model, its index and the candidate source: replaced together by
+    /// [`Memory::reembed`].
+    pub(crate) space: std::sync::RwLock<Arc<Space>>,
+    /// Where and how an index is opened (again by `reembed`).
+    pub(crate) home: IndexHome,
+    /// The store's change token when its embedding model was last seen to be `space`'s.
+    pub(crate) model_seen: std::sync::Mutex<Option<u64>>,
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
     /// How signals become scores.
     pub(crate) calibration: Calibration,
@@ -63,12 +64,29 @@ pub(crate) struct Inner {
     pub(crate) project: Option<String>,
 }
 
+/// What a memory embeds with and searches vectors in.
+pub(crate) struct Space {
+    /// The embedder; `None` for a memory without one (keyword search only).
+    pub(crate) embedder: Option<Arc<dyn Embedder>>,
+    /// The store's embedding model as this handle opened it (empty: none), stated by every
+    /// write of vectors (a precondition checked in the transaction).
+    pub(crate) model: String,
+    /// The store's vector dimension (0 without a model).
+    pub(crate) dimension: usize,
+    /// The in-process vector index, for stores searched in process that have an embedder
+    /// (`None` for a store that searches in its database, and without an embedder).
+    pub(crate) index: Option<Arc<VectorIndex>>,
+    /// Where searches get their candidates.
+    pub(crate) candidates: Arc<dyn CandidateSource>,
+}
+
 impl std::fmt::Debug for Memory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let space = self.space();
         f.debug_struct("Memory")
             .field("store", &self.inner.store)
-            .field("embedder", &self.inner.embedder)
-            .field("params", &self.inner.index.as_ref().map(|i| i.params()))
+            .field("embedder", &space.embedder)
+            .field("params", &self.inner.home.params)
             .finish_non_exhaustive()
     }
 }
@@ -85,7 +103,11 @@ impl Drop for Inner {
         // same files meanwhile reads the saved generation or replays the change log, as a
         // second process would. A graph still loading is left to load: the saved generation
         // and the change log already hold everything, and waiting could take seconds.
-        let Some(index) = self.index.take() else {
+        let space = match self.space.get_mut() {
+            Ok(space) => space,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let Some(index) = space.index.clone() else {
             return;
         };
         if index.unsaved().unwrap_or(0) == 0 || !index.graph_ready().unwrap_or(false) {
@@ -121,7 +143,7 @@ impl RebuildIndexRequest<'_> {
     async fn send(self) -> Result<()> {
         let memory = self.memory;
         let _gate = memory.inner.gate.lock().await;
-        let Some(index) = &memory.inner.index else {
+        let Some(index) = &memory.space().index else {
             return Ok(());
         };
         index
@@ -214,6 +236,7 @@ pub struct MemoryBuilder {
     llm: Option<Arc<dyn Llm>>,
     project: Option<String>,
     progress: Option<OnProgress>,
+    without_embedder: bool,
 }
 
 impl MemoryBuilder {
@@ -255,6 +278,17 @@ impl MemoryBuilder {
     /// Embeds texts with this embedder.
     pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
         self.embedder = Some(embedder);
+        self
+    }
+
+    /// Opens the memory without an embedder, so that no model file is needed: memories are
+    /// stored without vectors, searches rank by keyword (BM25, the default mode here), and
+    /// vector and hybrid searches are a 503. On a store with an embedding model, vectors
+    /// are left as they are; adding and changing memories then needs that model's
+    /// embedder. [`Memory::reembed`] gives the memory an embedder later, and embeds every
+    /// memory with it.
+    pub fn without_embedder(mut self) -> Self {
+        self.without_embedder = true;
         self
     }
 
@@ -339,10 +373,11 @@ impl MemoryBuilder {
             (None, None) => Arc::new(SqliteStore::in_memory()?),
         };
         let embedder = match self.embedder {
-            Some(e) => e,
-            None => default_embedder(self.progress.clone()).await?,
+            Some(e) => Some(e),
+            None if self.without_embedder => None,
+            None => Some(default_embedder(self.progress.clone()).await?),
         };
-        check_model(&*store, &*embedder).await?;
+        let (model, dimension) = check_model(&*store, embedder.as_deref()).await?;
         let store_id = match store.meta(META_STORE_ID).await? {
             Some(id) => id,
             None => {
@@ -351,32 +386,26 @@ impl MemoryBuilder {
                 id
             }
         };
-        let (index, candidates) = match store.candidate_source() {
-            // The store searches in its database: no in-process index to keep fresh.
-            Some(candidates) => (None, candidates),
-            None => {
-                let index = VectorIndex::open(
-                    &*store,
-                    embedder.dimension(),
-                    self.params,
-                    index_dir,
-                    store_id,
-                    self.progress.as_ref(),
-                )
-                .await?;
-                let candidates: Arc<dyn CandidateSource> = Arc::new(InProcess {
-                    store: Arc::clone(&store),
-                    index: Arc::clone(&index),
-                });
-                (Some(index), candidates)
-            }
+        let home = IndexHome {
+            params: self.params,
+            dir: index_dir,
+            store_id,
         };
+        let space = open_space(
+            &store,
+            &home,
+            embedder,
+            model,
+            dimension,
+            self.progress.as_ref(),
+        )
+        .await?;
         Ok(Memory {
             inner: Arc::new(Inner {
                 store,
-                embedder,
-                index,
-                candidates,
+                space: std::sync::RwLock::new(Arc::new(space)),
+                home,
+                model_seen: std::sync::Mutex::new(None),
                 reranker: self.reranker,
                 calibration: self.calibration,
                 llm: self.llm,
@@ -387,6 +416,68 @@ impl MemoryBuilder {
             }),
         })
     }
+}
+
+/// Where a memory's vector index is saved, and with what parameters.
+#[derive(Debug)]
+pub(crate) struct IndexHome {
+    pub(crate) params: IndexParams,
+    pub(crate) dir: Option<PathBuf>,
+    pub(crate) store_id: String,
+}
+
+/// The vector space of an embedder (or none) on a store whose model is `model`: its index
+/// opened (loaded, or rebuilt from the store's vectors) when the store is searched in
+/// process and there is an embedder to search it with.
+pub(crate) async fn open_space(
+    store: &Arc<dyn Store>,
+    home: &IndexHome,
+    embedder: Option<Arc<dyn Embedder>>,
+    model: String,
+    dimension: usize,
+    progress: Option<&OnProgress>,
+) -> Result<Space> {
+    let (index, candidates) = match (store.candidate_source(), &embedder) {
+        // The store searches in its database: no in-process index to keep fresh.
+        (Some(candidates), _) => (None, candidates),
+        (None, None) => (
+            None,
+            Arc::new(InProcess {
+                store: Arc::clone(store),
+                index: None,
+            }) as Arc<dyn CandidateSource>,
+        ),
+        (None, Some(_)) => {
+            // A saved index belongs to one embedding model: after a re-embedding, one
+            // saved before it (of the same dimension) is not loaded.
+            let epoch = store.meta(META_EPOCH).await?.unwrap_or_default();
+            let index_id = match epoch.as_str() {
+                "" | "0" => home.store_id.clone(),
+                epoch => format!("{}#{epoch}", home.store_id),
+            };
+            let index = VectorIndex::open(
+                &**store,
+                dimension,
+                home.params,
+                home.dir.clone(),
+                index_id,
+                progress,
+            )
+            .await?;
+            let candidates: Arc<dyn CandidateSource> = Arc::new(InProcess {
+                store: Arc::clone(store),
+                index: Some(Arc::clone(&index)),
+            });
+            (Some(index), candidates)
+        }
+    };
+    Ok(Space {
+        embedder,
+        model,
+        dimension,
+        index,
+        candidates,
+    })
 }
 
 /// The local MiniLM, loaded once per process (the first load reports to `progress`).
@@ -419,37 +510,65 @@ async fn default_embedder(_progress: Option<OnProgress>) -> Result<Arc<dyn Embed
     })
 }
 
-/// Records the embedder on first use; refuses a different one later.
-async fn check_model(store: &dyn Store, embedder: &dyn Embedder) -> Result<()> {
-    let dimension = embedder.dimension();
-    match store.meta(META_DIMENSION).await? {
-        Some(d) => {
-            let stored: usize = d.parse().map_err(|_| {
-                Error::internal(format!("stored embedding dimension {d:?} is not a number"))
-            })?;
-            if stored != dimension {
-                return Err(Error::DimensionMismatch {
-                    expected: stored,
-                    actual: dimension,
-                });
-            }
-            let model = store.meta(META_MODEL).await?.unwrap_or_default();
-            if model != embedder.model_id() {
-                return Err(Error::Conflict {
-                    detail: format!(
-                        "this store was written with embedding model {model:?}, not {:?}; vectors of \
-                         different models cannot be compared: open it with the same embedder",
-                        embedder.model_id()
-                    ),
-                });
-            }
-        }
-        None => {
-            set_meta(store, META_MODEL, embedder.model_id()).await?;
-            set_meta(store, META_DIMENSION, &dimension.to_string()).await?;
-        }
+/// Records the embedder (or that there is none) on a new store; on an existing one,
+/// returns the store's model and dimension, and refuses an embedder of another model (409):
+/// vectors of different models cannot be compared. A memory without an embedder opens any
+/// store (it searches by keyword, and can move the store to a model with `reembed`).
+async fn check_model(
+    store: &dyn Store,
+    embedder: Option<&dyn Embedder>,
+) -> Result<(String, usize)> {
+    let (id, dimension) = embedder.map_or((String::new(), 0), |e| {
+        (e.model_id().to_owned(), e.dimension())
+    });
+    let stored_dimension = match store.meta(META_DIMENSION).await? {
+        Some(d) => Some(d.parse::<usize>().map_err(|_| {
+            Error::internal(format!("stored embedding dimension {d:?} is not a number"))
+        })?),
+        None => None,
+    };
+    let Some(stored_dimension) = stored_dimension else {
+        set_meta(store, META_MODEL, &id).await?;
+        set_meta(store, META_DIMENSION, &dimension.to_string()).await?;
+        return Ok((id, dimension));
+    };
+    let model = store.meta(META_MODEL).await?.unwrap_or_default();
+    if embedder.is_none() || (model == id && stored_dimension == dimension) {
+        return Ok((model, stored_dimension));
     }
-    Ok(())
+    if model == id {
+        return Err(Error::DimensionMismatch {
+            expected: stored_dimension,
+            actual: dimension,
+        });
+    }
+    let detail = if model.is_empty() {
+        format!(
+            "this store has no embedding model yet (it was made without an embedder), so it \
+             cannot be opened with {id:?} as it is: open it without one \
+             (MemoryBuilder::without_embedder) and call reembed(embedder) to embed its memories"
+        )
+    } else {
+        format!(
+            "this store was written with embedding model {model:?}, not {id:?}; vectors of \
+             different models cannot be compared: open it with the same embedder, or move it \
+             to the new one by opening it without an embedder \
+             (MemoryBuilder::without_embedder) and calling reembed(embedder)"
+        )
+    };
+    Err(Error::Conflict { detail })
+}
+
+/// The 503 of an operation that needs an embedder, on a memory without one.
+pub(crate) fn no_embedder(what: &str) -> Error {
+    Error::Unavailable {
+        detail: format!(
+            "{what} needs an embedder, and this memory has none: give one to \
+             Memory::builder().embedder(…) (or use the default local MiniLM, feature \
+             `local-embed`), or call reembed(embedder) to embed a store made without one; \
+             keyword search works without"
+        ),
+    }
 }
 
 /// Sets a store metadata value (not logged).
@@ -471,7 +590,7 @@ impl Memory {
     /// the store is closed when the last one goes). Dropping the last handle saves too, in
     /// the background, and only logs a failure: close a handle when you want to know.
     pub async fn close(self) -> Result<()> {
-        let Some(index) = self.inner.index.clone() else {
+        let Some(index) = self.space().index.clone() else {
             return Ok(());
         };
         // No commit installs keys in the index while it is written out.
@@ -505,9 +624,51 @@ impl Memory {
         self.inner.llm.as_ref()
     }
 
-    /// The embedder in use.
-    pub fn embedder(&self) -> &Arc<dyn Embedder> {
-        &self.inner.embedder
+    /// The embedder in use, if any (see [`MemoryBuilder::without_embedder`]).
+    pub fn embedder(&self) -> Option<Arc<dyn Embedder>> {
+        self.space().embedder.clone()
+    }
+
+    /// The embedding model, index and candidates in use now.
+    pub(crate) fn space(&self) -> Arc<Space> {
+        match self.inner.space.read() {
+            Ok(space) => Arc::clone(&space),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// The embedder, or the 503 of a memory without one.
+    pub(crate) fn require_embedder(&self, what: &str) -> Result<Arc<dyn Embedder>> {
+        self.space()
+            .embedder
+            .clone()
+            .ok_or_else(|| no_embedder(what))
+    }
+
+    /// Checks, before a search by vector, that the store's embedding model is still the one
+    /// this handle embeds queries with (another handle may have re-embedded it): a 409 that
+    /// says to open the store again otherwise. Read once per change of the store.
+    pub(crate) async fn check_space(&self, space: &Space) -> Result<()> {
+        let token = self.inner.store.change_token();
+        let seen = || {
+            self.inner
+                .model_seen
+                .lock()
+                .map_err(|_| Error::internal("model check lock poisoned"))
+        };
+        if token.is_some() && *seen()? == token {
+            return Ok(());
+        }
+        let model = self.inner.store.meta(META_MODEL).await?;
+        if model.as_deref().unwrap_or_default() != space.model {
+            return Err(crate::store::meta_moved(
+                META_MODEL,
+                &space.model,
+                model.as_deref(),
+            ));
+        }
+        *seen()? = token;
+        Ok(())
     }
 
     /// The store in use.
@@ -537,7 +698,7 @@ impl Memory {
     }
 
     async fn save_index_locked(&self) -> Result<()> {
-        let Some(index) = self.inner.index.clone() else {
+        let Some(index) = self.space().index.clone() else {
             return Ok(());
         };
         tokio::task::spawn_blocking(move || index.save())
@@ -553,7 +714,7 @@ impl Memory {
     /// memories (one user's, typically) as fast as ever, larger ones by a full scan. Call
     /// this at start-up when the first large searches must be fast.
     pub async fn wait_for_index(&self) -> Result<()> {
-        let Some(index) = self.inner.index.clone() else {
+        let Some(index) = self.space().index.clone() else {
             return Ok(());
         };
         tokio::task::spawn_blocking(move || index.wait_for_graph())
@@ -573,7 +734,7 @@ impl Memory {
 
     /// How many points the index holds for deleted or superseded memories.
     pub fn index_dead_points(&self) -> usize {
-        self.inner
+        self.space()
             .index
             .as_ref()
             .map_or(0, |index| index.dead_count().unwrap_or(0))
@@ -589,13 +750,27 @@ impl Memory {
         texts: &[String],
         mode: EmbedMode,
     ) -> Result<Vec<Vec<f32>>> {
+        let space = self.space();
+        let Some(embedder) = &space.embedder else {
+            if mode == EmbedMode::Document && space.model.is_empty() {
+                // A store without an embedding model keeps memories without vectors.
+                return Ok(vec![Vec::new(); texts.len()]);
+            }
+            if mode == EmbedMode::Document {
+                return Err(Error::Conflict {
+                    detail: format!(
+                        "this store embeds memories with model {:?}, and this memory has no \
+                         embedder: open it with that model's embedder to add or change \
+                         memories (without one, it can read, search by keyword, delete, and \
+                         reembed)",
+                        space.model
+                    ),
+                });
+            }
+            return Err(no_embedder("searching by meaning"));
+        };
         let span = tracing::debug_span!("embed", texts = texts.len());
-        let vectors = self
-            .inner
-            .embedder
-            .embed(texts, mode)
-            .instrument(span)
-            .await?;
+        let vectors = embedder.embed(texts, mode).instrument(span).await?;
         if vectors.len() != texts.len() {
             return Err(Error::Provider {
                 detail: format!(
@@ -606,7 +781,7 @@ impl Memory {
                 transient: false,
             });
         }
-        let dimension = self.inner.embedder.dimension();
+        let dimension = embedder.dimension();
         vectors
             .into_iter()
             .map(|v| normalize(v, dimension))
@@ -620,8 +795,25 @@ impl Memory {
     /// together. When another writer committed since the index last caught up, the index
     /// replays the change log first (see [`VectorIndex::refresh`]); otherwise the batch's
     /// own vectors go in directly.
-    pub(crate) async fn commit(&self, batch: WriteBatch) -> Result<WriteOutcome> {
+    pub(crate) async fn commit(&self, mut batch: WriteBatch) -> Result<WriteOutcome> {
         let this = self.clone();
+        let space = self.space();
+        let embeds = batch.writes.iter().any(|w| match w {
+            Write::Insert(_) => true,
+            Write::Update(update) => update.text.is_some(),
+            _ => false,
+        });
+        if embeds {
+            // The vectors are of the model this handle opened the store with: refused if
+            // another handle moved the store to another model meanwhile.
+            batch.writes.insert(
+                0,
+                Write::ExpectMeta {
+                    key: META_MODEL.to_owned(),
+                    value: space.model.clone(),
+                },
+            );
+        }
         let span = tracing::debug_span!("commit", writes = batch.writes.len());
         let task = async move {
             let _gate = Arc::clone(&this.inner.gate).lock_owned().await;
@@ -640,7 +832,7 @@ impl Memory {
                 .instrument(tracing::debug_span!("store"))
                 .await?;
             this.inner.changed.notify_waiters();
-            if let Some(index) = &this.inner.index {
+            if let Some(index) = &space.index {
                 index
                     .apply_own(&*this.inner.store, &outcome, vectors)
                     .instrument(tracing::debug_span!("index"))
@@ -657,7 +849,7 @@ impl Memory {
     /// Saves the index when it has grown enough since the last save that re-inserting it on
     /// the next open would cost more than saving now. The caller holds the gate.
     async fn maybe_autosave(&self) {
-        let Some(index) = &self.inner.index else {
+        let Some(index) = self.space().index.clone() else {
             return;
         };
         let unsaved = index.unsaved().unwrap_or(0);

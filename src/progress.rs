@@ -47,6 +47,10 @@ pub enum Task {
     Import,
     /// Consolidating near-duplicate memories (counted in owners).
     Consolidate,
+    /// Embedding every memory with a new embedder, on
+    /// [`Memory::reembed`](crate::Memory::reembed) (counted in memories: every live one is
+    /// looked at, those without a vector embedded).
+    Reembed,
 }
 
 impl Task {
@@ -57,7 +61,7 @@ impl Task {
             Task::FetchModel | Task::VerifyModel => "bytes",
             Task::LoadModel => "layers",
             Task::RebuildIndex => "keys",
-            Task::Import => "memories",
+            Task::Import | Task::Reembed => "memories",
             Task::Consolidate => "owners",
         }
     }
@@ -72,6 +76,7 @@ impl std::fmt::Display for Task {
             Task::RebuildIndex => "rebuilding index",
             Task::Import => "importing",
             Task::Consolidate => "consolidating",
+            Task::Reembed => "re-embedding",
         })
     }
 }

@@ -164,6 +164,8 @@ impl<'a> ConsolidateRequest<'a> {
             )));
         }
         let memory = self.memory;
+        // Near-duplicates are found by their vectors, and merged texts embedded.
+        memory.require_embedder("consolidate")?;
         let filter = self.scope.to_filter()?;
         let at = now();
         let include_expired = self.scope.include_expired;
@@ -184,7 +186,7 @@ impl<'a> ConsolidateRequest<'a> {
             }
         }
         // The index holds the vectors of every row just read, whoever wrote them.
-        if let Some(index) = &memory.inner.index {
+        if let Some(index) = &memory.space().index {
             index.refresh(&*memory.inner.store).await?;
         }
         let mut groups: Vec<Vec<Row>> = groups.into_values().collect();
@@ -287,7 +289,8 @@ async fn clusters(
     let keys: Vec<VectorKey> = group.iter().map(|row| row.key).collect();
     let mut sorted = keys.clone();
     sorted.sort_unstable();
-    let index = memory.inner.index.as_deref();
+    let space = memory.space();
+    let index = space.index.as_deref();
     let vectors: HashMap<VectorKey, Vec<f32>> = match index {
         Some(index) => index.vectors(&keys)?.into_iter().collect(),
         None => {
@@ -321,8 +324,7 @@ async fn clusters(
             Some(index) => index.search(v, NEIGHBOURS, clock, Some(&sorted))?,
             None => {
                 let among = Among::new(&owners, scope.now, scope.include_expired);
-                memory
-                    .inner
+                space
                     .candidates
                     .nearest(vec![v.clone()], among, NEIGHBOURS)
                     .await?

@@ -65,6 +65,7 @@ impl Memory {
     #[tracing::instrument(name = "embed", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn embed(&self, text: &str, mode: EmbedMode) -> Result<Embedding> {
         limits::text("text", text)?;
+        self.require_embedder("embed")?;
         let embedding = self
             .embed_texts(&[text.to_owned()], mode)
             .await?

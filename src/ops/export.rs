@@ -176,10 +176,12 @@ impl ImportRequest<'_> {
             }
         }
         report(progress, Task::Import, 0, total);
-        let embedder = &this.inner.embedder;
-        let reembed = export.embedding_model != embedder.model_id()
-            || export.dimension != embedder.dimension();
-        let vectors: Vec<Vec<f32>> = if reembed {
+        let space = this.space();
+        let reembed = export.embedding_model != space.model || export.dimension != space.dimension;
+        let vectors: Vec<Vec<f32>> = if space.model.is_empty() {
+            // A store without an embedding model keeps no vectors.
+            vec![Vec::new(); export.memories.len()]
+        } else if reembed {
             let mut vectors = Vec::with_capacity(export.memories.len());
             for chunk in export.memories.chunks(IMPORT_CHUNK) {
                 let texts: Vec<String> = chunk.iter().map(|m| m.record.indexed_text()).collect();
@@ -196,7 +198,7 @@ impl ImportRequest<'_> {
                 .map(|m| {
                     // Checked like any vector; kept bit for bit when it is already unit
                     // length, as stored vectors are, so that a restore is exact.
-                    let unit = normalize(m.vector.clone(), embedder.dimension())?;
+                    let unit = normalize(m.vector.clone(), space.dimension)?;
                     let norm: f32 = m.vector.iter().map(|x| x * x).sum::<f32>().sqrt();
                     Ok(if (norm - 1.0).abs() < 1e-4 {
                         m.vector.clone()
@@ -264,11 +266,20 @@ impl ExportRequest<'_> {
             .map(|f| (f.memory_id, f))
             .collect();
         let mut memories = Vec::with_capacity(records.len());
+        // A memory deleted between the list and now is left out.
+        let live: std::collections::HashSet<Uuid> = store
+            .rows(&ids)
+            .await?
+            .into_iter()
+            .filter(|row| row.deleted_at.is_none())
+            .map(|row| row.record.id)
+            .collect();
         for record in records {
-            // A memory deleted between the list and now is left out.
-            let Some(vector) = vectors.remove(&record.id) else {
+            if !live.contains(&record.id) {
                 continue;
-            };
+            }
+            // None in a store without an embedding model (or not yet re-embedded).
+            let vector = vectors.remove(&record.id).unwrap_or_default();
             let history: Vec<HistoryRecord> = store
                 .log(LogQuery::of(record.id))
                 .await?
@@ -283,13 +294,13 @@ impl ExportRequest<'_> {
                 history,
             });
         }
-        let embedder = &self.memory.inner.embedder;
+        let space = self.memory.space();
         Ok(Export {
             format: EXPORT_FORMAT.to_string(),
             version: EXPORT_VERSION,
             exported_at: at,
-            embedding_model: embedder.model_id().to_string(),
-            dimension: embedder.dimension(),
+            embedding_model: space.model.clone(),
+            dimension: space.dimension,
             memories,
         })
     }

@@ -12,6 +12,7 @@ pub mod extract;
 pub mod feedback;
 pub mod get;
 pub mod list;
+pub mod reembed;
 pub mod search;
 pub mod update;
 
@@ -86,6 +87,7 @@ counted_by! {
     crate::record::Page<crate::store::Entity> => |r| r.results.len(),
     export::Export => |r| r.memories.len(),
     export::ImportResult => |r| r.imported.len(),
+    reembed::ReembedResult => |r| r.embedded,
     delete::DeleteResult => |r| r.deleted.len(),
     consolidate::ConsolidateResult => |r| r.clusters.len(),
     extract::ExtractResult => |r| usize::from(r.memory_id.is_some()),

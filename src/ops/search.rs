@@ -21,8 +21,9 @@ pub struct SearchResult {
 /// A search request; await it to run it. Built by [`Memory::search`].
 ///
 /// ## Defaults
-/// `top_k` 10 (1–1000), `threshold` 0 (0–1), mode [`SearchMode::Hybrid`], no filters,
-/// expired memories hidden.
+/// `top_k` 10 (1–1000), `threshold` 0 (0–1), mode [`SearchMode::Hybrid`] (or
+/// [`SearchMode::Keyword`] for a memory without an embedder), no filters, expired memories
+/// hidden.
 #[derive(Debug)]
 #[must_use = "a request does nothing until awaited"]
 pub struct SearchRequest<'a> {
@@ -31,7 +32,8 @@ pub struct SearchRequest<'a> {
     scope: Scope,
     top_k: usize,
     threshold: f32,
-    mode: SearchMode,
+    /// `None`: hybrid, or keyword without an embedder.
+    mode: Option<SearchMode>,
     rerank: bool,
 }
 
@@ -56,7 +58,7 @@ impl Memory {
             scope: Scope::default(),
             top_k: limits::DEFAULT_TOP_K,
             threshold: 0.0,
-            mode: SearchMode::default(),
+            mode: None,
             rerank: true,
         }
     }
@@ -79,9 +81,10 @@ impl<'a> SearchRequest<'a> {
         self
     }
 
-    /// How to rank (see [`SearchMode`]).
+    /// How to rank (see [`SearchMode`]). Vector and hybrid ranking need an embedder (a 503
+    /// without one).
     pub fn mode(mut self, mode: SearchMode) -> Self {
-        self.mode = mode;
+        self.mode = Some(mode);
         self
     }
 
@@ -104,7 +107,12 @@ impl<'a> SearchRequest<'a> {
             .memory
             .ranked(Retrieval {
                 query: self.query,
-                mode: self.mode,
+                mode: self
+                    .mode
+                    .unwrap_or_else(|| match self.memory.space().embedder {
+                        Some(_) => SearchMode::default(),
+                        None => SearchMode::Keyword,
+                    }),
                 filter: &filter,
                 top_k: self.top_k,
                 threshold: self.threshold,

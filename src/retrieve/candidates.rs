@@ -22,7 +22,16 @@ use crate::text;
 /// keyword index (or, without one, its rows read in process).
 pub(crate) struct InProcess {
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) index: Arc<VectorIndex>,
+    /// None for a memory without an embedder (keyword search only).
+    pub(crate) index: Option<Arc<VectorIndex>>,
+}
+
+impl InProcess {
+    fn index(&self) -> Result<&Arc<VectorIndex>> {
+        self.index
+            .as_ref()
+            .ok_or_else(|| crate::memory::no_embedder("searching by vector"))
+    }
 }
 
 impl std::fmt::Debug for InProcess {
@@ -42,9 +51,9 @@ impl CandidateSource for InProcess {
         k: usize,
     ) -> Result<Vec<Vec<(VectorKey, f32)>>> {
         // See every write committed before this call, by any handle or process.
-        self.index.refresh(&*self.store).await?;
-        let max_exact = self.index.params().exact_search_max;
-        let index = Arc::clone(&self.index);
+        let index = Arc::clone(self.index()?);
+        index.refresh(&*self.store).await?;
+        let max_exact = index.params().exact_search_max;
         let now = clock(among.include_expired, among.now);
         let keys = if among.filter.is_all() {
             None
@@ -98,7 +107,7 @@ impl CandidateSource for InProcess {
         keys: &[VectorKey],
         among: Among<'_>,
     ) -> Result<Vec<(VectorKey, f32)>> {
-        self.index
+        self.index()?
             .cosines(query, keys, clock(among.include_expired, among.now))
     }
 }
@@ -117,8 +126,10 @@ impl Memory {
         among: Among<'_>,
         k: usize,
     ) -> Result<Vec<Ranked>> {
+        let space = self.space();
+        self.check_space(&space).await?;
         let (mut ranked, scope) = tokio::try_join!(
-            self.inner
+            space
                 .candidates
                 .nearest(vec![query.to_vec()], among, k)
                 .instrument(tracing::debug_span!("index", queries = 1)),
@@ -143,8 +154,9 @@ impl Memory {
         k: usize,
     ) -> Result<Vec<Ranked>> {
         let terms = [text::query_terms(text)];
+        let space = self.space();
         let (mut hits, scope) = tokio::try_join!(
-            self.inner
+            space
                 .candidates
                 .keyword(&terms, among, fetch(k))
                 .instrument(tracing::debug_span!("keyword")),
@@ -179,7 +191,9 @@ impl Memory {
         // is scored by its meaning alone.
         let fetch = fetch(k);
         let terms: Vec<Vec<String>> = texts.iter().map(|t| text::query_terms(t)).collect();
-        let candidates = &self.inner.candidates;
+        let space = self.space();
+        self.check_space(&space).await?;
+        let candidates = &space.candidates;
         // The two sides read the store on their own connections, side by side.
         let counted = async {
             match prior {

@@ -88,7 +88,7 @@ impl Memory {
         };
         if !missing.is_empty() {
             cosine.extend(
-                self.inner
+                self.space()
                     .candidates
                     .cosines(query, &missing, among)
                     .await?,

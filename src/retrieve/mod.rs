@@ -120,7 +120,11 @@ impl Memory {
         let among = Among::new(filter, at, expired);
         let ranked = match (r.mode, r.query) {
             (SearchMode::Vector, Query::Vector(v)) => {
-                let v = crate::embed::normalize(v, self.inner.embedder.dimension())?;
+                let dimension = self.space().dimension;
+                if dimension == 0 {
+                    return Err(crate::memory::no_embedder("searching by vector"));
+                }
+                let v = crate::embed::normalize(v, dimension)?;
                 self.vector_ranked(&v, among, k).await?
             }
             (_, Query::Vector(_)) => return Err(Error::invalid(

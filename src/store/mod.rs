@@ -566,6 +566,8 @@ pub const META_STORE_ID: &str = "store_id";
 pub const META_MODEL: &str = "embedding_model";
 /// Metadata key holding the embedding dimension.
 pub const META_DIMENSION: &str = "embedding_dimension";
+/// Metadata key counting the store's moves to another embedding model (missing: none).
+pub const META_EPOCH: &str = "embedding_epoch";
 
 /// The 409 of a transaction whose [`RowWrite::ExpectMeta`] does not hold: `actual` is the
 /// value the store has (`None`: missing). Stores return it as it is.

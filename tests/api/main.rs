@@ -5,6 +5,7 @@
 mod common;
 
 mod backdating;
+mod embedders;
 mod entities;
 mod events;
 mod export;

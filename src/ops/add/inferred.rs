@@ -226,9 +226,17 @@ impl Memory {
         at: DateTime<Utc>,
     ) -> Result<Vec<Vec<(Row, f32)>>> {
         let among = Among::new(filter, at, false);
-        let ranked = self
-            .hybrid_ranked(texts, vectors, among, k, Some(Prior::Among(k)))
-            .await?;
+        let ranked = if self.space().embedder.is_some() {
+            self.hybrid_ranked(texts, vectors, among, k, Some(Prior::Among(k)))
+                .await?
+        } else {
+            // Without an embedder, similar by their words.
+            let mut ranked = Vec::with_capacity(texts.len());
+            for text in texts {
+                ranked.push(self.keyword_ranked(text, among, k).await?);
+            }
+            ranked
+        };
         let mut out = Vec::with_capacity(ranked.len());
         for ranked in ranked {
             let rows = self.hydrate_rows(ranked, filter, false, at).await?;

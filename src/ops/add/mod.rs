@@ -254,7 +254,13 @@ impl<'a> AddRequest<'a> {
                 )))
             }
             Some(vectors) => {
-                let dimension = self.memory.embedder().dimension();
+                let dimension = self.memory.space().dimension;
+                if dimension == 0 {
+                    return Err(Error::invalid(
+                        "this store has no embedding model, so it keeps no vectors: add \
+                         without vectors, or give it a model first with reembed",
+                    ));
+                }
                 let vectors: Vec<Vec<f32>> = vectors
                     .into_iter()
                     .map(|v| crate::embed::normalize(v, dimension))
