@@ -146,8 +146,9 @@ pub(crate) async fn extract_facts(
 Rules: take every fact from every user message: each preference, dislike, habit, plan, \
 relationship, job, place and decision is its own short, self-contained fact. After a \
 correction keep only the corrected fact. Nothing from greetings, thanks, small talk, questions \
-or the assistant's words. Write dates as absolute dates. Never translate: write each fact in the \
-language of the message it comes from. importance is 1 (trivia) to 10 (essential).\n\
+or the assistant's words. Write dates as absolute dates. Never translate: a fact is in the \
+language of its message (\"Vado in palestra ogni mattina\" gives \"Va in palestra ogni \
+mattina\"). importance is 1 (trivia) to 10 (essential).\n\
 {policy}\
 Categories: {labels}\n\
 Reply with JSON only: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\"], \
@@ -158,14 +159,18 @@ Reply with JSON only: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\
     let prompt = transcript(messages);
     let parsed = chat_json::<Facts, _>(
         llm,
-        vec![Message::new("system", system), Message::user(prompt)],
+        vec![
+            Message::new("system", system.clone()),
+            Message::user(prompt.clone()),
+        ],
         facts_schema(),
         EXTRACT_TOKENS,
         |f| check_facts(&f.facts),
     )
     .await?;
+    let facts = clean_facts(parsed.value.facts, labels);
     Ok(Parsed {
-        value: clean_facts(parsed.value.facts, labels),
+        value: not_copied(facts, &system, &prompt),
         usage: parsed.usage,
         model: parsed.model,
     })
@@ -218,6 +223,32 @@ fn clean_facts(facts: Vec<Fact>, labels: &[Label]) -> Vec<Fact> {
             .collect();
             f.importance = f.importance.clamp(1, 10);
             Some(f)
+        })
+        .collect()
+}
+
+/// Drops the facts a model copied from its instructions (their example, a project's policy)
+/// instead of reading them in the conversation: a fact the instructions hold word for word,
+/// and none of whose longer words (five letters or more) the conversation has. Small models
+/// do this when a conversation resembles the example.
+fn not_copied(facts: Vec<Fact>, instructions: &str, conversation: &str) -> Vec<Fact> {
+    let instructions = instructions.to_lowercase();
+    let said: std::collections::HashSet<String> =
+        crate::text::terms(conversation).into_iter().collect();
+    facts
+        .into_iter()
+        .filter(|f| {
+            let text = f.text.trim_end_matches(['.', '!']).to_lowercase();
+            if !instructions.contains(&text) {
+                return true;
+            }
+            let grounded = crate::text::terms(&text)
+                .iter()
+                .any(|w| w.chars().count() >= 5 && said.contains(w));
+            if !grounded {
+                tracing::debug!(target: "memlane", "a fact copied from the instructions was dropped");
+            }
+            grounded
         })
         .collect()
 }
@@ -532,6 +563,35 @@ mod tests {
         assert!(system.contains("Never store health data"));
         assert!(system.contains("Categories: food (what they eat and drink)"));
         assert!(request.messages[1].content.contains("user: I like tea"));
+    }
+
+    /// A fact the model copied from the prompt's own example is dropped, unless the
+    /// conversation says it too; facts of the conversation stay.
+    #[tokio::test]
+    async fn a_fact_copied_from_the_instructions_is_dropped() {
+        let copied = r#"{"facts": [{"text": "Va in palestra ogni mattina."},
+                                   {"text": "Lavora anche il sabato in una libreria"}]}"#;
+        let llm = ScriptedLlm::new([copied, copied]);
+        let extract = |text: &'static str| {
+            let llm = &llm;
+            async move {
+                let facts = extract_facts(llm, &[Message::user(text)], at(), "", &[])
+                    .await
+                    .unwrap();
+                facts.value.into_iter().map(|f| f.text).collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(
+            extract("Il sabato lavoro anche in una libreria").await,
+            ["Lavora anche il sabato in una libreria"]
+        );
+        // Said in the conversation: kept, though the example says it too.
+        assert_eq!(
+            extract("Ogni mattina vado in palestra, e il sabato lavoro in libreria")
+                .await
+                .len(),
+            2
+        );
     }
 
     /// The answers' schemas, as the local model's token masks apply them, let through
