@@ -214,7 +214,9 @@ impl From<String> for MemoryId {
 ///
 /// ## Defaults
 /// - store: an in-memory SQLite database, or the SQLite file given to [`path`](Self::path);
-/// - embedder: the local all-MiniLM-L6-v2 model (feature `local-embed`), loaded once per process;
+/// - embedder: the local all-MiniLM-L6-v2 model (feature `local-embed`), loaded once per
+///   process; none with [`without_embedder`](Self::without_embedder) (keyword search, no
+///   model file);
 /// - index parameters: [`IndexParams::default`];
 /// - index directory: `<path>.index` next to the database file; none (rebuilt on open) for
 ///   in-memory and custom stores unless [`index_dir`](Self::index_dir) is set;

@@ -149,3 +149,69 @@ async fn the_readmes_events_example_runs_as_written() {
     assert_eq!(seen, 2);
     assert!(saved_cursor > 0);
 }
+
+#[test]
+fn the_readmes_zero_download_example_runs_as_written() {
+    check_readme_has(&quoted(include_str!("readme.rs"), 2));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), "readme::zero_download_example");
+    // (The harness prints the test's name on the line of its first output.)
+    let lines: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.find("by its").map(|at| &l[at..]))
+        .collect();
+    let memory = "I'm vegetarian and I can't stand coriander";
+    assert_eq!(
+        lines,
+        [
+            format!("by its words: {memory}"),
+            format!("by its meaning: {memory}")
+        ]
+    );
+    assert!(dir.path().join("notes.db").exists());
+}
+
+#[tokio::test]
+#[ignore = "run by the_readmes_zero_download_example_runs_as_written, in a directory of its own"]
+async fn zero_download_example() {
+    async fn example() -> memlane::Result<()> {
+        // README
+        use memlane::{Memory, MiniLm};
+        use std::sync::Arc;
+
+        // No model file: verbatim adds, keyword search.
+        let memory = Memory::builder()
+            .path("notes.db")
+            .without_embedder()
+            .build()
+            .await?;
+        memory
+            .add("I'm vegetarian and I can't stand coriander")
+            .user("alice")
+            .await?;
+        let hits = memory.search("coriander").user("alice").await?;
+        println!("by its words: {}", hits.results[0].record.memory);
+
+        // Later: search by meaning too. Every memory is embedded, with progress.
+        memory
+            .reembed(Arc::new(MiniLm::load_default()?))
+            .on_progress(|p| eprintln!("{} {}/{}", p.task, p.done, p.total))
+            .await?;
+        let hits = memory
+            .search("what food should I avoid serving her?")
+            .user("alice")
+            .await?;
+        println!("by its meaning: {}", hits.results[0].record.memory);
+        // END README
+        assert!(memory.embedder().is_some());
+        // Found by meaning alone: the query shares no word with the memory.
+        let by_meaning = memory
+            .search("what food should I avoid serving her?")
+            .user("alice")
+            .mode(memlane::SearchMode::Vector)
+            .await?;
+        assert_eq!(by_meaning.results.len(), 1);
+        Ok(())
+    }
+    example().await.unwrap();
+}

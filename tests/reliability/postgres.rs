@@ -1026,3 +1026,110 @@ async fn a_client_killed_mid_add_leaves_each_add_whole_or_absent() {
     }
     assert!(acknowledged.len() >= KILLS);
 }
+
+/// A memory on `url` whose vector searches go through pgvector's HNSW index (no exact
+/// ranking of small sets).
+async fn through_hnsw(url: &str, embedder: Option<usize>) -> Memory {
+    let store = store(url).await.with_exact_search_max(0);
+    let builder = Memory::builder().store(Arc::new(store));
+    match embedder {
+        Some(dim) => builder.embedder(Arc::new(HashEmbedder::new(dim))),
+        None => builder.without_embedder(),
+    }
+    .build()
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn reembed_on_postgres_embeds_a_keyword_store_moves_dimension_and_refuses_stale_pools() {
+    let url = pg_database().await;
+    let memory = through_hnsw(&url, None).await;
+    let texts = [
+        "I am allergic to peanuts",
+        "My bike is a red Bianchi",
+        "My sister lives in Lyon",
+    ];
+    for text in texts {
+        memory.add(text).user("ana").await.unwrap();
+    }
+    let top = |memory: Memory, query: &'static str, mode: SearchMode| async move {
+        memory
+            .search(query)
+            .user("ana")
+            .mode(mode)
+            .top_k(1)
+            .await
+            .map(|r| r.results[0].record.memory.clone())
+    };
+    assert_eq!(
+        top(memory.clone(), "Bianchi", SearchMode::Keyword)
+            .await
+            .unwrap(),
+        texts[1]
+    );
+    let refused = top(memory.clone(), "Bianchi", SearchMode::Vector).await;
+    assert_eq!(refused.unwrap_err().status(), 503);
+    // A second pool stays without an embedder.
+    let keyword_pool = through_hnsw(&url, None).await;
+
+    let first = memory
+        .reembed(Arc::new(HashEmbedder::new(16)))
+        .await
+        .unwrap();
+    assert_eq!((first.embedded, first.dimension), (3, 16));
+    let query = "allergic to peanuts";
+    assert_eq!(
+        top(memory.clone(), query, SearchMode::Vector)
+            .await
+            .unwrap(),
+        texts[0]
+    );
+    let on_16 = through_hnsw(&url, Some(16)).await;
+    assert_eq!(
+        top(on_16.clone(), query, SearchMode::Hybrid).await.unwrap(),
+        texts[0]
+    );
+
+    // Another dimension: the HNSW index is rebuilt for it.
+    let second = memory
+        .reembed(Arc::new(HashEmbedder::new(24)))
+        .await
+        .unwrap();
+    assert_eq!((second.embedded, second.dimension), (3, 24));
+    assert_eq!(
+        top(memory.clone(), query, SearchMode::Vector)
+            .await
+            .unwrap(),
+        texts[0]
+    );
+    memory.add("I moved to Porto").user("ana").await.unwrap();
+    assert_eq!(
+        top(memory.clone(), "moved to Porto", SearchMode::Vector)
+            .await
+            .unwrap(),
+        "I moved to Porto"
+    );
+    // Pools on the old state: searches by vector and adds are refused, and write nothing.
+    let stale = top(on_16.clone(), query, SearchMode::Vector)
+        .await
+        .unwrap_err();
+    assert_eq!(stale.status(), 409, "{stale}");
+    for pool in [&on_16, &keyword_pool] {
+        let refused = pool.add("I sold the bike").user("ana").await.unwrap_err();
+        assert_eq!(refused.status(), 409, "{refused}");
+    }
+    assert!(memory
+        .search("sold")
+        .user("ana")
+        .mode(SearchMode::Keyword)
+        .await
+        .unwrap()
+        .results
+        .is_empty());
+    let reopened = through_hnsw(&url, Some(24)).await;
+    assert_eq!(
+        top(reopened, query, SearchMode::Vector).await.unwrap(),
+        texts[0]
+    );
+}
