@@ -49,6 +49,8 @@ pub(crate) struct Inner {
     pub(crate) home: IndexHome,
     /// The store's change token when its embedding model was last seen to be `space`'s.
     pub(crate) model_seen: std::sync::Mutex<Option<u64>>,
+    /// The model this handle is re-embedding the store with, while it does.
+    pub(crate) reembedding: std::sync::Mutex<Option<String>>,
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
     /// How signals become scores.
     pub(crate) calibration: Calibration,
@@ -408,6 +410,7 @@ impl MemoryBuilder {
                 space: std::sync::RwLock::new(Arc::new(space)),
                 home,
                 model_seen: std::sync::Mutex::new(None),
+                reembedding: std::sync::Mutex::new(None),
                 reranker: self.reranker,
                 calibration: self.calibration,
                 llm: self.llm,
@@ -663,10 +666,24 @@ impl Memory {
         }
         let model = self.inner.store.meta(META_MODEL).await?;
         if model.as_deref().unwrap_or_default() != space.model {
-            return Err(crate::store::meta_moved(
-                META_MODEL,
+            let reembedding = self
+                .inner
+                .reembedding
+                .lock()
+                .map_err(|_| Error::internal("reembed lock poisoned"))?
+                .clone();
+            if let Some(new) = reembedding {
+                return Err(Error::Unavailable {
+                    detail: format!(
+                        "this memory is being re-embedded with {new:?}: searches by vector \
+                         resume when that ends; keyword search works meanwhile"
+                    ),
+                });
+            }
+            return Err(crate::store::model_moved(
                 &space.model,
-                model.as_deref(),
+                model.as_deref().unwrap_or_default(),
+                "",
             ));
         }
         *seen()? = token;

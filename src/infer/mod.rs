@@ -229,8 +229,8 @@ fn clean_facts(facts: Vec<Fact>, labels: &[Label]) -> Vec<Fact> {
 
 /// Drops the facts a model copied from its instructions (their example, a project's policy)
 /// instead of reading them in the conversation: a fact the instructions hold word for word,
-/// and none of whose longer words (five letters or more) the conversation has. Small models
-/// do this when a conversation resembles the example.
+/// one of whose longer words (five letters or more) the conversation does not have. Small
+/// models do this when a conversation resembles the example.
 fn not_copied(facts: Vec<Fact>, instructions: &str, conversation: &str) -> Vec<Fact> {
     let instructions = instructions.to_lowercase();
     let said: std::collections::HashSet<String> =
@@ -244,7 +244,8 @@ fn not_copied(facts: Vec<Fact>, instructions: &str, conversation: &str) -> Vec<F
             }
             let grounded = crate::text::terms(&text)
                 .iter()
-                .any(|w| w.chars().count() >= 5 && said.contains(w));
+                .filter(|w| w.chars().count() >= 5)
+                .all(|w| said.contains(w));
             if !grounded {
                 tracing::debug!(target: "memlane", "a fact copied from the instructions was dropped");
             }
@@ -581,8 +582,9 @@ mod tests {
                 facts.value.into_iter().map(|f| f.text).collect::<Vec<_>>()
             }
         };
+        // (As seen: the conversation shares "mattina" with the example, not "palestra".)
         assert_eq!(
-            extract("Il sabato lavoro anche in una libreria").await,
+            extract("Il sabato mattina lavoro anche in una libreria").await,
             ["Lavora anche il sabato in una libreria"]
         );
         // Said in the conversation: kept, though the example says it too.

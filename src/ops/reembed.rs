@@ -16,7 +16,7 @@
 //! An interrupted reembed leaves a store on the new model with some memories not yet
 //! embedded: vector search does not find those until `reembed` is called again, which
 //! embeds only what is missing. Keyword search finds every memory throughout. Meanwhile,
-//! this handle's writes wait, and its searches by vector use the old model until the swap.
+//! this handle's writes wait, and its searches by vector are a 503 that says why.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -111,8 +111,10 @@ impl ReembedRequest<'_> {
                  one has {model:?} and {dimension}"
             )));
         }
-        // This handle's writes wait until the store and the handle are on the new model.
+        // This handle's writes wait until the store and the handle are on the new model;
+        // its searches by vector are a 503 meanwhile.
         let _gate = memory.inner.gate.lock().await;
+        let _flag = Reembedding::start(memory, &model)?;
         let store = &*memory.inner.store;
         let switched = switch(store, &model, dimension).await?;
         let among_all = Filter::all();
@@ -179,6 +181,28 @@ impl ReembedRequest<'_> {
 }
 
 crate::ops::awaitable!(ReembedRequest, ReembedResult, "reembed");
+
+/// Marks a memory as re-embedding while it lives (whether the reembed ends or fails).
+struct Reembedding<'a>(&'a Memory);
+
+impl<'a> Reembedding<'a> {
+    fn start(memory: &'a Memory, model: &str) -> Result<Self> {
+        *memory
+            .inner
+            .reembedding
+            .lock()
+            .map_err(|_| Error::internal("reembed lock poisoned"))? = Some(model.to_owned());
+        Ok(Reembedding(memory))
+    }
+}
+
+impl Drop for Reembedding<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut flag) = self.0.inner.reembedding.lock() {
+            *flag = None;
+        }
+    }
+}
 
 /// Moves the store to `model` unless it is on it: records the model, its dimension and a
 /// new epoch (a saved vector index of the old model is then not loaded), and drops every

@@ -569,24 +569,29 @@ pub const META_DIMENSION: &str = "embedding_dimension";
 /// Metadata key counting the store's moves to another embedding model (missing: none).
 pub const META_EPOCH: &str = "embedding_epoch";
 
+/// The 409 of a handle whose store moved to another embedding model since it opened it:
+/// `then` is what the handle did about it (written before the advice).
+pub(crate) fn model_moved(expected: &str, actual: &str, then: &str) -> crate::Error {
+    let name = |m: &str| match m {
+        "" => "none".to_owned(),
+        m => format!("{m:?}"),
+    };
+    crate::Error::Conflict {
+        detail: format!(
+            "this store's embedding model is now {}, not {} as when this handle opened it \
+             (another handle re-embedded it); {then}open the store again with its model",
+            name(actual),
+            name(expected)
+        ),
+    }
+}
+
 /// The 409 of a transaction whose [`RowWrite::ExpectMeta`] does not hold: `actual` is the
 /// value the store has (`None`: missing). Stores return it as it is.
 pub fn meta_moved(key: &str, expected: &str, actual: Option<&str>) -> crate::Error {
     let actual = actual.unwrap_or_default();
     if key == META_MODEL {
-        let name = |m: &str| match m {
-            "" => "none".to_owned(),
-            m => format!("{m:?}"),
-        };
-        return crate::Error::Conflict {
-            detail: format!(
-                "this store's embedding model is now {}, not {} as when this handle opened it \
-                 (another handle re-embedded it); nothing was written: open the store again \
-                 with its model",
-                name(actual),
-                name(expected)
-            ),
-        };
+        return model_moved(expected, actual, "nothing was written: ");
     }
     crate::Error::Conflict {
         detail: format!(

@@ -394,3 +394,75 @@ async fn an_interrupted_reembed_is_finished_by_the_next_one() {
         .len();
     assert_eq!(found, n);
 }
+
+/// A hashing embedder that waits for a go the first time it is asked to embed.
+#[derive(Debug)]
+struct Paused {
+    inner: HashEmbedder,
+    paused: std::sync::atomic::AtomicBool,
+    started: Arc<tokio::sync::Notify>,
+    go: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl Embedder for Paused {
+    async fn embed(&self, texts: &[String], mode: EmbedMode) -> memlane::Result<Vec<Vec<f32>>> {
+        if !self.paused.swap(true, Ordering::SeqCst) {
+            self.started.notify_one();
+            self.go.notified().await;
+        }
+        self.inner.embed(texts, mode).await
+    }
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+}
+
+#[tokio::test]
+async fn while_a_memory_re_embeds_its_vector_searches_say_so_and_keyword_search_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = with_embedder(&dir.path().join("m.db"), Arc::new(HashEmbedder::new(16)))
+        .await
+        .unwrap();
+    add(&memory, "ana", "I am allergic to peanuts").await;
+    let (started, go) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let paused = Paused {
+        inner: HashEmbedder::new(24),
+        paused: Default::default(),
+        started: Arc::clone(&started),
+        go: Arc::clone(&go),
+    };
+    let reembedding = {
+        let memory = memory.clone();
+        tokio::spawn(async move { memory.reembed(Arc::new(paused)).await })
+    };
+    started.notified().await;
+    let busy = texts(&memory, "peanuts", SearchMode::Hybrid)
+        .await
+        .unwrap_err();
+    assert_eq!(busy.status(), 503, "{busy}");
+    assert!(busy.to_string().contains("being re-embedded"), "{busy}");
+    assert_eq!(
+        texts(&memory, "peanuts", SearchMode::Keyword)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    go.notify_one();
+    let done = reembedding.await.unwrap().unwrap();
+    assert_eq!(done.dimension, 24);
+    assert_eq!(
+        texts(&memory, "peanuts", SearchMode::Hybrid)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
