@@ -875,7 +875,10 @@ async fn a_store_refuses_a_different_embedder() {
         .embedder(Arc::new(HashEmbedder::new(DIM * 2)))
         .build()
         .await;
-    assert_eq!(status(other_dim), 422);
+    // Another model (of another dimension): a 409 that names the way to move the store.
+    let refused = other_dim.unwrap_err();
+    assert_eq!(refused.status(), 409);
+    assert!(refused.to_string().contains("reembed"), "{refused}");
     assert_eq!(
         status(
             Memory::builder()

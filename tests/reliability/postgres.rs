@@ -537,13 +537,13 @@ async fn two_memories_on_one_database_see_each_others_writes_at_once() {
             .results;
         assert!(hits.is_empty(), "{mode:?} still finds a deleted memory");
     }
-    // The same database opened with another embedder's dimension is refused.
+    // The same database opened with another embedding model is refused (see reembed).
     let other = Memory::builder()
         .postgres(&url)
         .embedder(Arc::new(HashEmbedder::new(DIM * 2)))
         .build()
         .await;
-    assert_eq!(other.err().map(|e| e.status()), Some(422));
+    assert_eq!(other.err().map(|e| e.status()), Some(409));
 }
 
 /// Consolidation on PostgreSQL finds duplicates through the database's search.
