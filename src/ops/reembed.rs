@@ -74,12 +74,12 @@ impl Memory {
     /// (the rest of an interrupted reembed). See [`crate::ops::reembed`] for how it runs.
     ///
     /// ```no_run
-    /// # async fn run() -> memlane::Result<()> {
-    /// use std::sync::Arc;
-    /// use memlane::{Memory, MiniLm};
+    /// # async fn run(embedder: std::sync::Arc<dyn memlane::Embedder>) -> memlane::Result<()> {
+    /// use memlane::Memory;
     /// let memory = Memory::builder().path("agent.db").without_embedder().build().await?;
     /// memory.add("I'm vegetarian").user("alice").await?; // stored, found by keyword
-    /// memory.reembed(Arc::new(MiniLm::load_default()?)).await?;
+    /// // embedder: Arc::new(MiniLm::load_default()?), an OpenAiEmbedder, one of your own
+    /// memory.reembed(embedder).await?;
     /// let hits = memory.search("what does alice eat?").user("alice").await?; // hybrid now
     /// # Ok(()) }
     /// ```
