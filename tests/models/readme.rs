@@ -215,3 +215,93 @@ async fn zero_download_example() {
     }
     example().await.unwrap();
 }
+
+#[cfg(feature = "local-llm")]
+#[test]
+fn the_readmes_language_model_example_runs_as_written() {
+    check_readme_has(&quoted(include_str!("readme.rs"), 3));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), "readme::language_model_example");
+    let added: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.find("ADD ").map(|at| &l[at..]))
+        .collect();
+    assert!(
+        added
+            .iter()
+            .any(|l| l.to_lowercase().contains("vegetarian")),
+        "{out}"
+    );
+    assert!(out.contains("CONFIGURED"), "{out}");
+}
+
+#[cfg(feature = "local-llm")]
+#[tokio::test]
+#[ignore = "run by the_readmes_language_model_example_runs_as_written, in a directory of its own"]
+async fn language_model_example() {
+    async fn example() -> memlane::Result<()> {
+        // README
+        use memlane::{LocalLlm, Memory, Message};
+        use serde_json::json;
+        use std::sync::Arc;
+
+        // In process, offline (feature `local-llm`, on by default).
+        let llm = Arc::new(LocalLlm::load_default()?);
+        let memory = Memory::builder().path("agent.db").llm(llm).build().await?;
+        memory.put_config(&json!({
+            "extraction_policy": "Keep food preferences and travel plans; never store health data.",
+            "label_taxonomy": [{"food": "diet and dishes"}, {"travel": "trips and places"}]
+        })).await?;
+        let messages = vec![
+            Message::user("I'm vegetarian, and I fly to Lisbon on Friday"),
+            Message::assistant("Noted! Enjoy Lisbon."),
+        ];
+        let out = memory.add(messages).user("alice").await?; // infers: the memory has a model
+        for m in &out.results {
+            println!(
+                "{} {} (was: {:?})",
+                m.event.as_str(),
+                m.memory,
+                m.previous_memory
+            );
+        }
+        // END README
+        assert!(out.inferred);
+        let config = memory.config().await?;
+        assert_eq!(config.labels().len(), 2);
+        println!("CONFIGURED");
+        Ok(())
+    }
+    example().await.unwrap();
+}
+
+#[cfg(feature = "openai")]
+#[test]
+fn the_readmes_server_example_runs_as_written() {
+    check_readme_has(&quoted(include_str!("readme.rs"), 4));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), "readme::server_example");
+    assert!(out.contains("MODEL qwen2.5:7b-instruct"), "{out}");
+}
+
+#[cfg(feature = "openai")]
+#[tokio::test]
+#[ignore = "run by the_readmes_server_example_runs_as_written, in a directory of its own"]
+async fn server_example() {
+    async fn example() -> memlane::Result<()> {
+        // README
+        use memlane::{Memory, OpenAiConfig, OpenAiLlm};
+        use std::sync::Arc;
+
+        let config = OpenAiConfig::from_env("qwen2.5:7b-instruct");
+        let llm = Arc::new(OpenAiLlm::new(config)?);
+        let memory = Memory::builder().path("agent.db").llm(llm).build().await?;
+        // END README
+        // Building asks the server nothing; the loopback server tests (tests/api/openai.rs)
+        // cover the calls.
+        let llm = memory.llm().expect("the memory has the server's model");
+        println!("MODEL {}", llm.model_id());
+        Ok(())
+    }
+    example().await.unwrap();
+}
