@@ -28,11 +28,14 @@
 //! - A **memory** is a short fact owned by a user, agent, app and/or run, with metadata,
 //!   categories, an optional expiry, and a history of every change.
 //! - [`Memory`] is the whole service: `add`, `extract`, `search`, `list`, `get`, `update`,
-//!   `delete`, `delete_all`, `history`, `config` / `put_config`, `retrieve`, `embed` and
-//!   `consolidate`. Requests are builders you `.await`.
+//!   `delete`, `delete_all`, `history`, `config` / `put_config`, `retrieve`, `embed`,
+//!   `consolidate` and `reembed`. Requests are builders you `.await`.
 //! - With a language model ([`Llm`]: [`OpenAiLlm`][openaillm] for any OpenAI-protocol server, or the
 //!   local model), `add` extracts facts and reconciles them with what the owner already
 //!   has: add, update, delete (a contradicted memory) or nothing, in one transaction.
+//! - No model file is needed to start: [`MemoryBuilder::without_embedder`] stores memories
+//!   without vectors and searches them by keyword; [`Memory::reembed`] later embeds every
+//!   memory with an embedder (and moves a store from one embedding model to another).
 //! - The [`Store`] (SQLite by default) is the source of truth. The vector index
 //!   is derived from it: persisted next to the database, reloaded on open, caught up or
 //!   rebuilt when it lags or is damaged.
