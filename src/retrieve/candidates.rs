@@ -127,14 +127,18 @@ impl Memory {
         k: usize,
     ) -> Result<Vec<Ranked>> {
         let space = self.space();
-        self.check_space(&space).await?;
-        let (mut ranked, scope) = tokio::try_join!(
+        // The model check runs beside the search (a read of its own on a database server),
+        // and its 409 comes first.
+        let (check, ranked, scope) = tokio::join!(
+            self.check_space(&space),
             space
                 .candidates
                 .nearest(vec![query.to_vec()], among, k)
                 .instrument(tracing::debug_span!("index", queries = 1)),
             self.scope(among),
-        )?;
+        );
+        check?;
+        let (mut ranked, scope) = (ranked?, scope?);
         let nearest = ranked.pop().unwrap_or_default();
         Ok(self.scored(
             SearchMode::Vector,
@@ -192,7 +196,6 @@ impl Memory {
         let fetch = fetch(k);
         let terms: Vec<Vec<String>> = texts.iter().map(|t| text::query_terms(t)).collect();
         let space = self.space();
-        self.check_space(&space).await?;
         let candidates = &space.candidates;
         // The two sides read the store on their own connections, side by side.
         let counted = async {
@@ -201,7 +204,9 @@ impl Memory {
                 None => Ok(Prior::Search(self.scope(among).await?)),
             }
         };
-        let (vectors, keywords, prior) = tokio::try_join!(
+        // The model check runs beside them too, and its 409 comes first.
+        let (check, vectors, keywords, prior) = tokio::join!(
+            self.check_space(&space),
             candidates
                 .nearest(queries.clone(), among, fetch)
                 .instrument(tracing::debug_span!("index", queries = queries.len())),
@@ -209,7 +214,9 @@ impl Memory {
                 .keyword(&terms, among, usize::MAX)
                 .instrument(tracing::debug_span!("keyword")),
             counted,
-        )?;
+        );
+        check?;
+        let (vectors, keywords, prior) = (vectors?, keywords?, prior?);
         let mut out = Vec::with_capacity(queries.len());
         for ((query, vector), keyword) in queries.iter().zip(vectors).zip(keywords) {
             out.push(
