@@ -7,7 +7,7 @@ use tracing::Instrument;
 
 use uuid::Uuid;
 
-use crate::embed::{normalize, EmbedMode, Embedder};
+use crate::embed::{EmbedMode, Embedder};
 use crate::error::{Error, Result};
 use crate::index::{IndexParams, VectorIndex};
 use crate::llm::Llm;
@@ -789,22 +789,9 @@ impl Memory {
             return Err(no_embedder("searching by meaning"));
         };
         let span = tracing::debug_span!("embed", texts = texts.len());
-        let vectors = embedder.embed(texts, mode).instrument(span).await?;
-        if vectors.len() != texts.len() {
-            return Err(Error::Provider {
-                detail: format!(
-                    "the embedder returned {} vectors for {} texts",
-                    vectors.len(),
-                    texts.len()
-                ),
-                transient: false,
-            });
-        }
-        let dimension = embedder.dimension();
-        vectors
-            .into_iter()
-            .map(|v| normalize(v, dimension))
-            .collect()
+        crate::embed::embed_unit(&**embedder, texts, mode)
+            .instrument(span)
+            .await
     }
 
     /// Commits a batch (see [`apply`]) and brings the index up to date.

@@ -68,6 +68,31 @@ pub trait Embedder: Send + Sync + std::fmt::Debug + 'static {
     }
 }
 
+/// Embeds texts with `embedder` and checks what comes back: one vector per text, each of
+/// its dimension, scaled to unit length (as memlane stores and searches them).
+pub(crate) async fn embed_unit(
+    embedder: &dyn Embedder,
+    texts: &[String],
+    mode: EmbedMode,
+) -> Result<Vec<Vec<f32>>> {
+    let vectors = embedder.embed(texts, mode).await?;
+    if vectors.len() != texts.len() {
+        return Err(Error::Provider {
+            detail: format!(
+                "the embedder returned {} vectors for {} texts",
+                vectors.len(),
+                texts.len()
+            ),
+            transient: false,
+        });
+    }
+    let dimension = embedder.dimension();
+    vectors
+        .into_iter()
+        .map(|v| normalize(v, dimension))
+        .collect()
+}
+
 /// Checks a vector and scales it to unit length.
 pub(crate) fn normalize(mut v: Vec<f32>, expected: usize) -> Result<Vec<f32>> {
     if v.len() != expected {

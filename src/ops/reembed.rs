@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::embed::{normalize, EmbedMode, Embedder};
+use crate::embed::{embed_unit, EmbedMode, Embedder};
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::memory::{open_space, Memory};
@@ -261,17 +261,7 @@ async fn embed_missing(
             return Ok(0);
         }
         let texts: Vec<String> = rows.iter().map(|row| row.record.indexed_text()).collect();
-        let vectors = embedder.embed(&texts, EmbedMode::Document).await?;
-        if vectors.len() != texts.len() {
-            return Err(Error::Provider {
-                detail: format!(
-                    "the embedder returned {} vectors for {} texts",
-                    vectors.len(),
-                    texts.len()
-                ),
-                transient: false,
-            });
-        }
+        let vectors = embed_unit(embedder, &texts, EmbedMode::Document).await?;
         let mut writes = vec![Write::ExpectMeta {
             key: META_MODEL.to_owned(),
             value: model.to_owned(),
@@ -279,7 +269,7 @@ async fn embed_missing(
         for (row, vector) in rows.iter().zip(vectors) {
             writes.push(Write::Vector {
                 id: row.record.id,
-                vector: normalize(vector, embedder.dimension())?,
+                vector,
                 expect: row.version,
             });
         }
