@@ -153,8 +153,18 @@ async fn a_memory_without_an_embedder_stores_verbatim_and_searches_by_keyword() 
     assert_eq!((export.embedding_model.as_str(), export.dimension), ("", 0));
     assert_eq!(export.memories.len(), 2);
     assert!(export.memories.iter().all(|m| m.vector.is_empty()));
+    // A new text is searched by its new words.
+    memory
+        .update(added.results[0].id)
+        .text("I keep wasps on the roof")
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(&memory, "wasps", SearchMode::Keyword).await.unwrap(),
+        ["I keep wasps on the roof"]
+    );
     memory.delete(added.results[0].id).await.unwrap();
-    assert!(texts(&memory, "bees", SearchMode::Keyword)
+    assert!(texts(&memory, "wasps", SearchMode::Keyword)
         .await
         .unwrap()
         .is_empty());
