@@ -28,5 +28,5 @@ fi
 # Every test target, with the examples built once each, in test mode (a plain `cargo
 # test` builds the two evaluation examples twice: as examples and as test harnesses), then
 # the doc tests, which cargo runs only on their own when targets are named.
-cargo test --features postgres --lib --tests --examples "$@"
-cargo test --features postgres --doc "$@"
+cargo test --features postgres,rig --lib --tests --examples "$@"
+cargo test --features postgres,rig --doc "$@"

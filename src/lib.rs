@@ -105,6 +105,8 @@ pub mod projects;
 pub mod record;
 pub mod rerank;
 mod retrieve;
+#[cfg(feature = "rig")]
+pub mod rig;
 pub mod store;
 pub mod text;
 

@@ -14,6 +14,10 @@ mod hybrid;
 mod inference;
 mod lifecycle;
 #[cfg(feature = "openai")]
+mod loopback;
+#[cfg(feature = "openai")]
 mod openai;
 mod rerank;
+#[cfg(all(feature = "rig", feature = "openai"))]
+mod rig;
 mod spans;

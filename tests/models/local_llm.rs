@@ -23,7 +23,7 @@ fn loaded() -> &'static (LocalLlm, crate::common::Reports) {
     })
 }
 
-fn llm() -> LocalLlm {
+pub(crate) fn llm() -> LocalLlm {
     loaded().0.clone()
 }
 
