@@ -60,6 +60,10 @@
 //!   with async-openai and reqwest.
 //! - `postgres`: a store on PostgreSQL with pgvector ([`PostgresStore`][postgres],
 //!   `MemoryBuilder::postgres`), for many processes on many hosts sharing one memory.
+//! - `rig`: memlane in [rig](https://docs.rs/rig-core) agents ([`rig`][rigmod]): a search
+//!   scope as rig's `VectorStoreIndex`, tools to remember and recall, and any [`Llm`] as a
+//!   rig completion model; rig-core and rig-agent 0.44.0 exactly, re-exported. Needs Rust
+//!   1.95.
 //! - `test-util`: the store conformance suite (`store::conformance`), to test a `Store` of
 //!   your own.
 //! - `fuzzing`: entry points for the fuzz targets in `fuzz/` (not a stable API).
@@ -75,7 +79,11 @@
 #![cfg_attr(not(feature = "hub"), doc = "[hub]: #crate-features")]
 #![cfg_attr(feature = "postgres", doc = "[postgres]: crate::store::PostgresStore")]
 #![cfg_attr(not(feature = "postgres"), doc = "[postgres]: #crate-features")]
+#![cfg_attr(feature = "rig", doc = "[rigmod]: crate::rig")]
+#![cfg_attr(not(feature = "rig"), doc = "[rigmod]: #crate-features")]
 #![warn(missing_docs)]
+// docs.rs (nightly rustdoc, `--cfg docsrs`) marks each feature-gated item with its feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(
     not(test),
     warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)

@@ -7,8 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use candle_core::quantized::gguf_file;
-use candle_core::Device;
-use candle_transformers::generation::{LogitsProcessor, Sampling};
+use candle_core::{DType, Device};
 use serde_json::{json, Value};
 use tokenizers::Tokenizer;
 
@@ -377,14 +376,7 @@ impl LocalLlm {
                 .filter(|&end| end <= MAX_PREFIX_TOKENS && end < tokens.len()),
             _ => None,
         };
-        let sampling = if request.temperature <= 0.0 {
-            Sampling::ArgMax
-        } else {
-            Sampling::All {
-                temperature: f64::from(request.temperature),
-            }
-        };
-        let mut sampler = LogitsProcessor::from_sampling(299_792_458, sampling);
+        let mut sampler = Sampler::new(request.temperature);
         let stopped = || {
             cancelled.load(Ordering::Relaxed).then(|| Error::Provider {
                 detail: "the local model call was cancelled".into(),
@@ -431,7 +423,7 @@ impl LocalLlm {
             // whenever that is one of them, so a reply that would have been valid anyway
             // comes out the same.
             let next = match matcher.as_mut() {
-                None => sampler.sample(&logits).map_err(model_err)?,
+                None => sampler.pick(&scores_of(&logits)?),
                 Some(m) => {
                     let allowed = m.compute_mask().map_err(grammar_err)?;
                     if allowed.num_set() == 1 {
@@ -531,15 +523,12 @@ fn grammar_err(e: impl std::fmt::Display) -> Error {
 /// The next token among those `allowed`: the most likely at temperature 0, else sampled
 /// from the model's distribution renormalised over them.
 fn sample_allowed(
-    sampler: &mut LogitsProcessor,
+    sampler: &mut Sampler,
     logits: &candle_core::Tensor,
     allowed: &llguidance::toktrie::SimpleVob,
     request: &ChatRequest,
 ) -> Result<u32> {
-    let mut scores = logits
-        .flatten_all()
-        .and_then(|l| l.to_vec1::<f32>())
-        .map_err(model_err)?;
+    let mut scores = scores_of(logits)?;
     let mut best: Option<(usize, f32)> = None;
     for (i, score) in scores.iter_mut().enumerate() {
         if i < allowed.len() && allowed.is_allowed(i as u32) {
@@ -561,9 +550,72 @@ fn sample_allowed(
     if request.temperature <= 0.0 {
         return Ok(best as u32);
     }
-    let n = scores.len();
-    let masked = candle_core::Tensor::from_vec(scores, n, &Device::Cpu).map_err(model_err)?;
-    sampler.sample(&masked).map_err(model_err)
+    Ok(sampler.pick(&scores))
+}
+
+/// The model's scores for the next token, one per token of the vocabulary.
+fn scores_of(logits: &candle_core::Tensor) -> Result<Vec<f32>> {
+    logits
+        .flatten_all()
+        .and_then(|l| l.to_dtype(DType::F32))
+        .and_then(|l| l.to_vec1::<f32>())
+        .map_err(model_err)
+}
+
+/// Picks each next token from the model's scores: the most likely at temperature 0, else
+/// one drawn from their softmax at that temperature, with a fixed seed (a request gives
+/// the same reply each time).
+struct Sampler {
+    temperature: f32,
+    state: u64,
+}
+
+impl Sampler {
+    fn new(temperature: f32) -> Self {
+        Sampler {
+            temperature,
+            state: 299_792_458,
+        }
+    }
+
+    fn pick(&mut self, scores: &[f32]) -> u32 {
+        let best = scores
+            .iter()
+            .enumerate()
+            .fold((0, f32::NEG_INFINITY), |(bi, bs), (i, &s)| {
+                if s > bs {
+                    (i, s)
+                } else {
+                    (bi, bs)
+                }
+            });
+        if self.temperature <= 0.0 || !best.1.is_finite() {
+            return best.0 as u32;
+        }
+        let t = f64::from(self.temperature);
+        let weight = |s: f32| match s.is_finite() {
+            true => ((f64::from(s) - f64::from(best.1)) / t).exp(),
+            false => 0.0,
+        };
+        let total: f64 = scores.iter().map(|&s| weight(s)).sum();
+        let mut target = self.uniform() * total;
+        for (i, &s) in scores.iter().enumerate() {
+            target -= weight(s);
+            if target < 0.0 {
+                return i as u32;
+            }
+        }
+        best.0 as u32
+    }
+
+    /// A uniform draw in [0, 1) (xorshift64*).
+    fn uniform(&mut self) -> f64 {
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        let x = self.state.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 /// Sets its flag when dropped: the future of a call, dropped before the call on the
@@ -688,7 +740,32 @@ fn tokenizer_from_gguf(
 
 #[cfg(test)]
 mod tests {
-    use super::loop_start;
+    use super::{loop_start, Sampler};
+
+    #[test]
+    fn greedy_picks_the_highest_score_and_sampling_follows_the_softmax() {
+        let mut greedy = Sampler::new(0.0);
+        assert_eq!(greedy.pick(&[0.5, 2.0, f32::NAN, 1.9]), 1);
+        assert_eq!(greedy.pick(&[f32::NEG_INFINITY; 3]), 0);
+        // At temperature 1, scores 0 and ln 3 are drawn one time in four and three in
+        // four; a masked (-inf) token never is.
+        let mut sampler = Sampler::new(1.0);
+        let scores = [0.0, 3f32.ln(), f32::NEG_INFINITY];
+        let mut counts = [0u32; 3];
+        for _ in 0..4000 {
+            counts[sampler.pick(&scores) as usize] += 1;
+        }
+        assert_eq!(counts[2], 0);
+        assert!((2880..=3120).contains(&counts[1]), "{counts:?}");
+        // A fixed seed: the same draws each time.
+        let mut again = Sampler::new(1.0);
+        let first: Vec<u32> = (0..50).map(|_| again.pick(&scores)).collect();
+        let mut once_more = Sampler::new(1.0);
+        assert_eq!(
+            first,
+            (0..50).map(|_| once_more.pick(&scores)).collect::<Vec<_>>()
+        );
+    }
 
     #[test]
     fn a_loop_is_cut_where_its_second_copy_begins() {

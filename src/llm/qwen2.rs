@@ -10,7 +10,6 @@
 
 use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
-use candle_transformers::utils::repeat_kv;
 
 use crate::progress::{report, OnProgress, Task};
 
@@ -270,9 +269,32 @@ fn causal_mask(pos: usize, m: usize, device: &Device) -> Result<Tensor> {
     Tensor::from_vec(values, (m, total), device)
 }
 
+/// Repeats each of the key/value heads for the `groups` query heads that share it (grouped
+/// query attention): `(batch, kv_heads, seq, dim)` becomes `(batch, kv_heads * groups, seq,
+/// dim)`, where query head `h` reads key/value head `h / groups`.
+fn repeat_kv(x: Tensor, groups: usize) -> Result<Tensor> {
+    if groups == 1 {
+        return Ok(x);
+    }
+    let (batch, kv_heads, seq, dim) = x.dims4()?;
+    x.unsqueeze(2)?
+        .expand((batch, kv_heads, groups, seq, dim))?
+        .reshape((batch, kv_heads * groups, seq, dim))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_query_head_reads_the_key_value_head_of_its_group() {
+        // 2 key/value heads of 1 position × 2 values, each shared by 3 query heads.
+        let x = Tensor::from_vec(vec![1f32, 2., 3., 4.], (1, 2, 1, 2), &Device::Cpu).unwrap();
+        let repeated = repeat_kv(x, 3).unwrap();
+        assert_eq!(repeated.dims(), &[1, 6, 1, 2]);
+        let heads: Vec<f32> = repeated.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(heads, [1., 2., 1., 2., 1., 2., 3., 4., 3., 4., 3., 4.]);
+    }
 
     #[test]
     fn the_mask_lets_each_new_token_see_itself_and_everything_before() {

@@ -1,5 +1,72 @@
 //! The operations of [`Memory`](crate::Memory), one file each: the request, its result and
 //! its tests.
+//!
+//! # A tour
+//!
+//! Requests are builders: set what you need, then `.await` them. Every error is a
+//! [`crate::Error`] with an HTTP-style status. (A hashing embedder keeps this example free
+//! of model files; [`Memory::open`](crate::Memory::open) uses the local MiniLM.)
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> memlane::Result<()> {
+//! use std::sync::Arc;
+//!
+//! use memlane::store::FeedbackKind;
+//! use memlane::{HashEmbedder, Memory};
+//! use serde_json::json;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let memory = Memory::builder()
+//!     .path(dir.path().join("agent.db"))
+//!     .embedder(Arc::new(HashEmbedder::new(64)))
+//!     .build()
+//!     .await?;
+//!
+//! // add: stored verbatim here (no language model); each result names its event.
+//! let added = memory
+//!     .add("I live in Madrid")
+//!     .user("carlos")
+//!     .metadata(json!({"source": "chat"}))
+//!     .categories(["home"])
+//!     .await?;
+//! let id = added.results[0].id;
+//!
+//! // search: the owner's best matches, with metadata and category filters.
+//! let hits = memory
+//!     .search("where does he live?")
+//!     .user("carlos")
+//!     .categories(["home"])
+//!     .top_k(3)
+//!     .await?;
+//! assert_eq!(hits.results[0].record.id, id);
+//!
+//! // update keeps the id and records the change; history lists every change.
+//! memory.update(id).text("I live in Valencia").await?;
+//! let history = memory.history(id).await?;
+//! assert_eq!(history.len(), 2); // ADD, then UPDATE
+//! assert_eq!(history[1].old_memory.as_deref(), Some("I live in Madrid"));
+//!
+//! // list pages through an owner's memories; get reads one.
+//! let page = memory.list().user("carlos").page_size(50).await?;
+//! assert_eq!(page.results.len(), 1);
+//! assert_eq!(memory.get(id).await?.memory, "I live in Valencia");
+//!
+//! // feedback: a negative mark halves the memory's search score.
+//! memory.feedback(id, Some(FeedbackKind::Negative), Some("outdated")).await?;
+//!
+//! // export and import move memories between stores (vectors included).
+//! let export = memory.export().user("carlos").await?;
+//! assert_eq!(export.memories.len(), 1);
+//!
+//! // delete is soft (the history stays); delete_all removes an owner's memories.
+//! memory.delete(id).await?;
+//! assert_eq!(memory.get(id).await.unwrap_err().status(), 404);
+//! memory.add("I'm learning to surf").user("carlos").await?;
+//! let gone = memory.delete_all().user("carlos").await?;
+//! assert_eq!(gone.deleted.len(), 1);
+//! # Ok(()) }
+//! ```
 
 pub mod add;
 pub mod consolidate;

@@ -23,7 +23,7 @@ fn loaded() -> &'static (LocalLlm, crate::common::Reports) {
     })
 }
 
-pub(crate) fn llm() -> LocalLlm {
+fn llm() -> LocalLlm {
     loaded().0.clone()
 }
 

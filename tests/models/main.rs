@@ -15,5 +15,3 @@ mod minilm;
 mod model_files;
 #[cfg(feature = "local-embed")]
 mod readme;
-#[cfg(all(feature = "rig", feature = "local-llm", feature = "local-embed"))]
-mod rig;

@@ -45,7 +45,13 @@ fn check_readme_has(code: &str) {
 /// Runs the test `name` of this binary in a child process working in `dir` (the README's
 /// paths are relative), and returns what it printed.
 fn run_in(dir: &std::path::Path, name: &str) -> String {
+    run_with(dir, name, &[])
+}
+
+/// [`run_in`], with these environment variables set.
+fn run_with(dir: &std::path::Path, name: &str, env: &[(&str, &str)]) -> String {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .envs(env.iter().copied())
         .args([
             "--exact",
             name,
@@ -301,6 +307,109 @@ async fn server_example() {
         // cover the calls.
         let llm = memory.llm().expect("the memory has the server's model");
         println!("MODEL {}", llm.model_id());
+        Ok(())
+    }
+    example().await.unwrap();
+}
+
+#[cfg(all(feature = "rig", feature = "local-llm"))]
+#[test]
+fn the_readmes_offline_rig_agent_runs_as_written() {
+    check_readme_has(&quoted(include_str!("readme.rs"), 5));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), "readme::offline_rig_agent");
+    // The harness prints the test's name on the line of the first output.
+    let answer = out
+        .lines()
+        .find_map(|l| l.split_once("ANSWER "))
+        .map(|(_, a)| a.to_lowercase())
+        .expect("an answer");
+    // Greedy decoding, so always the same reply: it names what Alice's memory says to
+    // avoid (without her memories the model suggests avoiding "spicy or strong-tasting
+    // foods").
+    assert!(
+        ["coriander", "cilantro", "meat"]
+            .iter()
+            .any(|w| answer.contains(w)),
+        "{answer}"
+    );
+}
+
+#[cfg(all(feature = "rig", feature = "local-llm"))]
+#[tokio::test]
+#[ignore = "run by the_readmes_offline_rig_agent_runs_as_written, in a directory of its own"]
+async fn offline_rig_agent() {
+    async fn example() -> Result<(), Box<dyn std::error::Error>> {
+        // README
+        use memlane::rig::{completion_model, rig_agent::AgentBuilder, MemoryIndex};
+        use memlane::{LocalLlm, Memory};
+        use std::sync::Arc;
+
+        let memory = Memory::open("agent.db").await?;
+        let food = "I'm vegetarian and I can't stand coriander.";
+        memory.add(food).user("alice").infer(false).await?;
+        memory
+            .add("I love steak tartare.")
+            .user("bob")
+            .infer(false)
+            .await?;
+
+        // The local model answers, with Alice's most relevant memories recalled first.
+        let llm = Arc::new(LocalLlm::load_default()?);
+        let agent = AgentBuilder::new(completion_model(llm))
+            .preamble("You are Alice's assistant. Answer in one short sentence.")
+            .dynamic_context(2, MemoryIndex::new(memory.clone()).user("alice"))
+            .max_tokens(24)
+            .build();
+        let answer = agent
+            .prompt("What food should I avoid serving Alice at dinner?")
+            .await?;
+        println!("{}", answer.output());
+        // END README
+        println!("ANSWER {}", answer.output().replace('\n', " "));
+        Ok(())
+    }
+    example().await.unwrap();
+}
+
+#[cfg(all(feature = "rig", feature = "openai"))]
+#[test]
+fn the_readmes_rig_tools_example_runs_as_written() {
+    check_readme_has(&quoted(include_str!("readme.rs"), 6));
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens there: building the agent asks the server nothing (the loopback
+    // server tests in tests/api/rig.rs cover the calls).
+    let env = [
+        ("OPENAI_API_KEY", "sk-test"),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+    ];
+    let out = run_with(dir.path(), "readme::rig_tools_example", &env);
+    assert!(out.contains("AGENT BUILT"), "{out}");
+}
+
+#[cfg(all(feature = "rig", feature = "openai"))]
+#[tokio::test]
+#[ignore = "run by the_readmes_rig_tools_example_runs_as_written, in a directory of its own"]
+async fn rig_tools_example() {
+    async fn example() -> Result<(), Box<dyn std::error::Error>> {
+        // README
+        use memlane::rig::rig_agent::AgentBuilder;
+        use memlane::rig::rig_core::providers::openai::OpenAIConfig;
+        use memlane::rig::{MemoryIndex, RecallTool, RememberTool};
+        use memlane::Memory;
+
+        let memory = Memory::open("agent.db").await?;
+        let model = OpenAIConfig::from_env()?.client().chat("gpt-4o-mini");
+        let agent = AgentBuilder::new(model)
+            .preamble("You are Alice's assistant. Remember what you learn about her.")
+            .dynamic_context(5, MemoryIndex::new(memory.clone()).user("alice"))
+            .tool(RememberTool::new(memory.clone()).user("alice"))
+            .tool(RecallTool::new(memory.clone()).user("alice"))
+            .default_max_turns(5)
+            .build();
+        // END README
+        let _ = agent;
+        println!("AGENT BUILT");
         Ok(())
     }
     example().await.unwrap();
