@@ -5,29 +5,15 @@
 //! `OPENAI_API_KEY` or `OPENAI_BASE_URL` set, facts are extracted by that server instead
 //! (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
 
-use std::sync::Arc;
-
-use memlane::{Llm, LocalLlm, Memory, Message, OpenAiConfig, OpenAiLlm};
+use memlane::{Memory, Message};
 use serde_json::json;
 
+#[path = "shared/language_model.rs"]
+mod language_model;
 #[path = "shared/progress.rs"]
 mod progress;
 
-/// The language model: an OpenAI-compatible server when one is configured, else the local one.
-fn language_model() -> memlane::Result<Arc<dyn Llm>> {
-    let configured = ["OPENAI_API_KEY", "OPENAI_BASE_URL"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()));
-    if configured {
-        let model = std::env::var("MEMLANE_LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
-        println!("language model: {model} over the OpenAI protocol");
-        return Ok(Arc::new(OpenAiLlm::new(OpenAiConfig::from_env(model))?));
-    }
-    println!("language model: local Qwen2.5 1.5B (about half a minute per call on two cores)");
-    Ok(Arc::new(LocalLlm::load_default_with_progress(
-        progress::progress_bar(),
-    )?))
-}
+use language_model::language_model;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> memlane::Result<()> {

@@ -17,13 +17,13 @@
 //! The store is a SQLite file in the temp directory, kept between runs: run it twice and the
 //! second conversation starts with what the first one taught it.
 
-use std::sync::Arc;
-
 use memlane::rig::rig_agent::{Agent, AgentBuilder};
 use memlane::rig::rig_core::providers::openai::OpenAIConfig;
 use memlane::rig::{completion_model, MemoryIndex, RecallTool, RememberTool};
-use memlane::{Llm, LocalLlm, Memory, Message, OpenAiConfig, OpenAiLlm};
+use memlane::{Memory, Message};
 
+#[path = "shared/language_model.rs"]
+mod language_model;
 #[path = "shared/progress.rs"]
 mod progress;
 
@@ -36,11 +36,7 @@ const PREAMBLE: &str = "You are a helpful personal assistant with long-term memo
 /// The agent, and whether its model stores memories itself (through the `remember` tool).
 fn agent(memory: &Memory) -> Result<(Agent, bool), Box<dyn std::error::Error>> {
     let recall = MemoryIndex::new(memory.clone()).user(USER);
-    let configured = ["OPENAI_API_KEY", "OPENAI_BASE_URL"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()));
-    if configured {
-        let model = std::env::var("MEMLANE_LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
+    if let Some(model) = language_model::server_model() {
         println!("agent: {model} over the OpenAI protocol, with memlane's tools");
         let agent = AgentBuilder::new(OpenAIConfig::from_env()?.client().chat(model))
             .preamble(PREAMBLE)
@@ -71,27 +67,13 @@ fn agent(memory: &Memory) -> Result<(Agent, bool), Box<dyn std::error::Error>> {
     Ok((agent, false))
 }
 
-/// The language model `add` extracts memories with: the server's when one is configured.
-fn extraction_model() -> memlane::Result<Arc<dyn Llm>> {
-    if ["OPENAI_API_KEY", "OPENAI_BASE_URL"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()))
-    {
-        let model = std::env::var("MEMLANE_LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
-        return Ok(Arc::new(OpenAiLlm::new(OpenAiConfig::from_env(model))?));
-    }
-    Ok(Arc::new(LocalLlm::load_default_with_progress(
-        progress::progress_bar(),
-    )?))
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::temp_dir().join("memlane-rig-agent.db");
     println!("store: {}", path.display());
     let memory = Memory::builder()
         .path(&path)
-        .llm(extraction_model()?)
+        .llm(language_model::language_model()?)
         .build()
         .await?;
     let (agent, remembers_itself) = agent(&memory)?;

@@ -56,66 +56,10 @@ pub use rig_core;
 
 use crate::error::{Error, Result};
 use crate::llm::{ChatRequest, ChatResponse, Llm};
-use crate::ops::search::{SearchRequest, SearchResult};
+use crate::ops::search::SearchResult;
 use crate::record::{HistoryEvent, Message, Owners};
 use crate::retrieve::{ScoredMemory, SearchMode};
 use crate::Memory;
-
-/// Who a rig integration reads and writes memories for: the owner ids set on it, as
-/// `search` and `add` take them.
-#[derive(Debug, Clone, Default)]
-struct Owned {
-    owners: Owners,
-}
-
-impl Owned {
-    fn search<'m>(&self, request: SearchRequest<'m>) -> SearchRequest<'m> {
-        let o = &self.owners;
-        let mut request = request;
-        if let Some(id) = &o.user_id {
-            request = request.user(id.clone());
-        }
-        if let Some(id) = &o.agent_id {
-            request = request.agent(id.clone());
-        }
-        if let Some(id) = &o.app_id {
-            request = request.app(id.clone());
-        }
-        if let Some(id) = &o.run_id {
-            request = request.run(id.clone());
-        }
-        request
-    }
-}
-
-/// Adds `user`, `agent`, `app` and `run` setters to a type with an `owned: Owned` field.
-macro_rules! owned_setters {
-    () => {
-        /// Reads (and writes) the memories of this user.
-        pub fn user(mut self, id: impl Into<String>) -> Self {
-            self.owned.owners.user_id = Some(id.into());
-            self
-        }
-
-        /// Reads (and writes) the memories of this agent.
-        pub fn agent(mut self, id: impl Into<String>) -> Self {
-            self.owned.owners.agent_id = Some(id.into());
-            self
-        }
-
-        /// Reads (and writes) the memories of this app.
-        pub fn app(mut self, id: impl Into<String>) -> Self {
-            self.owned.owners.app_id = Some(id.into());
-            self
-        }
-
-        /// Reads (and writes) the memories of this run (session).
-        pub fn run(mut self, id: impl Into<String>) -> Self {
-            self.owned.owners.run_id = Some(id.into());
-            self
-        }
-    };
-}
 
 /// One memory as the rig integrations hand it to a model: its text, its labels and when it
 /// last changed. Its id (and score) travel beside it in rig's results; the whole record is
@@ -159,7 +103,7 @@ impl From<&ScoredMemory> for RecalledMemory {
 #[derive(Debug, Clone)]
 pub struct MemoryIndex {
     memory: Memory,
-    owned: Owned,
+    owners: Owners,
     mode: Option<SearchMode>,
 }
 
@@ -168,12 +112,12 @@ impl MemoryIndex {
     pub fn new(memory: Memory) -> Self {
         MemoryIndex {
             memory,
-            owned: Owned::default(),
+            owners: Owners::default(),
             mode: None,
         }
     }
 
-    owned_setters!();
+    crate::ops::owner_setters!(owners);
 
     /// Ranks in this mode instead of the store's default (hybrid, or keyword without an
     /// embedder).
@@ -185,8 +129,9 @@ impl MemoryIndex {
     async fn hits(&self, request: &VectorSearchRequest<RigFilter<Value>>) -> Result<SearchResult> {
         let top_k = usize::try_from(request.samples()).unwrap_or(usize::MAX);
         let mut search = self
-            .owned
-            .search(self.memory.search(request.query()))
+            .memory
+            .search(request.query())
+            .owners(self.owners.clone())
             .top_k(top_k);
         if let Some(threshold) = request.threshold() {
             search = search.threshold(threshold as f32);
@@ -260,7 +205,7 @@ impl VectorStoreIndex for MemoryIndex {
 #[derive(Debug, Clone)]
 pub struct RecallTool {
     memory: Memory,
-    owned: Owned,
+    owners: Owners,
 }
 
 /// The arguments of [`RecallTool`].
@@ -280,11 +225,11 @@ impl RecallTool {
     pub fn new(memory: Memory) -> Self {
         RecallTool {
             memory,
-            owned: Owned::default(),
+            owners: Owners::default(),
         }
     }
 
-    owned_setters!();
+    crate::ops::owner_setters!(owners);
 }
 
 /// The most a model may ask [`RecallTool`] for, and what it gets without asking.
@@ -321,8 +266,9 @@ impl PortableTool for RecallTool {
     async fn call(&self, args: RecallArgs) -> Result<Vec<RecalledMemory>> {
         let limit = args.limit.unwrap_or(RECALL_DEFAULT).clamp(1, RECALL_MAX);
         let hits = self
-            .owned
-            .search(self.memory.search(args.query))
+            .memory
+            .search(args.query)
+            .owners(self.owners.clone())
             .top_k(limit as usize)
             .await?;
         Ok(hits.results.iter().map(RecalledMemory::from).collect())
@@ -336,7 +282,7 @@ impl PortableTool for RecallTool {
 #[derive(Debug, Clone)]
 pub struct RememberTool {
     memory: Memory,
-    owned: Owned,
+    owners: Owners,
     infer: Option<bool>,
 }
 
@@ -368,12 +314,12 @@ impl RememberTool {
     pub fn new(memory: Memory) -> Self {
         RememberTool {
             memory,
-            owned: Owned::default(),
+            owners: Owners::default(),
             infer: None,
         }
     }
 
-    owned_setters!();
+    crate::ops::owner_setters!(owners);
 
     /// Whether a language model extracts and reconciles the fact (default: when the
     /// [`Memory`] has one), as [`AddRequest::infer`](crate::ops::add::AddRequest::infer).
@@ -407,20 +353,10 @@ impl PortableTool for RememberTool {
     }
 
     async fn call(&self, args: RememberArgs) -> Result<Vec<Remembered>> {
-        let o = &self.owned.owners;
-        let mut add = self.memory.add(Message::user(args.fact));
-        if let Some(id) = &o.user_id {
-            add = add.user(id.clone());
-        }
-        if let Some(id) = &o.agent_id {
-            add = add.agent(id.clone());
-        }
-        if let Some(id) = &o.app_id {
-            add = add.app(id.clone());
-        }
-        if let Some(id) = &o.run_id {
-            add = add.run(id.clone());
-        }
+        let mut add = self
+            .memory
+            .add(Message::user(args.fact))
+            .owners(self.owners.clone());
         if let Some(infer) = self.infer {
             add = add.infer(infer);
         }

@@ -188,6 +188,13 @@ macro_rules! owner_setters {
             self.$($owners).+.run_id = Some(id.into());
             self
         }
+
+        /// Restricts to (or assigns) these owner ids, all four at once: those set before
+        /// are replaced, and one left `None` is unset.
+        pub fn owners(mut self, owners: $crate::record::Owners) -> Self {
+            self.$($owners).+ = owners;
+            self
+        }
     };
 }
 

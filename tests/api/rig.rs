@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use memlane::rig::rig_agent::AgentBuilder;
+use memlane::rig::rig_core::providers::openai::wire::Chat;
 use memlane::rig::rig_core::providers::openai::OpenAIConfig;
 use memlane::rig::rig_core::vector_store::request::{Filter, SearchFilter, VectorSearchRequest};
 use memlane::rig::rig_core::vector_store::{VectorStoreError, VectorStoreIndex};
@@ -57,6 +58,14 @@ fn sent_text(body: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// rig's OpenAI chat model on the loopback server.
+fn served(server: &Server) -> memlane::rig::rig_core::driver::Model<Chat> {
+    OpenAIConfig::new("sk-test")
+        .with_base_url(&server.base)
+        .client()
+        .chat("test-model")
+}
+
 async fn memory_of_alice_and_bob(dir: &tempfile::TempDir) -> Memory {
     let memory = common::open(&dir.path().join("m.db"), 64).await;
     memory
@@ -95,11 +104,7 @@ async fn an_agent_remembers_and_recalls_through_the_tools_on_an_openai_protocol_
         ok(chat_body("A mushroom risotto.")),
     ])
     .await;
-    let model = OpenAIConfig::new("sk-test")
-        .with_base_url(&server.base)
-        .client()
-        .chat("test-model");
-    let agent = AgentBuilder::new(model)
+    let agent = AgentBuilder::new(served(&server))
         .preamble("You are Alice's assistant.")
         .tool(RememberTool::new(memory.clone()).user("alice"))
         .tool(RecallTool::new(memory.clone()).user("alice"))
@@ -147,11 +152,7 @@ async fn dynamic_context_puts_the_owners_memories_before_the_prompt() {
     let dir = tempfile::tempdir().unwrap();
     let memory = memory_of_alice_and_bob(&dir).await;
     let server = Server::start(vec![ok(chat_body("Vegetable paella."))]).await;
-    let model = OpenAIConfig::new("sk-test")
-        .with_base_url(&server.base)
-        .client()
-        .chat("test-model");
-    let agent = AgentBuilder::new(model)
+    let agent = AgentBuilder::new(served(&server))
         .dynamic_context(5, MemoryIndex::new(memory.clone()).user("alice"))
         .build();
     let answer = agent
