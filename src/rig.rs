@@ -35,11 +35,12 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use futures_util::stream;
 use rig_core::completion::{
-    Accepts, AssistantContent, CompletionRequest, FinishReason, Message as RigMessage, ReplayTarget,
+    Accepts, AssistantContent, CompletionRequest, FinishReason, Media, Message as RigMessage,
+    ReplayTarget,
 };
 use rig_core::driver::{Exchange, Model, Opened, Opening, Transport};
 use rig_core::error::{EncodeError, ProviderError};
-use rig_core::message::{Api, ToolResultContent, UserContent};
+use rig_core::message::{Api, DocumentSourceKind, ToolResultContent, UserContent};
 use rig_core::operation::{Block, Completion, Finish};
 use rig_core::tool::PortableTool;
 use rig_core::vector_store::request::{Filter as RigFilter, VectorSearchRequest};
@@ -382,8 +383,8 @@ impl PortableTool for RememberTool {
 ///   schema (decoded under it by the local model) carry over.
 /// - memlane's models call no tools: a request that declares tools is refused (give the
 ///   agent memlane through `dynamic_context` instead, or use a model that calls tools).
-///   Earlier tool calls and results in a history reach the model as text; images, audio
-///   and video are refused.
+///   Earlier tool calls and results in a history reach the model as text; images, audio,
+///   video and files by reference as rig's placeholders ("(image omitted: …)").
 /// - The reply is one text block; a model error keeps its status and detail (a
 ///   `ProviderResponse` with memlane's error body) and whether a retry can help.
 pub fn completion_model(llm: Arc<dyn Llm>) -> Model<LlmWire, LlmWire> {
@@ -480,6 +481,12 @@ impl ReplayTarget for LlmWire {
             tools: false,
             ..Accepts::TEXT
         }
+    }
+
+    /// Text documents only: images, audio, video and files by reference reach the model as
+    /// rig's placeholders ("(image omitted: …)").
+    fn encodes(&self, _model: &str, media: Media<'_>) -> bool {
+        matches!(media, Media::Document(d) if matches!(d.data, DocumentSourceKind::String(_)))
     }
 
     fn map_options(

@@ -322,3 +322,37 @@ async fn a_memlane_llm_refuses_tools_and_reports_model_errors_with_their_status(
     let failed = agent.prompt("hello").await.unwrap_err().to_string();
     assert!(failed.contains("502"), "{failed}");
 }
+
+#[tokio::test]
+async fn a_memlane_llm_reads_rigs_placeholders_for_images_and_audio() {
+    use memlane::rig::rig_core::completion::Message;
+    use memlane::rig::rig_core::message::{Audio, DocumentSourceKind, Image, UserContent};
+
+    let llm = Arc::new(ScriptedLlm::new(["A cat."]));
+    let agent = AgentBuilder::new(completion_model(llm.clone() as Arc<dyn Llm>)).build();
+    let prompt = Message::User {
+        content: vec![
+            UserContent::text("What is in these?"),
+            UserContent::Image(Image {
+                data: DocumentSourceKind::Url("https://example.com/cat.png".into()),
+                ..Image::default()
+            }),
+            UserContent::Audio(Audio {
+                data: DocumentSourceKind::Base64("AAAA".into()),
+                ..Audio::default()
+            }),
+        ],
+    };
+    let answer = agent.prompt(prompt).await.unwrap();
+    assert_eq!(answer.output(), "A cat.");
+    let sent = &llm.requests()[0].messages[0].content;
+    assert!(sent.starts_with("What is in these?"), "{sent}");
+    assert!(
+        sent.contains("(image omitted") && sent.contains("(audio omitted"),
+        "{sent}"
+    );
+    assert!(
+        !sent.contains("cat.png") && !sent.contains("AAAA"),
+        "{sent}"
+    );
+}
