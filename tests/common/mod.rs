@@ -186,3 +186,37 @@ impl Reports {
             .collect()
     }
 }
+
+/// The code between `// README` and `// END README` in `source`, after `skip` such
+/// blocks, as compared (see [`squeezed`]).
+pub fn quoted(source: &str, skip: usize) -> String {
+    let start = "// README\n";
+    let mut rest = source;
+    for _ in 0..=skip {
+        let at = rest.find(start).expect("a // README block") + start.len();
+        rest = &rest[at..];
+    }
+    let end = rest.find("// END README").expect("its // END README");
+    squeezed(&rest[..end])
+}
+
+/// Code as compared: without whitespace (rustfmt lays out the tests' copies its own way)
+/// and without the closing brackets that end it (a quoted block may stop inside a loop the
+/// README closes).
+pub fn squeezed(code: &str) -> String {
+    let text: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+    text.trim_end_matches(['}', ')', ']', ';']).to_owned()
+}
+
+/// Checks that the README has a ```rust block of this code (see [`squeezed`]).
+pub fn check_readme_has(code: &str) {
+    let readme = include_str!("../../README.md");
+    let found = readme
+        .split("```rust\n")
+        .skip(1)
+        .any(|block| squeezed(block.split("```").next().unwrap_or("")) == code);
+    assert!(
+        found,
+        "the README has no block of this code any more: {code}"
+    );
+}

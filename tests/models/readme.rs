@@ -8,42 +8,10 @@ use std::time::Duration;
 
 use memlane::{Memory, Message};
 
-/// The code between `// README` and `// END README` in `source`, after `skip` such
-/// blocks, as compared (see [`squeezed`]).
-fn quoted(source: &str, skip: usize) -> String {
-    let start = "// README\n";
-    let mut rest = source;
-    for _ in 0..=skip {
-        let at = rest.find(start).expect("a // README block") + start.len();
-        rest = &rest[at..];
-    }
-    let end = rest.find("// END README").expect("its // END README");
-    squeezed(&rest[..end])
-}
-
-/// Code as compared: without whitespace (rustfmt lays out the tests' copies its own way)
-/// and without the closing brackets that end it (a quoted block may stop inside a loop the
-/// README closes).
-fn squeezed(code: &str) -> String {
-    let text: String = code.chars().filter(|c| !c.is_whitespace()).collect();
-    text.trim_end_matches(['}', ')', ']', ';']).to_owned()
-}
-
-/// Checks that the README has a ```rust block of this code (see [`squeezed`]).
-fn check_readme_has(code: &str) {
-    let readme = include_str!("../../README.md");
-    let found = readme
-        .split("```rust\n")
-        .skip(1)
-        .any(|block| squeezed(block.split("```").next().unwrap_or("")) == code);
-    assert!(
-        found,
-        "the README has no block of this code any more: {code}"
-    );
-}
+use crate::common::{check_readme_has, quoted};
 
 /// Runs the test `name` of this binary in a child process working in `dir` (the README's
-/// paths are relative), and returns what it printed.
+/// paths are relative), and returns what it printed (standard output, then error).
 fn run_in(dir: &std::path::Path, name: &str) -> String {
     run_with(dir, name, &[])
 }
@@ -63,12 +31,9 @@ fn run_with(dir: &std::path::Path, name: &str, env: &[(&str, &str)]) -> String {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}{errors}");
+    format!("{text}{errors}")
 }
 
 #[test]
@@ -413,4 +378,77 @@ async fn rig_tools_example() {
         Ok(())
     }
     example().await.unwrap();
+}
+
+#[cfg(feature = "local-llm")]
+#[test]
+fn the_readmes_progress_example_runs_as_written() {
+    check_readme_has(&quoted(include_str!("readme.rs"), 7));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), "readme::progress_example");
+    let size = std::fs::metadata(memlane::LocalLlm::default_path())
+        .unwrap()
+        .len();
+    for line in [
+        "verifying model: 0 of {size} bytes".replace("{size}", &size.to_string()),
+        format!("verifying model: {size} of {size} bytes"),
+        "loading model: 28 of 28 layers".to_owned(),
+    ] {
+        assert!(out.contains(&line), "{line:?} not in {out}");
+    }
+}
+
+#[cfg(feature = "local-llm")]
+#[tokio::test]
+#[ignore = "run by the_readmes_progress_example_runs_as_written, in a process of its own"]
+async fn progress_example() {
+    fn example() -> memlane::Result<()> {
+        // README
+        use memlane::LocalLlm;
+
+        let llm = LocalLlm::load_default_with_progress(|p| {
+            eprintln!("{}: {} of {} {}", p.task, p.done, p.total, p.task.unit());
+        })?;
+        // END README
+        drop(llm);
+        Ok(())
+    }
+    example().unwrap();
+}
+
+#[test]
+fn the_readmes_tracing_example_runs_as_written() {
+    check_readme_has(&quoted(include_str!("readme.rs"), 8));
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), "readme::tracing_example");
+    // Each operation's span closes with its timings (INFO), and so do its children (DEBUG).
+    let closed = |span: &str| {
+        out.lines()
+            .any(|l| l.contains(span) && l.contains("close time.busy="))
+    };
+    assert!(closed(" INFO search{k=10 count=1}: memlane:"), "{out}");
+    assert!(closed(" INFO add{count=1}: memlane:"), "{out}");
+    assert!(closed(" DEBUG search{k=10}:embed{texts=1}:"), "{out}");
+    // No memory text or query in the spans.
+    assert!(!out.contains("coriander"), "{out}");
+}
+
+#[tokio::test]
+#[ignore = "run by the_readmes_tracing_example_runs_as_written, in a process of its own"]
+async fn tracing_example() {
+    // README
+    // With tracing-subscriber (features `fmt` and `env-filter`):
+    tracing_subscriber::fmt()
+        .with_env_filter("memlane=debug")
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .init();
+    // END README
+    let memory = Memory::open("traced.db").await.unwrap();
+    memory
+        .add("I can't stand coriander")
+        .user("alice")
+        .infer(false)
+        .await
+        .unwrap();
+    memory.search("coriander").user("alice").await.unwrap();
 }

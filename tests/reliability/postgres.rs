@@ -1133,3 +1133,30 @@ async fn reembed_on_postgres_embeds_a_keyword_store_moves_dimension_and_refuses_
         texts[0]
     );
 }
+
+/// The README's PostgreSQL example, as written, on a database of the test server.
+#[cfg(feature = "local-embed")]
+#[tokio::test]
+async fn the_readmes_postgres_example_runs_as_written() {
+    crate::common::check_readme_has(&crate::common::quoted(include_str!("postgres.rs"), 0));
+    // README
+    use memlane::Memory;
+
+    /// `url`: "postgresql://agent@db.internal/memory", or "host=/run/postgresql dbname=memory".
+    async fn open_shared(url: &str) -> memlane::Result<Memory> {
+        Memory::builder().postgres(url).build().await
+    }
+    // END README
+    let url = pg_database().await;
+    let first = open_shared(&url).await.unwrap();
+    first
+        .add("I can't stand coriander")
+        .user("alice")
+        .infer(false)
+        .await
+        .unwrap();
+    // A second handle (another process, another host) sees it.
+    let second = open_shared(&url).await.unwrap();
+    let hits = second.search("coriander").user("alice").await.unwrap();
+    assert_eq!(hits.results[0].record.memory, "I can't stand coriander");
+}
