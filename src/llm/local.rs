@@ -45,11 +45,11 @@ pub const MAX_PROMPT_TOKENS: usize = 4096;
 
 /// System messages kept read for reuse (see [`Prefixes`]): a few, such as extraction's and
 /// reconciliation's.
-const PREFIXES: usize = 4;
+pub(super) const PREFIXES: usize = 4;
 
 /// A system message longer than this many tokens is not kept: each token read holds about
 /// 56 KB of keys and values (28 layers, 2 key/value heads of 128 dimensions, f32).
-const MAX_PREFIX_TOKENS: usize = 1024;
+pub(super) const MAX_PREFIX_TOKENS: usize = 1024;
 
 /// A JSON reply whose last this many tokens were already written twice earlier in it is
 /// looping (a small model at temperature 0 can list the same facts until its token
@@ -101,14 +101,38 @@ struct Inner {
     /// Calls run one at a time (each uses both cores already), and the one whose turn it is
     /// reads and keeps the prefixes.
     turn: Mutex<Prefixes<Cache>>,
-    tokenizer: Tokenizer,
+    core: Core,
+}
+
+/// What a local model provider needs besides the model's arithmetic: the tokenizer built
+/// from the GGUF, the token masks of JSON schemas, the stop tokens and the counters. Shared
+/// by the candle model and llama.cpp's (feature `llama`), which run the same loop
+/// ([`Core::run`]) over a [`Backend`].
+pub(super) struct Core {
+    pub(super) tokenizer: Tokenizer,
     /// Token masks for replies that must follow a JSON schema.
     grammars: Grammars,
     stop: Vec<u32>,
     /// `<|im_end|>`: a system message ends at the first.
     end_of_message: u32,
-    model_id: String,
+    pub(super) model_id: String,
     counters: Counters,
+}
+
+/// The model's arithmetic, as [`Core::run`] drives it through one call.
+pub(super) trait Backend {
+    /// Reads a prompt from its start, reusing what is kept of the longest prefix it shares
+    /// with an earlier system message, and keeps what it read of its own system message
+    /// (its first `system_end` tokens, if any) for later calls. Returns the scores of the
+    /// next token, one per token of the vocabulary, and how many tokens were reused.
+    fn read_prompt(
+        &mut self,
+        tokens: &[u32],
+        system_end: Option<usize>,
+    ) -> Result<(Vec<f32>, usize)>;
+
+    /// Reads one more token; returns the scores of the next.
+    fn read_token(&mut self, token: u32) -> Result<Vec<f32>>;
 }
 
 /// What the model has done since it was loaded; see [`LocalLlmStats`].
@@ -148,7 +172,7 @@ pub struct LocalLlmStats {
 impl std::fmt::Debug for LocalLlm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalLlm")
-            .field("model_id", &self.inner.model_id)
+            .field("model_id", &self.inner.core.model_id)
             .finish_non_exhaustive()
     }
 }
@@ -201,30 +225,8 @@ impl LocalLlm {
     }
 
     fn load_pinned(progress: Option<&OnProgress>) -> Result<LocalLlm> {
-        let path = Self::default_path();
-        #[cfg(feature = "hub")]
-        if !path.exists() {
-            return Self::from_hub(&crate::Hub::from_env(), progress)
-                .map_err(|e| crate::hub::after_cache_miss("language model", &path, e));
-        }
-        let actual = sha256_of(&path, progress).map_err(|e| Error::Unavailable {
-            detail: format!(
-                "the local language model is not installed ({}: {e}); run \
-                 `scripts/fetch-models.sh qwen` or set MEMLANE_MODELS_DIR to a directory that \
-                 holds {PINNED_DIR}/{PINNED_NAME}",
-                path.display()
-            ),
-        })?;
-        if actual != PINNED_SHA256 {
-            return Err(Error::Unavailable {
-                detail: format!(
-                    "{} has SHA-256 {actual}, expected {PINNED_SHA256}; the file is corrupt or \
-                     not the pinned release: delete it and run `scripts/fetch-models.sh qwen` again",
-                    path.display()
-                ),
-            });
-        }
-        Self::load(&path, PINNED_ID, progress)
+        let (path, model_id) = verified_pinned(progress)?;
+        Self::load(&path, model_id, progress)
     }
 
     /// Loads any Qwen2-architecture instruct GGUF of your own (not hash-checked: you vouch
@@ -240,27 +242,8 @@ impl LocalLlm {
         let mut file = std::fs::File::open(path).map_err(|e| unavailable(e.to_string()))?;
         let content = gguf_file::Content::read(&mut file)
             .map_err(|e| unavailable(format!("not a GGUF file ({e})")))?;
-        let arch = content
-            .metadata
-            .get("general.architecture")
-            .and_then(|v| v.to_string().ok())
-            .cloned()
-            .unwrap_or_default();
-        if arch != "qwen2" {
-            return Err(unavailable(format!(
-                "architecture {arch:?}; LocalLlm runs qwen2 models"
-            )));
-        }
-        let (tokenizer, tokenizer_json) =
-            tokenizer_from_gguf(&content.metadata).map_err(unavailable)?;
-        let end_of_message = tokenizer.token_to_id("<|im_end|>").ok_or_else(|| {
-            unavailable("its vocabulary has no <|im_end|>: not a ChatML instruct model".into())
-        })?;
-        let stop: Vec<u32> = std::iter::once(end_of_message)
-            .chain(tokenizer.token_to_id("<|endoftext|>"))
-            .collect();
-        let grammars =
-            Grammars::new(&tokenizer_json, &tokenizer, end_of_message).map_err(unavailable)?;
+        check_architecture(&content).map_err(unavailable)?;
+        let core = Core::from_gguf(&content.metadata, model_id).map_err(unavailable)?;
         let device = Device::Cpu;
         let model = Qwen2::from_gguf(&content, &mut file, &device, progress)
             .map_err(|e| unavailable(format!("its weights do not load ({e})")))?;
@@ -268,12 +251,7 @@ impl LocalLlm {
             inner: Arc::new(Inner {
                 model,
                 turn: Mutex::new(Prefixes::new(PREFIXES)),
-                tokenizer,
-                grammars,
-                stop,
-                end_of_message,
-                model_id: model_id.to_owned(),
-                counters: Counters::default(),
+                core,
             }),
             constrained: true,
         })
@@ -290,20 +268,12 @@ impl LocalLlm {
 
     /// The tokenizer built from the GGUF.
     pub fn tokenizer(&self) -> &Tokenizer {
-        &self.inner.tokenizer
+        &self.inner.core.tokenizer
     }
 
     /// What the model has done since it was loaded (all clones together).
     pub fn stats(&self) -> LocalLlmStats {
-        let c = &self.inner.counters;
-        LocalLlmStats {
-            calls: c.calls.load(Ordering::Relaxed),
-            prompt_tokens: c.prompt_tokens.load(Ordering::Relaxed),
-            reused_tokens: c.reused_tokens.load(Ordering::Relaxed),
-            written_tokens: c.written_tokens.load(Ordering::Relaxed),
-            forced_tokens: c.forced_tokens.load(Ordering::Relaxed),
-            loops: c.loops.load(Ordering::Relaxed),
-        }
+        self.inner.core.stats()
     }
 
     /// Runs a chat on the calling thread (it takes seconds: call it off the async runtime).
@@ -314,6 +284,164 @@ impl LocalLlm {
     /// Runs a chat, stopping before its next step once `cancelled` is set.
     fn run(&self, request: &ChatRequest, cancelled: &AtomicBool) -> Result<ChatResponse> {
         let inner = &self.inner;
+        let prefixes = inner
+            .turn
+            .lock()
+            .map_err(|_| Error::internal("local model lock poisoned"))?;
+        let mut turn = CandleTurn {
+            model: &inner.model,
+            prefixes,
+            cache: None,
+        };
+        inner
+            .core
+            .run(&mut turn, request, self.constrained, cancelled)
+    }
+}
+
+/// The pinned model's file, checked against its SHA-256, with the name it reports: from
+/// memlane's model cache, else (feature `hub`) from the hub, downloaded once.
+pub(super) fn verified_pinned(progress: Option<&OnProgress>) -> Result<(PathBuf, &'static str)> {
+    let path = LocalLlm::default_path();
+    #[cfg(feature = "hub")]
+    if !path.exists() {
+        return crate::Hub::from_env()
+            .fetch(&PINNED_HUB, progress)
+            .map(|path| (path, PINNED_ID))
+            .map_err(|e| crate::hub::after_cache_miss("language model", &path, e));
+    }
+    let actual = sha256_of(&path, progress).map_err(|e| Error::Unavailable {
+        detail: format!(
+            "the local language model is not installed ({}: {e}); run \
+             `scripts/fetch-models.sh qwen` or set MEMLANE_MODELS_DIR to a directory that \
+             holds {PINNED_DIR}/{PINNED_NAME}",
+            path.display()
+        ),
+    })?;
+    if actual != PINNED_SHA256 {
+        return Err(Error::Unavailable {
+            detail: format!(
+                "{} has SHA-256 {actual}, expected {PINNED_SHA256}; the file is corrupt or \
+                 not the pinned release: delete it and run `scripts/fetch-models.sh qwen` again",
+                path.display()
+            ),
+        });
+    }
+    Ok((path, PINNED_ID))
+}
+
+/// Refuses a GGUF whose architecture is not qwen2.
+pub(super) fn check_architecture(content: &gguf_file::Content) -> std::result::Result<(), String> {
+    let arch = content
+        .metadata
+        .get("general.architecture")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .unwrap_or_default();
+    if arch != "qwen2" {
+        return Err(format!(
+            "architecture {arch:?}; memlane's local models run qwen2 models"
+        ));
+    }
+    Ok(())
+}
+
+/// One call's turn on the candle model: it holds the lock, so calls run one at a time.
+struct CandleTurn<'a> {
+    model: &'a Qwen2,
+    prefixes: std::sync::MutexGuard<'a, Prefixes<Cache>>,
+    cache: Option<Cache>,
+}
+
+impl Backend for CandleTurn<'_> {
+    fn read_prompt(
+        &mut self,
+        tokens: &[u32],
+        system_end: Option<usize>,
+    ) -> Result<(Vec<f32>, usize)> {
+        let model = self.model;
+        let end = system_end.unwrap_or(0);
+        let (mut cache, start) = match self.prefixes.longest(&tokens[..end]) {
+            Some((shared, kept)) => (kept.prefix(shared).map_err(model_err)?, shared),
+            None => (model.cache(), 0),
+        };
+        if start < end {
+            // The rest of the system message, kept for the calls after this one.
+            model
+                .forward(&tokens[start..end], &mut cache)
+                .map_err(model_err)?;
+            self.prefixes.keep(tokens[..end].to_vec(), cache.clone());
+        }
+        let logits = model
+            .forward(&tokens[end..], &mut cache)
+            .map_err(model_err)?;
+        self.cache = Some(cache);
+        Ok((scores_of(&logits)?, start))
+    }
+
+    fn read_token(&mut self, token: u32) -> Result<Vec<f32>> {
+        let cache = self
+            .cache
+            .as_mut()
+            .ok_or_else(|| Error::internal("a token was read before the prompt"))?;
+        let logits = self.model.forward(&[token], cache).map_err(model_err)?;
+        scores_of(&logits)
+    }
+}
+
+impl Core {
+    /// The shared parts of a Qwen2-style ChatML instruct model, from its GGUF metadata.
+    pub(super) fn from_gguf(
+        metadata: &HashMap<String, gguf_file::Value>,
+        model_id: &str,
+    ) -> std::result::Result<Core, String> {
+        let (tokenizer, tokenizer_json) = tokenizer_from_gguf(metadata)?;
+        let end_of_message = tokenizer
+            .token_to_id("<|im_end|>")
+            .ok_or("its vocabulary has no <|im_end|>: not a ChatML instruct model")?;
+        let stop: Vec<u32> = std::iter::once(end_of_message)
+            .chain(tokenizer.token_to_id("<|endoftext|>"))
+            .collect();
+        let grammars = Grammars::new(&tokenizer_json, &tokenizer, end_of_message)?;
+        Ok(Core {
+            tokenizer,
+            grammars,
+            stop,
+            end_of_message,
+            model_id: model_id.to_owned(),
+            counters: Counters::default(),
+        })
+    }
+
+    pub(super) fn stats(&self) -> LocalLlmStats {
+        let c = &self.counters;
+        LocalLlmStats {
+            calls: c.calls.load(Ordering::Relaxed),
+            prompt_tokens: c.prompt_tokens.load(Ordering::Relaxed),
+            reused_tokens: c.reused_tokens.load(Ordering::Relaxed),
+            written_tokens: c.written_tokens.load(Ordering::Relaxed),
+            forced_tokens: c.forced_tokens.load(Ordering::Relaxed),
+            loops: c.loops.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Runs a chat on `backend`, stopping before its next step once `cancelled` is set.
+    pub(super) fn run(
+        &self,
+        backend: &mut dyn Backend,
+        request: &ChatRequest,
+        constrained: bool,
+        cancelled: &AtomicBool,
+    ) -> Result<ChatResponse> {
+        let stopped = || {
+            cancelled.load(Ordering::Relaxed).then(|| Error::Provider {
+                detail: "the local model call was cancelled".into(),
+                transient: true,
+            })
+        };
+        if let Some(e) = stopped() {
+            return Err(e);
+        }
         let mut prompt = String::new();
         for m in &request.messages {
             let role = match m.role.as_str() {
@@ -328,9 +456,8 @@ impl LocalLlm {
         // object instead of an introduction to it. A reply with a schema is also decoded
         // under it, from that start where the schema allows it.
         let mut matcher = match &request.schema {
-            Some(schema) if self.constrained => Some(
-                inner
-                    .grammars
+            Some(schema) if constrained => Some(
+                self.grammars
                     .matcher(schema)
                     .map_err(|detail| Error::InvalidInput { detail })?,
             ),
@@ -338,7 +465,7 @@ impl LocalLlm {
         };
         let mut prefill = if request.json { "{\"" } else { "" };
         if let Some(m) = matcher.as_mut() {
-            let ids = inner
+            let ids = self
                 .tokenizer
                 .encode(prefill, false)
                 .map_err(|e| Error::internal(format!("tokenizer failed: {e}")))?
@@ -351,7 +478,7 @@ impl LocalLlm {
             }
         }
         prompt.push_str(prefill);
-        let encoding = inner
+        let encoding = self
             .tokenizer
             .encode(prompt.as_str(), false)
             .map_err(|e| Error::internal(format!("tokenizer failed: {e}")))?;
@@ -371,49 +498,21 @@ impl LocalLlm {
         let system_end = match request.messages.first() {
             Some(m) if m.role == "system" => tokens
                 .iter()
-                .position(|&t| t == inner.end_of_message)
+                .position(|&t| t == self.end_of_message)
                 .map(|i| i + 1)
                 .filter(|&end| end <= MAX_PREFIX_TOKENS && end < tokens.len()),
             _ => None,
         };
         let mut sampler = Sampler::new(request.temperature);
-        let stopped = || {
-            cancelled.load(Ordering::Relaxed).then(|| Error::Provider {
-                detail: "the local model call was cancelled".into(),
-                transient: true,
-            })
-        };
-        let counters = &inner.counters;
-        let mut prefixes = inner
-            .turn
-            .lock()
-            .map_err(|_| Error::internal("local model lock poisoned"))?;
-        if let Some(e) = stopped() {
-            return Err(e);
-        }
-        let model = &inner.model;
-        let end = system_end.unwrap_or(0);
-        let (mut cache, start) = match prefixes.longest(&tokens[..end]) {
-            Some((shared, kept)) => (kept.prefix(shared).map_err(model_err)?, shared),
-            None => (model.cache(), 0),
-        };
+        let counters = &self.counters;
         counters.calls.fetch_add(1, Ordering::Relaxed);
         counters
             .prompt_tokens
             .fetch_add(tokens.len() as u64, Ordering::Relaxed);
+        let (mut scores, start) = backend.read_prompt(&tokens, system_end)?;
         counters
             .reused_tokens
             .fetch_add(start as u64, Ordering::Relaxed);
-        if start < end {
-            // The rest of the system message, kept for the calls after this one.
-            model
-                .forward(&tokens[start..end], &mut cache)
-                .map_err(model_err)?;
-            prefixes.keep(tokens[..end].to_vec(), cache.clone());
-        }
-        let mut logits = model
-            .forward(&tokens[end..], &mut cache)
-            .map_err(model_err)?;
         let mut generated: Vec<u32> = Vec::new();
         for _ in 0..request.max_tokens {
             if let Some(e) = stopped() {
@@ -423,20 +522,20 @@ impl LocalLlm {
             // whenever that is one of them, so a reply that would have been valid anyway
             // comes out the same.
             let next = match matcher.as_mut() {
-                None => sampler.pick(&scores_of(&logits)?),
+                None => sampler.pick(&scores),
                 Some(m) => {
                     let allowed = m.compute_mask().map_err(grammar_err)?;
                     if allowed.num_set() == 1 {
                         counters.forced_tokens.fetch_add(1, Ordering::Relaxed);
                     }
-                    let next = sample_allowed(&mut sampler, &logits, &allowed, request)?;
-                    if !inner.stop.contains(&next) {
+                    let next = sample_allowed(&mut sampler, scores, &allowed, request)?;
+                    if !self.stop.contains(&next) {
                         m.consume_token(next).map_err(grammar_err)?;
                     }
                     next
                 }
             };
-            if inner.stop.contains(&next) {
+            if self.stop.contains(&next) {
                 break;
             }
             generated.push(next);
@@ -459,9 +558,8 @@ impl LocalLlm {
                 // The reply is complete: nothing may follow, so nothing more is read.
                 break;
             }
-            logits = model.forward(&[next], &mut cache).map_err(model_err)?;
+            scores = backend.read_token(next)?;
         }
-        drop(prefixes);
 
         tracing::debug!(
             prompt = tokens.len(),
@@ -469,7 +567,7 @@ impl LocalLlm {
             generated = generated.len(),
             "local model call"
         );
-        let text = inner
+        let text = self
             .tokenizer
             .decode(&generated, true)
             .map_err(|e| Error::internal(format!("tokenizer failed to decode: {e}")))?;
@@ -479,7 +577,7 @@ impl LocalLlm {
                 prompt_tokens: tokens.len() as u64,
                 completion_tokens: generated.len() as u64,
             },
-            inner.model_id.clone(),
+            self.model_id.clone(),
         ))
     }
 }
@@ -524,11 +622,10 @@ fn grammar_err(e: impl std::fmt::Display) -> Error {
 /// from the model's distribution renormalised over them.
 fn sample_allowed(
     sampler: &mut Sampler,
-    logits: &candle_core::Tensor,
+    mut scores: Vec<f32>,
     allowed: &llguidance::toktrie::SimpleVob,
     request: &ChatRequest,
 ) -> Result<u32> {
-    let mut scores = scores_of(logits)?;
     let mut best: Option<(usize, f32)> = None;
     for (i, score) in scores.iter_mut().enumerate() {
         if i < allowed.len() && allowed.is_allowed(i as u32) {
@@ -631,7 +728,7 @@ impl Drop for CancelOnDrop {
 #[async_trait]
 impl Llm for LocalLlm {
     fn model_id(&self) -> &str {
-        &self.inner.model_id
+        &self.inner.core.model_id
     }
 
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse> {

@@ -39,14 +39,24 @@ impl<C> Prefixes<C> {
     }
 
     /// Keeps `cache` as what was read of `tokens`: it replaces a prefix of the same tokens,
-    /// and the least recently used goes when there are more than the capacity.
-    pub(crate) fn keep(&mut self, tokens: Vec<u32>, cache: C) {
-        self.entries.retain(|(kept, _)| *kept != tokens);
+    /// and the least recently used goes when there are more than the capacity. Returns the
+    /// caches no longer kept.
+    pub(crate) fn keep(&mut self, tokens: Vec<u32>, cache: C) -> Vec<C> {
+        let mut gone = Vec::new();
+        let mut i = 0;
+        while i < self.entries.len() {
+            if self.entries[i].0 == tokens {
+                gone.push(self.entries.remove(i).1);
+            } else {
+                i += 1;
+            }
+        }
         self.entries.push((tokens, cache));
         if self.entries.len() > self.capacity {
             let excess = self.entries.len() - self.capacity;
-            self.entries.drain(..excess);
+            gone.extend(self.entries.drain(..excess).map(|(_, cache)| cache));
         }
+        gone
     }
 }
 
@@ -80,13 +90,13 @@ mod tests {
         p.keep(vec![2], "two");
         // Using "one" makes "two" the least recently used.
         assert_eq!(p.longest(&[1, 0]), Some((1, &"one")));
-        p.keep(vec![3], "three");
+        assert_eq!(p.keep(vec![3], "three"), vec!["two"]);
         assert_eq!(p.longest(&[2]), None);
         assert_eq!(p.longest(&[1]), Some((1, &"one")));
         assert_eq!(p.longest(&[3]), Some((1, &"three")));
         // The same tokens again replace their entry rather than take a second slot.
-        p.keep(vec![3], "three again");
-        p.keep(vec![3], "three once more");
+        assert_eq!(p.keep(vec![3], "three again"), vec!["three"]);
+        assert_eq!(p.keep(vec![3], "three once more"), vec!["three again"]);
         assert_eq!(p.entries.len(), 2);
         assert_eq!(p.longest(&[3]), Some((1, &"three once more")));
         assert_eq!(p.longest(&[1]), Some((1, &"one")));
