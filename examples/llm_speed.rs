@@ -1,8 +1,10 @@
 //! How fast the local language model reads a prompt and writes an answer, and how long an
-//! `add` with inference takes, on this machine.
+//! `add` with inference takes, on this machine, for each local provider: candle's
+//! (`LocalLlm`) and, with the feature `llama`, llama.cpp's (`LlamaCppLlm`), on the same file.
 //!
-//! `cargo run --release --example llm_speed` (after `scripts/fetch-models.sh`). It loads
-//! the pinned model, then:
+//! `cargo run --release --features llama --example llm_speed` (after
+//! `scripts/fetch-models.sh` and `scripts/llama-deps.sh`; without `--features llama`, candle
+//! only). For each provider in turn it loads the pinned model, then:
 //!
 //! 1. times, three times each and in turns, one call that reads a prompt of about 250
 //!    tokens and writes one token, and one that reads the same prompt and writes 64: the
@@ -12,63 +14,68 @@
 //!    model just loaded, which has read nothing, then as many on one model that has served
 //!    them once, which starts each call from the longest prefix of it read before (the
 //!    prompts open with the date to the minute, so that is the whole of the instructions
-//!    only within a minute). It prints each add's p50 and its prompt tokens read, reused
-//!    and written. Both are done twice, in turns: with each answer decoded under its JSON
-//!    schema (the default) and with the model writing freely (`LocalLlm::constrained`).
+//!    only within a minute). Answers are decoded under their JSON schemas, as by default.
+//!
+//! It prints one table: each provider's prompt and writing speed and each add's p50 with
+//! the model's work (calls, prompt tokens read and reused, tokens written and forced).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use memlane::llm::ChatRequest;
-use memlane::{LocalLlm, Memory, Message, MiniLm};
+use memlane::{Llm, LocalLlm, LocalLlmStats, Memory, Message, MiniLm};
 
-fn main() -> memlane::Result<()> {
-    let started = Instant::now();
-    let llm = LocalLlm::load_default()?;
-    println!(
-        "load (SHA-256 check included): {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
-    let facts: Vec<String> = (1..=24)
-        .map(|i| format!("Fact {i}: the user visited city number {i} in spring."))
-        .collect();
-    let prompt = format!(
-        "Here are some notes.\n{}\nCount from 1 upwards, one number per line, and never stop.",
-        facts.join("\n")
-    );
-    let request = |max_tokens: u32| {
-        ChatRequest::new(vec![Message::user(prompt.as_str())]).max_tokens(max_tokens)
-    };
-    let (mut read, mut both) = (Duration::ZERO, Duration::ZERO);
-    let (mut prompt_tokens, mut written) = (0, 0);
-    for _ in 0..3 {
-        let t = Instant::now();
-        let one = llm.chat_blocking(&request(1))?;
-        read += t.elapsed();
-        let t = Instant::now();
-        let many = llm.chat_blocking(&request(64))?;
-        both += t.elapsed();
-        prompt_tokens = one.usage.prompt_tokens;
-        written = many.usage.completion_tokens;
-    }
-    let read = read.as_secs_f64() / 3.0;
-    let write = (both.as_secs_f64() / 3.0 - read).max(f64::EPSILON);
-    println!(
-        "prompt: {prompt_tokens} tokens in {read:.2} s = {:.1} tokens/s",
-        prompt_tokens as f64 / read
-    );
-    println!(
-        "answer: {} more tokens in {write:.2} s = {:.1} tokens/s",
-        written.saturating_sub(1),
-        written.saturating_sub(1) as f64 / write
-    );
-    drop(llm);
-    adds()
+/// A local provider under test: its name and how to load it.
+struct Provider {
+    name: &'static str,
+    load: fn() -> memlane::Result<Loaded>,
 }
 
-/// The quickstart's adds with inference, `MEMLANE_LLM_RUNS` times each on a model just
-/// loaded, then on one that has served them; constrained and free decoding in turns.
-fn adds() -> memlane::Result<()> {
+/// A loaded provider and how to read its counters.
+type Loaded = (Arc<dyn Llm>, Stats);
+
+type Stats = Arc<dyn Fn() -> LocalLlmStats + Send + Sync>;
+
+fn candle() -> memlane::Result<Loaded> {
+    let llm = LocalLlm::load_default()?;
+    let counted = llm.clone();
+    Ok((Arc::new(llm), Arc::new(move || counted.stats())))
+}
+
+#[cfg(feature = "llama")]
+fn llama() -> memlane::Result<Loaded> {
+    let llm = memlane::LlamaCppLlm::load_default()?;
+    let counted = llm.clone();
+    Ok((Arc::new(llm), Arc::new(move || counted.stats())))
+}
+
+fn providers() -> Vec<Provider> {
+    vec![
+        Provider {
+            name: "candle (LocalLlm)",
+            load: candle,
+        },
+        #[cfg(feature = "llama")]
+        Provider {
+            name: "llama.cpp (LlamaCppLlm)",
+            load: llama,
+        },
+    ]
+}
+
+/// What one add cost: its time and the model's work.
+type AddCost = (f64, LocalLlmStats);
+
+/// One provider's figures.
+struct Figures {
+    prompt_tokens_per_s: f64,
+    written_tokens_per_s: f64,
+    /// Per add (first chat, the move): the runs on a model just loaded, then warm.
+    cold: Vec<[AddCost; 2]>,
+    warm: Vec<[AddCost; 2]>,
+}
+
+fn main() -> memlane::Result<()> {
     let runs: usize = std::env::var("MEMLANE_LLM_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -76,44 +83,27 @@ fn adds() -> memlane::Result<()> {
     let runtime = tokio::runtime::Runtime::new()
         .map_err(|e| memlane::Error::internal(format!("no runtime: {e}")))?;
     let embedder = Arc::new(MiniLm::load_default()?);
-    let modes = [(true, "constrained"), (false, "free")];
-    let mut cold = vec![Vec::new(); modes.len()];
-    for _ in 0..runs {
-        for (m, (constrained, _)) in modes.iter().enumerate() {
-            let llm = LocalLlm::from_gguf(LocalLlm::default_path(), "qwen-cold")?
-                .constrained(*constrained);
-            cold[m].push(runtime.block_on(quickstart_adds(&llm, &embedder))?);
-        }
-    }
-    let warm_models = modes
-        .iter()
-        .map(|(constrained, _)| {
-            let llm = LocalLlm::from_gguf(LocalLlm::default_path(), "qwen-warm")?
-                .constrained(*constrained);
-            runtime.block_on(quickstart_adds(&llm, &embedder))?;
-            Ok(llm)
-        })
-        .collect::<memlane::Result<Vec<_>>>()?;
-    let mut warm = vec![Vec::new(); modes.len()];
-    for _ in 0..runs {
-        for (m, llm) in warm_models.iter().enumerate() {
-            warm[m].push(runtime.block_on(quickstart_adds(llm, &embedder))?);
-        }
+    let mut results = Vec::new();
+    for provider in providers() {
+        println!("{}:", provider.name);
+        let figures = runtime.block_on(measure(&provider, &embedder, runs))?;
+        results.push((provider.name, figures));
     }
     println!("\nthe quickstart's adds with inference, p50 of {runs} runs each:");
     println!(
-        "| add | model | decoding | p50 | calls | prompt tokens | of which reused | written | of which forced |"
+        "| provider | prompt tokens/s | written tokens/s | add | model | p50 | calls | prompt tokens | of which reused | written | of which forced |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for (i, name) in ["first chat", "the move"].iter().enumerate() {
-        for (kind, samples) in [("just loaded", &cold), ("warm", &warm)] {
-            for (m, (_, mode)) in modes.iter().enumerate() {
-                let samples = &samples[m];
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for (name, f) in &results {
+        for (i, add) in ["first chat", "the move"].iter().enumerate() {
+            for (kind, samples) in [("just loaded", &f.cold), ("warm", &f.warm)] {
                 let mut times: Vec<f64> = samples.iter().map(|r| r[i].0).collect();
                 times.sort_by(f64::total_cmp);
                 let s = samples[samples.len() / 2][i].1;
                 println!(
-                    "| {name} | {kind} | {mode} | {:.2} s | {} | {} | {} | {} | {} |",
+                    "| {name} | {:.1} | {:.1} | {add} | {kind} | {:.2} s | {} | {} | {} | {} | {} |",
+                    f.prompt_tokens_per_s,
+                    f.written_tokens_per_s,
                     times[times.len() / 2],
                     s.calls,
                     s.prompt_tokens,
@@ -127,19 +117,82 @@ fn adds() -> memlane::Result<()> {
     Ok(())
 }
 
-/// What one add cost: its time and the model's work.
-type AddCost = (f64, memlane::LocalLlmStats);
+async fn measure(
+    provider: &Provider,
+    embedder: &Arc<MiniLm>,
+    runs: usize,
+) -> memlane::Result<Figures> {
+    let started = Instant::now();
+    let (llm, _) = (provider.load)()?;
+    println!(
+        "  load (SHA-256 check included): {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let facts: Vec<String> = (1..=24)
+        .map(|i| format!("Fact {i}: the user visited city number {i} in spring."))
+        .collect();
+    let prompt = format!(
+        "Here are some notes.\n{}\nCount from 1 upwards, one number per line, and never stop.",
+        facts.join("\n")
+    );
+    let request = |max_tokens: u32| {
+        ChatRequest::new(vec![Message::user(prompt.as_str())]).max_tokens(max_tokens)
+    };
+    let (mut read, mut both) = (0.0, 0.0);
+    let (mut prompt_tokens, mut written) = (0, 0);
+    for _ in 0..3 {
+        let t = Instant::now();
+        let one = llm.chat(request(1)).await?;
+        read += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let many = llm.chat(request(64)).await?;
+        both += t.elapsed().as_secs_f64();
+        prompt_tokens = one.usage.prompt_tokens;
+        written = many.usage.completion_tokens;
+    }
+    drop(llm);
+    let read = read / 3.0;
+    let write = (both / 3.0 - read).max(f64::EPSILON);
+    let prompt_tokens_per_s = prompt_tokens as f64 / read;
+    let written_tokens_per_s = written.saturating_sub(1) as f64 / write;
+    println!("  prompt: {prompt_tokens} tokens in {read:.2} s = {prompt_tokens_per_s:.1} tokens/s");
+    println!(
+        "  answer: {} more tokens in {write:.2} s = {written_tokens_per_s:.1} tokens/s",
+        written.saturating_sub(1)
+    );
+    let mut cold = Vec::new();
+    for _ in 0..runs {
+        let (llm, stats) = (provider.load)()?;
+        cold.push(quickstart_adds(&llm, &stats, embedder).await?);
+    }
+    let (llm, stats) = (provider.load)()?;
+    quickstart_adds(&llm, &stats, embedder).await?;
+    let mut warm = Vec::new();
+    for _ in 0..runs {
+        warm.push(quickstart_adds(&llm, &stats, embedder).await?);
+    }
+    Ok(Figures {
+        prompt_tokens_per_s,
+        written_tokens_per_s,
+        cold,
+        warm,
+    })
+}
 
 /// The quickstart's two adds with inference in a new store: seconds and the model's work
 /// of each.
-async fn quickstart_adds(llm: &LocalLlm, embedder: &Arc<MiniLm>) -> memlane::Result<[AddCost; 2]> {
+async fn quickstart_adds(
+    llm: &Arc<dyn Llm>,
+    stats: &Stats,
+    embedder: &Arc<MiniLm>,
+) -> memlane::Result<[AddCost; 2]> {
     let dir = std::env::temp_dir().join(format!("memlane-llm-speed-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| memlane::Error::storage("no temp dir", e))?;
     let memory = Memory::builder()
         .path(dir.join("m.db"))
         .embedder(embedder.clone())
-        .llm(Arc::new(llm.clone()))
+        .llm(llm.clone())
         .build()
         .await?;
     let first = vec![
@@ -149,9 +202,9 @@ async fn quickstart_adds(llm: &LocalLlm, embedder: &Arc<MiniLm>) -> memlane::Res
     let second = vec![Message::user("Big news: I moved to Valencia last month!")];
     let mut costs = Vec::new();
     for messages in [first, second] {
-        let (before, started) = (llm.stats(), Instant::now());
+        let (before, started) = (stats(), Instant::now());
         memory.add(messages).user("carlos").await?;
-        let (after, seconds) = (llm.stats(), started.elapsed().as_secs_f64());
+        let (after, seconds) = (stats(), started.elapsed().as_secs_f64());
         let mut used = after;
         used.calls -= before.calls;
         used.prompt_tokens -= before.prompt_tokens;

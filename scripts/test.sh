@@ -5,16 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/fetch-models.sh
-# A faster linker: the suite links a few large test binaries (candle is in each), and lld
-# (from Debian's packages, fetched here when it can be) links them several times faster
-# than the system's default. Without it the default linker does the same job.
-if ! command -v ld.lld >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  apt-get install -y -q lld >/dev/null 2>&1 || true
-fi
-if command -v ld.lld >/dev/null; then
-  # RUSTFLAGS replaces .cargo/config.toml's flags, so the target CPU is repeated here.
-  export RUSTFLAGS="${RUSTFLAGS:-} -C target-cpu=x86-64-v3 -C link-arg=-fuse-ld=lld"
-fi
+source scripts/build-env.sh
 # The PostgreSQL store's suites run against a throwaway server (scripts/postgres.sh: the
 # PyPI package pgserver, PostgreSQL 16 with pgvector), stopped when this script exits. A
 # server of your own: set MEMLANE_TEST_POSTGRES to its connection string instead.

@@ -52,6 +52,8 @@
 //! - `local-llm` (default): a local quantized Qwen2.5 instruct model
 //!   ([`LocalLlm`][localllm]) on candle, for fact extraction offline. Its file comes the
 //!   same ways (`scripts/fetch-models.sh qwen`).
+//! - `llama`: the same model run by llama.cpp ([`LlamaCppLlm`][llamacpp]), about twice as
+//!   fast on a CPU; compiles llama.cpp from source (cmake, a C++ compiler and libclang).
 //! - `hub` (default): the local models' files from a Hugging Face hub when memlane's model
 //!   cache lacks them ([`Hub`][hub]: `HF_ENDPOINT`, `HF_HOME`, `HF_HUB_OFFLINE`), each
 //!   pinned to a revision and its SHA-256; with hf-hub and ureq.
@@ -73,6 +75,8 @@
 #![cfg_attr(not(feature = "local-embed"), doc = "[minilm]: #crate-features")]
 #![cfg_attr(feature = "local-llm", doc = "[localllm]: crate::LocalLlm")]
 #![cfg_attr(not(feature = "local-llm"), doc = "[localllm]: #crate-features")]
+#![cfg_attr(feature = "llama", doc = "[llamacpp]: crate::LlamaCppLlm")]
+#![cfg_attr(not(feature = "llama"), doc = "[llamacpp]: #crate-features")]
 #![cfg_attr(feature = "openai", doc = "[openaillm]: crate::OpenAiLlm")]
 #![cfg_attr(not(feature = "openai"), doc = "[openaillm]: #crate-features")]
 #![cfg_attr(feature = "hub", doc = "[hub]: crate::Hub")]
@@ -128,6 +132,8 @@ pub use error::{Error, ErrorBody, Result};
 pub use filter::Filter;
 #[cfg(feature = "hub")]
 pub use hub::Hub;
+#[cfg(feature = "llama")]
+pub use llm::LlamaCppLlm;
 pub use llm::{Llm, ScriptedLlm};
 #[cfg(feature = "local-llm")]
 pub use llm::{LocalLlm, LocalLlmStats};

@@ -17,6 +17,8 @@ use crate::record::Message;
 
 #[cfg(feature = "local-llm")]
 pub(crate) mod grammar;
+#[cfg(feature = "llama")]
+mod llama;
 #[cfg(feature = "local-llm")]
 mod local;
 #[cfg(feature = "openai")]
@@ -28,6 +30,8 @@ mod prefixes;
 mod qwen2;
 mod scripted;
 
+#[cfg(feature = "llama")]
+pub use llama::LlamaCppLlm;
 #[cfg(feature = "local-llm")]
 pub use local::{LocalLlm, LocalLlmStats, MAX_PROMPT_TOKENS};
 #[cfg(feature = "openai")]

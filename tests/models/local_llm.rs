@@ -10,7 +10,7 @@ use memlane::progress::Task;
 use memlane::{Llm, LocalLlm, LocalLlmStats, Memory, Message, MiniLm};
 
 #[path = "../../examples/eval_extraction/cases.rs"]
-mod cases;
+pub(crate) mod cases;
 
 /// The model, loaded once for the binary, with the progress its load reported.
 fn loaded() -> &'static (LocalLlm, crate::common::Reports) {

@@ -12,7 +12,7 @@ use crate::common::{check_readme_has, quoted};
 
 /// Runs the test `name` of this binary in a child process working in `dir` (the README's
 /// paths are relative), and returns what it printed (standard output, then error).
-fn run_in(dir: &std::path::Path, name: &str) -> String {
+pub(crate) fn run_in(dir: &std::path::Path, name: &str) -> String {
     run_with(dir, name, &[])
 }
 

@@ -1,0 +1,12 @@
+# Sourced by the test scripts: the build settings the suite is measured with.
+#
+# A faster linker: the suite links a few large test binaries (candle is in each), and lld
+# (from Debian's packages, fetched here when it can be) links them several times faster
+# than the system's default. Without it the default linker does the same job.
+if ! command -v ld.lld >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get install -y -q lld >/dev/null 2>&1 || true
+fi
+if command -v ld.lld >/dev/null; then
+  # RUSTFLAGS replaces .cargo/config.toml's flags, so the target CPU is repeated here.
+  export RUSTFLAGS="${RUSTFLAGS:-} -C target-cpu=x86-64-v3 -C link-arg=-fuse-ld=lld"
+fi

@@ -1,0 +1,347 @@
+//! The same quantized Qwen2 instruct model as [`LocalLlm`](super::LocalLlm), run by
+//! llama.cpp (feature `llama`): llama.cpp's CPU kernels read a prompt and write a reply
+//! faster than candle's on this kind of machine.
+//!
+//! Only the arithmetic changes. The prompt, the tokenizer (built from the GGUF's own
+//! metadata, so the token ids are llama.cpp's), the JSON-schema token masks, the sampler and
+//! the loop stop are [`LocalLlm`](super::LocalLlm)'s ([`Core`]), so the two providers give
+//! the same replies up to the models' rounding.
+//!
+//! llama.cpp's context may not leave the thread that made it, so the model lives on a
+//! thread of its own and calls reach it over a channel, one at a time.
+
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+
+use async_trait::async_trait;
+use candle_core::quantized::gguf_file;
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::token::LlamaToken;
+
+use super::local::{Backend, Core, LocalLlmStats, MAX_PREFIX_TOKENS, PREFIXES};
+use super::prefixes::Prefixes;
+use super::{ChatRequest, ChatResponse, Llm};
+use crate::error::{Error, Result};
+
+/// Tokens read in one llama.cpp batch.
+const BATCH: usize = 512;
+/// The working sequence of the key/value cache; the kept prefixes are the sequences after it.
+const WORKING: i32 = 0;
+
+/// llama.cpp's global state, set up once per process.
+static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
+
+fn backend() -> Result<&'static LlamaBackend> {
+    BACKEND
+        .get_or_init(|| {
+            LlamaBackend::init()
+                .map(|mut b| {
+                    b.void_logs();
+                    b
+                })
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| Error::Unavailable {
+            detail: format!("llama.cpp did not start: {e}"),
+        })
+}
+
+/// The pinned local model (or a Qwen2 GGUF of your own) run by llama.cpp.
+///
+/// A drop-in alternative to [`LocalLlm`](super::LocalLlm), behind the feature `llama`: the
+/// same file, prompts, JSON-schema constrained decoding, loop stop and prefix reuse, with
+/// llama.cpp's kernels doing the arithmetic. Building it compiles llama.cpp from the source
+/// its crate ships, which needs cmake, a C++ compiler and libclang (`scripts/llama-deps.sh`
+/// installs them on Debian). `cargo run --release --features llama --example llm_speed`
+/// compares the two on this machine.
+///
+/// Calls are served one at a time by a thread that holds the model; dropping the future of
+/// [`chat`](Llm::chat) stops the call before its next token. The thread ends when the last
+/// clone is dropped.
+///
+/// ```no_run
+/// # async fn run() -> memlane::Result<()> {
+/// use std::sync::Arc;
+/// use memlane::{LlamaCppLlm, Memory};
+/// let llm = LlamaCppLlm::load_default()?;
+/// let memory = Memory::builder().path("agent.db").llm(Arc::new(llm)).build().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LlamaCppLlm {
+    core: Arc<Core>,
+    jobs: Arc<Mutex<mpsc::Sender<Job>>>,
+    constrained: bool,
+}
+
+impl std::fmt::Debug for LlamaCppLlm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlamaCppLlm")
+            .field("model_id", &self.core.model_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One call for the model's thread.
+struct Job {
+    request: ChatRequest,
+    constrained: bool,
+    cancelled: Arc<AtomicBool>,
+    reply: tokio::sync::oneshot::Sender<Result<ChatResponse>>,
+}
+
+impl LlamaCppLlm {
+    /// Loads the pinned model from memlane's model cache, verifying its SHA-256 first, as
+    /// [`LocalLlm::load_default`](super::LocalLlm::load_default) does.
+    pub fn load_default() -> Result<LlamaCppLlm> {
+        let (path, model_id) = super::local::verified_pinned(None)?;
+        Self::load(&path, model_id)
+    }
+
+    /// Loads any Qwen2-architecture instruct GGUF of your own (not hash-checked: you vouch
+    /// for it). `model_id` is the name reported in usage.
+    pub fn from_gguf(path: impl AsRef<Path>, model_id: &str) -> Result<LlamaCppLlm> {
+        Self::load(path.as_ref(), model_id)
+    }
+
+    fn load(path: &Path, model_id: &str) -> Result<LlamaCppLlm> {
+        let unavailable = |what: String| Error::Unavailable {
+            detail: format!("cannot load {}: {what}", path.display()),
+        };
+        let mut file = std::fs::File::open(path).map_err(|e| unavailable(e.to_string()))?;
+        let content = gguf_file::Content::read(&mut file)
+            .map_err(|e| unavailable(format!("not a GGUF file ({e})")))?;
+        super::local::check_architecture(&content).map_err(unavailable)?;
+        let core = Arc::new(Core::from_gguf(&content.metadata, model_id).map_err(unavailable)?);
+        drop(file);
+        let backend = backend()?;
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let (loaded, on_load) = mpsc::channel::<std::result::Result<(), String>>();
+        let path: PathBuf = path.to_owned();
+        let thread_core = core.clone();
+        std::thread::Builder::new()
+            .name("memlane-llama".into())
+            .spawn(move || serve(backend, &path, &thread_core, &queue, &loaded))
+            .map_err(|e| unavailable(format!("cannot start its thread ({e})")))?;
+        on_load
+            .recv()
+            .map_err(|_| unavailable("its thread ended while loading".into()))?
+            .map_err(unavailable)?;
+        Ok(LlamaCppLlm {
+            core,
+            jobs: Arc::new(Mutex::new(jobs)),
+            constrained: true,
+        })
+    }
+
+    /// Whether a reply with a JSON schema is decoded under it (on by default), as
+    /// [`LocalLlm::constrained`](super::LocalLlm::constrained).
+    pub fn constrained(mut self, on: bool) -> Self {
+        self.constrained = on;
+        self
+    }
+
+    /// What the model has done since it was loaded (all clones together).
+    pub fn stats(&self) -> LocalLlmStats {
+        self.core.stats()
+    }
+}
+
+/// The model's thread: loads the model, says whether it could, then serves calls until
+/// every sender is gone.
+fn serve(
+    backend: &'static LlamaBackend,
+    path: &Path,
+    core: &Core,
+    queue: &mpsc::Receiver<Job>,
+    loaded: &mpsc::Sender<std::result::Result<(), String>>,
+) {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let threads = i32::try_from(threads).unwrap_or(2);
+    let model = match LlamaModel::load_from_file(backend, path, &LlamaModelParams::default()) {
+        Ok(model) => model,
+        Err(e) => {
+            let _ = loaded.send(Err(format!("llama.cpp cannot load it ({e})")));
+            return;
+        }
+    };
+    // The working sequence holds a whole call; each kept prefix shares its cells with the
+    // calls that start from it (a unified cache copies a sequence without copying cells).
+    let cells = super::MAX_PROMPT_TOKENS + 1024 + (PREFIXES + 1) * MAX_PREFIX_TOKENS;
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(cells as u32))
+        .with_n_batch(BATCH as u32)
+        .with_n_seq_max(PREFIXES as u32 + 2)
+        .with_kv_unified(true)
+        .with_n_threads(threads)
+        .with_n_threads_batch(threads);
+    let mut context = match model.new_context(backend, params) {
+        Ok(context) => context,
+        Err(e) => {
+            let _ = loaded.send(Err(format!("llama.cpp cannot make a context for it ({e})")));
+            return;
+        }
+    };
+    if loaded.send(Ok(())).is_err() {
+        return;
+    }
+    let mut kept = Kept {
+        prefixes: Prefixes::new(PREFIXES),
+        free: (1..=PREFIXES as i32 + 1).collect(),
+    };
+    while let Ok(job) = queue.recv() {
+        let mut turn = LlamaTurn {
+            context: &mut context,
+            kept: &mut kept,
+            batch: LlamaBatch::new(BATCH, 1),
+            position: 0,
+        };
+        let reply = core.run(&mut turn, &job.request, job.constrained, &job.cancelled);
+        // The caller may have gone (a dropped future): its reply is not needed.
+        let _ = job.reply.send(reply);
+    }
+}
+
+/// The prefixes kept in the cache: each in a sequence of its own.
+struct Kept {
+    prefixes: Prefixes<i32>,
+    /// Sequences that hold no prefix.
+    free: Vec<i32>,
+}
+
+/// One call on llama.cpp's context.
+struct LlamaTurn<'a, 'm> {
+    context: &'a mut LlamaContext<'m>,
+    kept: &'a mut Kept,
+    batch: LlamaBatch<'static>,
+    /// Where the next token goes in the working sequence.
+    position: usize,
+}
+
+fn llama_err(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Provider {
+        detail: format!("llama.cpp failed to {what}: {e}"),
+        transient: false,
+    }
+}
+
+impl LlamaTurn<'_, '_> {
+    /// Reads `tokens` into the working sequence after what it holds; the scores of the
+    /// token after the last one when `scores` is set.
+    fn read(&mut self, tokens: &[u32], scores: bool) -> Result<Option<Vec<f32>>> {
+        let chunks = tokens.len().div_ceil(BATCH);
+        for (c, chunk) in tokens.chunks(BATCH).enumerate() {
+            self.batch.clear();
+            for (i, &token) in chunk.iter().enumerate() {
+                let last = scores && c + 1 == chunks && i + 1 == chunk.len();
+                let position = i32::try_from(self.position + i)
+                    .map_err(|_| Error::internal("position past i32"))?;
+                self.batch
+                    .add(LlamaToken::new(token as i32), position, &[WORKING], last)
+                    .map_err(|e| llama_err("batch tokens", e))?;
+            }
+            self.context
+                .decode(&mut self.batch)
+                .map_err(|e| llama_err("read tokens", e))?;
+            self.position += chunk.len();
+        }
+        if !scores || tokens.is_empty() {
+            return Ok(None);
+        }
+        let last = self.batch.n_tokens() - 1;
+        Ok(Some(self.context.get_logits_ith(last).to_vec()))
+    }
+}
+
+impl Backend for LlamaTurn<'_, '_> {
+    fn read_prompt(
+        &mut self,
+        tokens: &[u32],
+        system_end: Option<usize>,
+    ) -> Result<(Vec<f32>, usize)> {
+        let end = system_end.unwrap_or(0);
+        self.context
+            .clear_kv_cache_seq(Some(WORKING as u32), None, None)
+            .map_err(|e| llama_err("clear its cache", e))?;
+        let start = match self.kept.prefixes.longest(&tokens[..end]) {
+            Some((shared, &seq)) => {
+                self.context
+                    .copy_kv_cache_seq(seq, WORKING, None, Some(shared as u32))
+                    .map_err(|e| llama_err("reuse a prefix", e))?;
+                shared
+            }
+            None => 0,
+        };
+        self.position = start;
+        if start < end {
+            // The rest of the system message, kept for the calls after this one.
+            self.read(&tokens[start..end], false)?;
+            if let Some(seq) = self.kept.free.pop() {
+                self.context
+                    .copy_kv_cache_seq(WORKING, seq, None, Some(end as u32))
+                    .map_err(|e| llama_err("keep a prefix", e))?;
+                for gone in self.kept.prefixes.keep(tokens[..end].to_vec(), seq) {
+                    self.context
+                        .clear_kv_cache_seq(Some(gone as u32), None, None)
+                        .map_err(|e| llama_err("drop a prefix", e))?;
+                    self.kept.free.push(gone);
+                }
+            }
+        }
+        let scores = self
+            .read(&tokens[end..], true)?
+            .ok_or_else(|| Error::internal("a prompt with nothing after its system message"))?;
+        Ok((scores, start))
+    }
+
+    fn read_token(&mut self, token: u32) -> Result<Vec<f32>> {
+        self.read(&[token], true)?
+            .ok_or_else(|| Error::internal("no scores for a token"))
+    }
+}
+
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[async_trait]
+impl Llm for LlamaCppLlm {
+    fn model_id(&self) -> &str {
+        &self.core.model_id
+    }
+
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse> {
+        let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job = Job {
+            request,
+            constrained: self.constrained,
+            cancelled: cancel.0.clone(),
+            reply,
+        };
+        self.jobs
+            .lock()
+            .map_err(|_| Error::internal("llama.cpp queue lock poisoned"))?
+            .send(job)
+            .map_err(|_| Error::Unavailable {
+                detail: "the llama.cpp model's thread has ended".into(),
+            })?;
+        let reply = answer.await.map_err(|_| Error::Unavailable {
+            detail: "the llama.cpp model's thread ended during the call".into(),
+        })?;
+        drop(cancel);
+        reply
+    }
+}

@@ -1,0 +1,252 @@
+//! The local language model run by llama.cpp (`LlamaCppLlm`, feature `llama`) on the pinned
+//! GGUF: the same tokens as candle's, constrained decoding, prefix reuse through llama.cpp's
+//! sequences (with more system messages than it keeps), cancellation, and `add` with
+//! inference end to end. Needs `scripts/fetch-models.sh` and `scripts/llama-deps.sh`.
+#![cfg(all(feature = "llama", feature = "local-embed"))]
+
+use std::sync::{Arc, OnceLock};
+
+use memlane::llm::ChatRequest;
+use memlane::{LlamaCppLlm, Llm, LocalLlm, Memory, Message, MiniLm};
+
+use crate::local_llm::cases;
+
+fn shared() -> LlamaCppLlm {
+    static MODEL: OnceLock<LlamaCppLlm> = OnceLock::new();
+    MODEL
+        .get_or_init(|| LlamaCppLlm::load_default().unwrap_or_else(|e| panic!("{e}")))
+        .clone()
+}
+
+fn private() -> LlamaCppLlm {
+    LlamaCppLlm::from_gguf(LocalLlm::default_path(), "qwen2.5-llama-private").unwrap()
+}
+
+/// llama.cpp reads the token ids of memlane's tokenizer (built from the GGUF) as its own:
+/// its greedy reply to a question is candle's, word for word.
+#[tokio::test]
+async fn llama_cpp_answers_as_the_candle_model_does() {
+    let request = ChatRequest::new(vec![
+        Message::new("system", "Reply with only JSON."),
+        Message::user(r#"Give {"capital": <the capital of France>, "river": <its river>}."#),
+    ])
+    .json(true)
+    .max_tokens(24);
+    let llama = shared().chat(request.clone()).await.unwrap();
+    let value: serde_json::Value =
+        serde_json::from_str(&llama.text).unwrap_or_else(|e| panic!("{e}: {}", llama.text));
+    assert_eq!(value["capital"], "Paris", "{}", llama.text);
+    let candle = LocalLlm::load_default()
+        .unwrap()
+        .chat(request)
+        .await
+        .unwrap();
+    assert_eq!(llama.text, candle.text);
+    assert_eq!(llama.usage, candle.usage);
+    assert_eq!(llama.model, "qwen2.5-coder-1.5b-instruct-q4_k_m");
+}
+
+/// A schema keeps llama.cpp's reply to what it allows, as it does candle's.
+#[tokio::test]
+async fn a_reply_with_a_schema_is_decoded_under_it() {
+    let model = private();
+    let reply = model
+        .chat(
+            ChatRequest::new(vec![
+                Message::new("system", "Reply with only JSON."),
+                Message::user(r#"Give {"capital": <the capital of France>}."#),
+            ])
+            .schema(serde_json::json!({
+                "type": "object",
+                "properties": {"capital": {"enum": ["Lyon", "Marseille"]}},
+                "required": ["capital"],
+                "additionalProperties": false
+            }))
+            .max_tokens(16),
+        )
+        .await
+        .unwrap();
+    let value: serde_json::Value =
+        serde_json::from_str(&reply.text).unwrap_or_else(|e| panic!("{e}: {}", reply.text));
+    assert!(
+        ["Lyon", "Marseille"].contains(&value["capital"].as_str().unwrap()),
+        "{}",
+        reply.text
+    );
+    assert!(model.stats().forced_tokens >= 2, "{:?}", model.stats());
+}
+
+/// A call reuses what an earlier one read of its system message, answers as it did the
+/// first time, and still answers right after more system messages than are kept have
+/// pushed its prefix out (the sequences they held are cleared and used again).
+#[tokio::test]
+async fn prefixes_are_reused_kept_and_dropped_in_llama_cpp_sequences() {
+    let llm = private();
+    let ask = |rule: &str, question: &str| {
+        ChatRequest::new(vec![
+            Message::new(
+                "system",
+                format!(
+                    "You are a terse assistant. Answer every question with one or two words, \
+                     in lowercase, without punctuation and without explanations. {rule}"
+                ),
+            ),
+            Message::user(question),
+        ])
+        .max_tokens(6)
+    };
+    let first = llm
+        .chat(ask("Be kind.", "What colour is the sky?"))
+        .await
+        .unwrap();
+    assert_eq!(llm.stats().reused_tokens, 0);
+    let again = llm
+        .chat(ask("Be kind.", "What colour is the sky?"))
+        .await
+        .unwrap();
+    assert_eq!(again.text, first.text, "reusing the prefix changes nothing");
+    let reused = llm.stats().reused_tokens;
+    assert!(reused > 30, "{reused}");
+    let ice = llm
+        .chat(ask("Be kind.", "What is frozen water called?"))
+        .await
+        .unwrap();
+    assert!(ice.text.to_lowercase().contains("ice"), "{}", ice.text);
+    assert_eq!(llm.stats().reused_tokens, 2 * reused);
+    // Six other system messages: more than are kept, so the first one's goes.
+    for rule in [
+        "Rule one.",
+        "Rule two.",
+        "Rule three.",
+        "Rule four.",
+        "Rule five.",
+        "Rule six.",
+    ] {
+        let reply = llm
+            .chat(ask(rule, "What colour is the sky?"))
+            .await
+            .unwrap();
+        assert_eq!(reply.text, first.text, "{rule}");
+    }
+    let before = llm.stats().reused_tokens;
+    let late = llm
+        .chat(ask("Be kind.", "What colour is the sky?"))
+        .await
+        .unwrap();
+    assert_eq!(late.text, first.text);
+    // Only the common opening of the instructions is still kept (from "Rule six.").
+    assert!(
+        llm.stats().reused_tokens - before < reused,
+        "{:?}",
+        llm.stats()
+    );
+    assert_eq!(llm.stats().calls, 10);
+}
+
+#[tokio::test]
+async fn dropping_a_call_stops_it_before_its_next_token() {
+    let llm = private();
+    let count = ChatRequest::new(vec![Message::user(
+        "Count from 1 to 100 in words, one number per line.",
+    )])
+    .max_tokens(300);
+    let call = tokio::spawn({
+        let llm = llm.clone();
+        async move { llm.chat(count).await }
+    });
+    let mut waited = 0;
+    while llm.stats().written_tokens < 3 {
+        assert!(waited < 1200, "the call never started writing");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    call.abort();
+    assert!(call.await.unwrap_err().is_cancelled());
+    let at_drop = llm.stats().written_tokens;
+    let next = llm
+        .chat(ChatRequest::new(vec![Message::user("Say yes.")]).max_tokens(1))
+        .await
+        .unwrap();
+    assert_eq!(next.usage.completion_tokens, 1);
+    let written = llm.stats().written_tokens;
+    assert!(
+        written <= at_drop + 2,
+        "{} tokens written after the call was dropped",
+        written - at_drop - 1
+    );
+}
+
+/// `add` with inference through llama.cpp, the real embedder, index and SQLite file: a
+/// held-out conversation of the extraction evaluation keeps its facts and nothing else.
+#[tokio::test]
+async fn add_with_inference_keeps_a_held_out_conversations_facts() {
+    let case = cases::Set::HeldOut
+        .cases()
+        .into_iter()
+        .find(|c| c.id == "pref-late-calls")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::builder()
+        .path(dir.path().join("m.db"))
+        .embedder(Arc::new(MiniLm::load_default().unwrap()))
+        .llm(Arc::new(shared()))
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(case.turns.len(), 1);
+    for turn in &case.turns {
+        let messages = turn
+            .messages
+            .iter()
+            .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
+            .collect::<Vec<_>>();
+        memory
+            .add(messages)
+            .user(case.id.as_str())
+            .timestamp(turn.at)
+            .await
+            .unwrap();
+    }
+    let stored: Vec<String> = memory
+        .list()
+        .user(case.id.as_str())
+        .await
+        .unwrap()
+        .results
+        .into_iter()
+        .map(|m| m.memory)
+        .collect();
+    let score = cases::Score::of(&stored, &case.facts, &case.stale);
+    assert_eq!(score.facts_stated, case.facts.len(), "{stored:?}");
+    assert_eq!(score.memories_stating_a_fact, score.memories, "{stored:?}");
+}
+
+#[test]
+fn the_readmes_llama_example_runs_as_written() {
+    crate::common::check_readme_has(&crate::common::quoted(include_str!("llama.rs"), 0));
+    let dir = tempfile::tempdir().unwrap();
+    let out = crate::readme::run_in(dir.path(), "llama::llama_example");
+    assert!(
+        out.contains("MODEL qwen2.5-coder-1.5b-instruct-q4_k_m"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "run by the_readmes_llama_example_runs_as_written, in a directory of its own"]
+async fn llama_example() {
+    async fn example() -> memlane::Result<()> {
+        // README
+        use memlane::{LlamaCppLlm, Memory};
+        use std::sync::Arc;
+
+        // cargo add memlane --features llama
+        let llm = Arc::new(LlamaCppLlm::load_default()?);
+        let memory = Memory::builder().path("agent.db").llm(llm).build().await?;
+        // END README
+        let llm = memory.llm().expect("the memory has the model");
+        println!("MODEL {}", llm.model_id());
+        Ok(())
+    }
+    example().await.unwrap();
+}
