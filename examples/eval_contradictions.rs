@@ -7,7 +7,9 @@
 //! with the local model, or any OpenAI-compatible server when `OPENAI_API_KEY` or
 //! `OPENAI_BASE_URL` is set (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
 //! `-- --set tuned|untuned` runs one half; `-- --only ID[,ID…]` some cases only;
-//! `-- --unconstrained` lets the model write its answers freely (no schema), to compare.
+//! `-- --unconstrained` lets the model write its answers freely (no schema), to compare;
+//! `--features llama -- --llama` runs the local model on llama.cpp (`LlamaCppLlm`), about
+//! twice as fast.
 //!
 //! The cases are in `examples/data/contradictions_{tuned,untuned}.json`, in the format and
 //! with the matching rule of the extraction evaluation (`eval_extraction/cases.rs`), and

@@ -7,7 +7,9 @@
 //! the local model, or any OpenAI-compatible server when `OPENAI_API_KEY` or
 //! `OPENAI_BASE_URL` is set (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
 //! `-- --set tuned|heldout` runs one set; `-- --only ID[,ID…]` some conversations only;
-//! `-- --unconstrained` lets the model write its answers freely (no schema), to compare.
+//! `-- --unconstrained` lets the model write its answers freely (no schema), to compare;
+//! `--features llama -- --llama` runs the local model on llama.cpp (`LlamaCppLlm`), about
+//! twice as fast.
 //! A failed `add` is reported and the conversation goes on.
 //! Marks in the listing: `+` right, `~` stale, `-` states no fact.
 

@@ -8,10 +8,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use memlane::llm::{ChatRequest, ChatResponse};
-use memlane::{Llm, LocalLlm, Message, OpenAiConfig, OpenAiLlm};
+use memlane::{Llm, LocalLlm, LocalLlmStats, Message, OpenAiConfig, OpenAiLlm};
 
-/// The command line: `--set NAME`, `--only ID[,ID…]`, `--unconstrained`.
+/// The command line: `--set NAME`, `--only ID[,ID…]`, `--unconstrained`, `--llama`.
 pub struct Args {
+    /// The local model runs on llama.cpp (`LlamaCppLlm`; built with `--features llama`)
+    /// instead of candle.
+    pub llama: bool,
     pub set: Option<String>,
     pub only: Option<Vec<String>>,
     /// The local model writes freely (no token masks from the answers' schemas), for the
@@ -29,6 +32,7 @@ impl Args {
                 .cloned()
         };
         Args {
+            llama: args.iter().any(|a| a == "--llama"),
             set: value("--set"),
             only: value("--only").map(|ids| ids.split(',').map(str::to_string).collect()),
             unconstrained: args.iter().any(|a| a == "--unconstrained"),
@@ -46,22 +50,22 @@ impl Args {
 /// The language model under evaluation, counted.
 pub struct Model {
     pub llm: Arc<Counted>,
-    /// The local model, for its counters (none over the OpenAI protocol).
-    pub local: Option<LocalLlm>,
+    /// The local model's counters (none over the OpenAI protocol).
+    pub local: Option<Arc<dyn Fn() -> LocalLlmStats + Send + Sync>>,
     pub name: String,
 }
 
 impl Model {
     /// Replies the local model stopped in a loop so far (none for a remote model).
     pub fn loops(&self) -> u64 {
-        self.local.as_ref().map_or(0, |l| l.stats().loops)
+        self.local.as_ref().map_or(0, |stats| stats().loops)
     }
 
     /// Prints the replies rejected and, for the local model, its counters.
     pub fn print_report(&self) {
         println!("{}", self.llm.report());
-        if let Some(local) = &self.local {
-            let s = local.stats();
+        if let Some(stats) = &self.local {
+            let s = stats();
             println!(
                 "local model: {} calls, {} prompt tokens ({} reused), {} tokens written ({} forced), \
                  {} replies stopped in a loop",
@@ -87,15 +91,32 @@ pub fn language_model(args: &Args) -> memlane::Result<Model> {
             name: format!("{model} over the OpenAI protocol"),
         });
     }
-    let local = LocalLlm::load_default()?.constrained(!args.unconstrained);
     let decoding = if args.unconstrained {
         "unconstrained"
     } else {
         "constrained to each answer's schema"
     };
+    if args.llama {
+        #[cfg(feature = "llama")]
+        {
+            let local = memlane::LlamaCppLlm::load_default()?.constrained(!args.unconstrained);
+            let counted = local.clone();
+            return Ok(Model {
+                llm: Arc::new(Counted::new(Arc::new(local))),
+                local: Some(Arc::new(move || counted.stats())),
+                name: format!("local Qwen2.5 1.5B (Q4_K_M) on llama.cpp, {decoding}"),
+            });
+        }
+        #[cfg(not(feature = "llama"))]
+        return Err(memlane::Error::InvalidInput {
+            detail: "--llama needs a build with --features llama".into(),
+        });
+    }
+    let local = LocalLlm::load_default()?.constrained(!args.unconstrained);
+    let counted = local.clone();
     Ok(Model {
-        llm: Arc::new(Counted::new(Arc::new(local.clone()))),
-        local: Some(local),
+        llm: Arc::new(Counted::new(Arc::new(local))),
+        local: Some(Arc::new(move || counted.stats())),
         name: format!("local Qwen2.5 1.5B (Q4_K_M), {decoding}"),
     })
 }
