@@ -25,7 +25,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 
-use super::local::{Backend, Core, LocalLlmStats, MAX_PREFIX_TOKENS, PREFIXES};
+use super::decoding::{Backend, CancelOnDrop, Core, LocalLlmStats, MAX_PREFIX_TOKENS, PREFIXES};
 use super::prefixes::Prefixes;
 use super::{ChatRequest, ChatResponse, Llm};
 use crate::error::{Error, Result};
@@ -305,14 +305,6 @@ impl Backend for LlamaTurn<'_, '_> {
     fn read_token(&mut self, token: u32) -> Result<Vec<f32>> {
         self.read(&[token], true)?
             .ok_or_else(|| Error::internal("no scores for a token"))
-    }
-}
-
-struct CancelOnDrop(Arc<AtomicBool>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

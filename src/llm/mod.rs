@@ -16,6 +16,8 @@ use crate::error::{Error, Result};
 use crate::record::Message;
 
 #[cfg(feature = "local-llm")]
+mod decoding;
+#[cfg(feature = "local-llm")]
 pub(crate) mod grammar;
 #[cfg(feature = "llama")]
 mod llama;
@@ -30,10 +32,12 @@ mod prefixes;
 mod qwen2;
 mod scripted;
 
+#[cfg(feature = "local-llm")]
+pub use decoding::{LocalLlmStats, MAX_PROMPT_TOKENS};
 #[cfg(feature = "llama")]
 pub use llama::LlamaCppLlm;
 #[cfg(feature = "local-llm")]
-pub use local::{LocalLlm, LocalLlmStats, MAX_PROMPT_TOKENS};
+pub use local::LocalLlm;
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiEmbedder, OpenAiLlm};
 pub(crate) use parse::recover_json;

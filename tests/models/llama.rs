@@ -146,34 +146,11 @@ async fn prefixes_are_reused_kept_and_dropped_in_llama_cpp_sequences() {
 #[tokio::test]
 async fn dropping_a_call_stops_it_before_its_next_token() {
     let llm = private();
-    let count = ChatRequest::new(vec![Message::user(
-        "Count from 1 to 100 in words, one number per line.",
-    )])
-    .max_tokens(300);
-    let call = tokio::spawn({
-        let llm = llm.clone();
-        async move { llm.chat(count).await }
-    });
-    let mut waited = 0;
-    while llm.stats().written_tokens < 3 {
-        assert!(waited < 1200, "the call never started writing");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        waited += 1;
-    }
-    call.abort();
-    assert!(call.await.unwrap_err().is_cancelled());
-    let at_drop = llm.stats().written_tokens;
-    let next = llm
-        .chat(ChatRequest::new(vec![Message::user("Say yes.")]).max_tokens(1))
-        .await
-        .unwrap();
-    assert_eq!(next.usage.completion_tokens, 1);
-    let written = llm.stats().written_tokens;
-    assert!(
-        written <= at_drop + 2,
-        "{} tokens written after the call was dropped",
-        written - at_drop - 1
-    );
+    let counted = llm.clone();
+    crate::local_llm::dropping_a_call_stops_it(Arc::new(llm), move || {
+        counted.stats().written_tokens
+    })
+    .await;
 }
 
 /// `add` with inference through llama.cpp, the real embedder, index and SQLite file: a

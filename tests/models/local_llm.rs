@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use memlane::llm::ChatRequest;
 use memlane::progress::Task;
-use memlane::{Llm, LocalLlm, LocalLlmStats, Memory, Message, MiniLm};
+use memlane::{Llm, LocalLlm, Memory, Message, MiniLm};
 
 #[path = "../../examples/eval_extraction/cases.rs"]
 pub(crate) mod cases;
@@ -278,6 +278,14 @@ async fn a_call_starts_from_the_system_message_an_earlier_call_read_and_answers_
 #[tokio::test]
 async fn dropping_a_call_stops_it_before_its_next_token() {
     let llm = private_llm();
+    let counted = llm.clone();
+    dropping_a_call_stops_it(Arc::new(llm), move || counted.stats().written_tokens).await;
+}
+
+/// Drops a call once it has written a few tokens (`written` counts the model's tokens): it
+/// stops before its next token, and the next call waits for it, then writes its own. Shared
+/// with the llama.cpp provider's tests.
+pub(crate) async fn dropping_a_call_stops_it(llm: Arc<dyn Llm>, written: impl Fn() -> u64) {
     let count = ChatRequest::new(vec![Message::user(
         "Count from 1 to 100 in words, one number per line.",
     )])
@@ -288,24 +296,24 @@ async fn dropping_a_call_stops_it_before_its_next_token() {
     });
     // Wait until it writes (bounded: a prompt this short is read in a few seconds).
     let mut waited = 0;
-    while llm.stats().written_tokens < 3 {
+    while written() < 3 {
         assert!(waited < 1200, "the call never started writing");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         waited += 1;
     }
     call.abort();
     assert!(call.await.unwrap_err().is_cancelled());
-    let at_drop = llm.stats().written_tokens;
+    let at_drop = written();
     // The next call waits for the dropped one to end, and writes one token of its own.
     let next = llm
         .chat(ChatRequest::new(vec![Message::user("Say yes.")]).max_tokens(1))
         .await
         .unwrap();
     assert_eq!(next.usage.completion_tokens, 1);
-    let LocalLlmStats { written_tokens, .. } = llm.stats();
+    let after = written();
     assert!(
-        written_tokens <= at_drop + 2,
+        after <= at_drop + 2,
         "{} tokens written after the call was dropped",
-        written_tokens - at_drop - 1
+        after - at_drop - 1
     );
 }

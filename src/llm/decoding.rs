@@ -1,0 +1,588 @@
+//! What the local language model providers share: the ChatML prompt, the tokenizer built
+//! from the GGUF, JSON-schema token masks, the sampler, the loop stop and the counters
+//! ([`Core`]), run over the model arithmetic of a [`Backend`]: candle's
+//! ([`LocalLlm`](super::LocalLlm)) or llama.cpp's (`LlamaCppLlm`, feature `llama`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use candle_core::quantized::gguf_file;
+use serde_json::{json, Value};
+use tokenizers::Tokenizer;
+
+use super::grammar::Grammars;
+use super::{ChatRequest, ChatResponse, Usage};
+use crate::error::{Error, Result};
+
+/// Qwen2's pre-tokenizer split (from its tokenizer.json): contractions, letter runs with one
+/// leading non-letter, single digits, punctuation runs, newlines, spaces.
+const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// Prompts longer than this many tokens are refused (422): the model's window is 32k, but
+/// on two CPU cores a prompt this long already takes about a minute.
+pub const MAX_PROMPT_TOKENS: usize = 4096;
+
+/// System messages kept read for reuse (see [`Prefixes`]): a few, such as extraction's and
+/// reconciliation's.
+pub(super) const PREFIXES: usize = 4;
+
+/// A system message longer than this many tokens is not kept: each token read holds about
+/// 56 KB of keys and values (28 layers, 2 key/value heads of 128 dimensions, f32).
+pub(super) const MAX_PREFIX_TOKENS: usize = 1024;
+
+/// A JSON reply whose last this many tokens were already written twice earlier in it is
+/// looping (a small model at temperature 0 can list the same facts until its token
+/// limit): it is stopped where the repetition began. A span this long covers more than
+/// one fact or decision with its keys, and a third copy is asked for, so a reply that
+/// repeats one fact once (and then goes on) is left alone.
+const LOOP_SPAN: usize = 48;
+
+/// What a local model provider needs besides the model's arithmetic: the tokenizer built
+/// from the GGUF, the token masks of JSON schemas, the stop tokens and the counters. Shared
+/// by the candle model and llama.cpp's (feature `llama`), which run the same loop
+/// ([`Core::run`]) over a [`Backend`].
+pub(super) struct Core {
+    pub(super) tokenizer: Tokenizer,
+    /// Token masks for replies that must follow a JSON schema.
+    grammars: Grammars,
+    stop: Vec<u32>,
+    /// `<|im_end|>`: a system message ends at the first.
+    end_of_message: u32,
+    pub(super) model_id: String,
+    counters: Counters,
+}
+
+/// The model's arithmetic, as [`Core::run`] drives it through one call.
+pub(super) trait Backend {
+    /// Reads a prompt from its start, reusing what is kept of the longest prefix it shares
+    /// with an earlier system message, and keeps what it read of its own system message
+    /// (its first `system_end` tokens, if any) for later calls. Returns the scores of the
+    /// next token, one per token of the vocabulary, and how many tokens were reused.
+    fn read_prompt(
+        &mut self,
+        tokens: &[u32],
+        system_end: Option<usize>,
+    ) -> Result<(Vec<f32>, usize)>;
+
+    /// Reads one more token; returns the scores of the next.
+    fn read_token(&mut self, token: u32) -> Result<Vec<f32>>;
+}
+
+/// What the model has done since it was loaded; see [`LocalLlmStats`].
+#[derive(Default)]
+struct Counters {
+    calls: AtomicU64,
+    prompt_tokens: AtomicU64,
+    reused_tokens: AtomicU64,
+    written_tokens: AtomicU64,
+    forced_tokens: AtomicU64,
+    loops: AtomicU64,
+}
+
+/// What a [`LocalLlm`](super::LocalLlm) (or a `LlamaCppLlm`) has done since it was loaded,
+/// over all its clones: for logs and metrics, and to see how much of its prompts the
+/// prefix cache saves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LocalLlmStats {
+    /// Calls the model began to read (a call cancelled while it waited its turn is not
+    /// one).
+    pub calls: u64,
+    /// Prompt tokens of those calls.
+    pub prompt_tokens: u64,
+    /// Of those, the tokens not read again: an earlier call had read them (the shared
+    /// start of a system message).
+    pub reused_tokens: u64,
+    /// Tokens written, counted as each is written (so a call under way counts too).
+    pub written_tokens: u64,
+    /// Of those, the tokens a reply's JSON schema left no choice about (parts of keys,
+    /// brackets, quotes).
+    pub forced_tokens: u64,
+    /// JSON replies stopped because they began to repeat themselves (the same facts
+    /// listed over and over): each ends where the repetition began.
+    pub loops: u64,
+}
+
+impl Core {
+    /// The shared parts of a Qwen2-style ChatML instruct model, from its GGUF metadata.
+    pub(super) fn from_gguf(
+        metadata: &HashMap<String, gguf_file::Value>,
+        model_id: &str,
+    ) -> std::result::Result<Core, String> {
+        let (tokenizer, tokenizer_json) = tokenizer_from_gguf(metadata)?;
+        let end_of_message = tokenizer
+            .token_to_id("<|im_end|>")
+            .ok_or("its vocabulary has no <|im_end|>: not a ChatML instruct model")?;
+        let stop: Vec<u32> = std::iter::once(end_of_message)
+            .chain(tokenizer.token_to_id("<|endoftext|>"))
+            .collect();
+        let grammars = Grammars::new(&tokenizer_json, &tokenizer, end_of_message)?;
+        Ok(Core {
+            tokenizer,
+            grammars,
+            stop,
+            end_of_message,
+            model_id: model_id.to_owned(),
+            counters: Counters::default(),
+        })
+    }
+
+    pub(super) fn stats(&self) -> LocalLlmStats {
+        let c = &self.counters;
+        LocalLlmStats {
+            calls: c.calls.load(Ordering::Relaxed),
+            prompt_tokens: c.prompt_tokens.load(Ordering::Relaxed),
+            reused_tokens: c.reused_tokens.load(Ordering::Relaxed),
+            written_tokens: c.written_tokens.load(Ordering::Relaxed),
+            forced_tokens: c.forced_tokens.load(Ordering::Relaxed),
+            loops: c.loops.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Runs a chat on `backend`, stopping before its next step once `cancelled` is set.
+    pub(super) fn run(
+        &self,
+        backend: &mut dyn Backend,
+        request: &ChatRequest,
+        constrained: bool,
+        cancelled: &AtomicBool,
+    ) -> Result<ChatResponse> {
+        let stopped = || {
+            cancelled.load(Ordering::Relaxed).then(|| Error::Provider {
+                detail: "the local model call was cancelled".into(),
+                transient: true,
+            })
+        };
+        if let Some(e) = stopped() {
+            return Err(e);
+        }
+        let mut prompt = String::new();
+        for m in &request.messages {
+            let role = match m.role.as_str() {
+                "system" | "assistant" => m.role.as_str(),
+                _ => "user",
+            };
+            prompt.push_str(&format!("<|im_start|>{role}\n{}<|im_end|>\n", m.content));
+        }
+        prompt.push_str("<|im_start|>assistant\n");
+        // In JSON mode the reply is started for the model (`{"`, one token in Qwen's
+        // vocabulary, so the model continues with a key): small models then write the
+        // object instead of an introduction to it. A reply with a schema is also decoded
+        // under it, from that start where the schema allows it.
+        let mut matcher = match &request.schema {
+            Some(schema) if constrained => Some(
+                self.grammars
+                    .matcher(schema)
+                    .map_err(|detail| Error::InvalidInput { detail })?,
+            ),
+            _ => None,
+        };
+        let mut prefill = if request.json { "{\"" } else { "" };
+        if let Some(m) = matcher.as_mut() {
+            let ids = self
+                .tokenizer
+                .encode(prefill, false)
+                .map_err(|e| Error::internal(format!("tokenizer failed: {e}")))?
+                .get_ids()
+                .to_vec();
+            if m.validate_tokens(&ids).ok() == Some(ids.len()) {
+                m.consume_tokens(&ids).map_err(grammar_err)?;
+            } else {
+                prefill = "";
+            }
+        }
+        prompt.push_str(prefill);
+        let encoding = self
+            .tokenizer
+            .encode(prompt.as_str(), false)
+            .map_err(|e| Error::internal(format!("tokenizer failed: {e}")))?;
+        let tokens = encoding.get_ids().to_vec();
+        if tokens.len() > MAX_PROMPT_TOKENS {
+            return Err(Error::Unprocessable {
+                detail: format!(
+                    "the prompt is {} tokens; the local model takes at most {MAX_PROMPT_TOKENS}: \
+                     send fewer or shorter messages",
+                    tokens.len()
+                ),
+            });
+        }
+        // The system message, through its `<|im_end|>`, is the prefix kept for reuse. Control
+        // tokens are split out before the text is, so its tokens are the same whatever
+        // follows.
+        let system_end = match request.messages.first() {
+            Some(m) if m.role == "system" => tokens
+                .iter()
+                .position(|&t| t == self.end_of_message)
+                .map(|i| i + 1)
+                .filter(|&end| end <= MAX_PREFIX_TOKENS && end < tokens.len()),
+            _ => None,
+        };
+        let mut sampler = Sampler::new(request.temperature);
+        let counters = &self.counters;
+        counters.calls.fetch_add(1, Ordering::Relaxed);
+        counters
+            .prompt_tokens
+            .fetch_add(tokens.len() as u64, Ordering::Relaxed);
+        let (mut scores, start) = backend.read_prompt(&tokens, system_end)?;
+        counters
+            .reused_tokens
+            .fetch_add(start as u64, Ordering::Relaxed);
+        let mut generated: Vec<u32> = Vec::new();
+        for _ in 0..request.max_tokens {
+            if let Some(e) = stopped() {
+                return Err(e);
+            }
+            // Under a schema the model chooses among the tokens it allows: its own choice
+            // whenever that is one of them, so a reply that would have been valid anyway
+            // comes out the same.
+            let next = match matcher.as_mut() {
+                None => sampler.pick(&scores),
+                Some(m) => {
+                    let allowed = m.compute_mask().map_err(grammar_err)?;
+                    if allowed.num_set() == 1 {
+                        counters.forced_tokens.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let next = sample_allowed(&mut sampler, scores, &allowed, request)?;
+                    if !self.stop.contains(&next) {
+                        m.consume_token(next).map_err(grammar_err)?;
+                    }
+                    next
+                }
+            };
+            if self.stop.contains(&next) {
+                break;
+            }
+            generated.push(next);
+            counters.written_tokens.fetch_add(1, Ordering::Relaxed);
+            if request.json {
+                if let Some(start) = loop_start(&generated, LOOP_SPAN) {
+                    // The reply ends where it began to repeat itself; its complete part is
+                    // read as a cut-off reply is (see `recover_json`).
+                    tracing::debug!(
+                        written = generated.len(),
+                        kept = start,
+                        "local model reply stopped in a loop"
+                    );
+                    counters.loops.fetch_add(1, Ordering::Relaxed);
+                    generated.truncate(start);
+                    break;
+                }
+            }
+            if matcher.as_ref().is_some_and(|m| m.is_stopped()) {
+                // The reply is complete: nothing may follow, so nothing more is read.
+                break;
+            }
+            scores = backend.read_token(next)?;
+        }
+
+        tracing::debug!(
+            prompt = tokens.len(),
+            reused = start,
+            generated = generated.len(),
+            "local model call"
+        );
+        let text = self
+            .tokenizer
+            .decode(&generated, true)
+            .map_err(|e| Error::internal(format!("tokenizer failed to decode: {e}")))?;
+        Ok(ChatResponse::new(
+            format!("{prefill}{text}"),
+            Usage {
+                prompt_tokens: tokens.len() as u64,
+                completion_tokens: generated.len() as u64,
+            },
+            self.model_id.clone(),
+        ))
+    }
+}
+
+/// Where `tokens` began to repeat itself, if its last `span` tokens were already written
+/// twice before: the start of the second copy, traced back as far as it matches the first.
+fn loop_start(tokens: &[u32], span: usize) -> Option<usize> {
+    let n = tokens.len();
+    if span == 0 || n <= span {
+        return None;
+    }
+    let tail = &tokens[n - span..];
+    let mut copies = (0..n - span)
+        .rev()
+        .filter(|&i| &tokens[i..i + span] == tail);
+    // The latest earlier copy (it may overlap the last one): the shortest cycle.
+    let earlier = copies.next()?;
+    copies.next()?;
+    let (mut first, mut second) = (earlier, n - span);
+    while first > 0 && tokens[first - 1] == tokens[second - 1] {
+        first -= 1;
+        second -= 1;
+    }
+    Some(second)
+}
+
+fn grammar_err(e: impl std::fmt::Display) -> Error {
+    Error::Provider {
+        detail: format!("constrained decoding failed: {e}"),
+        transient: false,
+    }
+}
+
+/// The next token among those `allowed`: the most likely at temperature 0, else sampled
+/// from the model's distribution renormalised over them.
+fn sample_allowed(
+    sampler: &mut Sampler,
+    mut scores: Vec<f32>,
+    allowed: &llguidance::toktrie::SimpleVob,
+    request: &ChatRequest,
+) -> Result<u32> {
+    let mut best: Option<(usize, f32)> = None;
+    for (i, score) in scores.iter_mut().enumerate() {
+        if i < allowed.len() && allowed.is_allowed(i as u32) {
+            if best.is_none_or(|(_, b)| *score > b) {
+                best = Some((i, *score));
+            }
+        } else {
+            *score = f32::NEG_INFINITY;
+        }
+    }
+    let Some((best, _)) = best else {
+        return Err(Error::Provider {
+            detail: "constrained decoding left no token to choose: the reply's JSON schema \
+                     cannot be completed"
+                .into(),
+            transient: false,
+        });
+    };
+    if request.temperature <= 0.0 {
+        return Ok(best as u32);
+    }
+    Ok(sampler.pick(&scores))
+}
+
+/// Picks each next token from the model's scores: the most likely at temperature 0, else
+/// one drawn from their softmax at that temperature, with a fixed seed (a request gives
+/// the same reply each time).
+struct Sampler {
+    temperature: f32,
+    state: u64,
+}
+
+impl Sampler {
+    fn new(temperature: f32) -> Self {
+        Sampler {
+            temperature,
+            state: 299_792_458,
+        }
+    }
+
+    fn pick(&mut self, scores: &[f32]) -> u32 {
+        let best = scores
+            .iter()
+            .enumerate()
+            .fold((0, f32::NEG_INFINITY), |(bi, bs), (i, &s)| {
+                if s > bs {
+                    (i, s)
+                } else {
+                    (bi, bs)
+                }
+            });
+        if self.temperature <= 0.0 || !best.1.is_finite() {
+            return best.0 as u32;
+        }
+        let t = f64::from(self.temperature);
+        let weight = |s: f32| match s.is_finite() {
+            true => ((f64::from(s) - f64::from(best.1)) / t).exp(),
+            false => 0.0,
+        };
+        let total: f64 = scores.iter().map(|&s| weight(s)).sum();
+        let mut target = self.uniform() * total;
+        for (i, &s) in scores.iter().enumerate() {
+            target -= weight(s);
+            if target < 0.0 {
+                return i as u32;
+            }
+        }
+        best.0 as u32
+    }
+
+    /// A uniform draw in [0, 1) (xorshift64*).
+    fn uniform(&mut self) -> f64 {
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        let x = self.state.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Sets its flag when dropped: the future of a call, dropped before the call on the
+/// blocking pool ends, tells it to stop.
+pub(super) struct CancelOnDrop(pub(super) Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Builds the tokenizer from `tokenizer.ggml.*` metadata: byte-level BPE over the GGUF's
+/// vocabulary and merges, Qwen2's pre-tokenizer split, NFC, control tokens as special
+/// tokens; then checks that text round-trips. Returns the tokenizer and its
+/// `tokenizer.json`.
+fn tokenizer_from_gguf(
+    metadata: &HashMap<String, gguf_file::Value>,
+) -> std::result::Result<(Tokenizer, Value), String> {
+    let strings = |key: &str| -> std::result::Result<Vec<String>, String> {
+        let values = metadata
+            .get(key)
+            .ok_or_else(|| format!("its metadata has no {key}"))?
+            .to_vec()
+            .map_err(|e| format!("{key}: {e}"))?;
+        values
+            .iter()
+            .map(|v| v.to_string().cloned().map_err(|e| format!("{key}: {e}")))
+            .collect()
+    };
+    let model = metadata
+        .get("tokenizer.ggml.model")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .unwrap_or_default();
+    if model != "gpt2" {
+        return Err(format!(
+            "tokenizer model {model:?}; only byte-level BPE (gpt2) is supported"
+        ));
+    }
+    let tokens = strings("tokenizer.ggml.tokens")?;
+    let merges = strings("tokenizer.ggml.merges")?;
+    let types: Vec<i32> = match metadata.get("tokenizer.ggml.token_type") {
+        Some(v) => v
+            .to_vec()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|t| t.to_i32().unwrap_or(1))
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut vocab = serde_json::Map::new();
+    let mut added = Vec::new();
+    for (id, token) in tokens.iter().enumerate() {
+        vocab.insert(token.clone(), json!(id));
+        // 3: control (<|im_start|>, <|im_end|>, …), 4: user-defined.
+        if matches!(types.get(id), Some(3 | 4)) {
+            added.push(json!({
+                "id": id, "content": token, "single_word": false, "lstrip": false,
+                "rstrip": false, "normalized": false, "special": true
+            }));
+        }
+    }
+    let byte_level = json!({
+        "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false
+    });
+    let spec = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": QWEN2_SPLIT}, "behavior": "Isolated", "invert": false},
+            byte_level.clone()
+        ]},
+        "post_processor": null,
+        "decoder": byte_level,
+        "model": {
+            "type": "BPE", "dropout": null, "unk_token": null,
+            "continuing_subword_prefix": null, "end_of_word_suffix": null,
+            "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+            "vocab": Value::Object(vocab), "merges": merges
+        }
+    });
+    let tokenizer: Tokenizer = spec
+        .to_string()
+        .parse()
+        .map_err(|e| format!("its tokenizer metadata does not build a tokenizer ({e})"))?;
+    let sample = "Ana's café, 2026-11-22: \"¿Dónde?\" 東京\n  {\"facts\": []}";
+    let ids = tokenizer
+        .encode(sample, false)
+        .map_err(|e| format!("its tokenizer cannot encode ({e})"))?;
+    let back = tokenizer
+        .decode(ids.get_ids(), false)
+        .map_err(|e| format!("its tokenizer cannot decode ({e})"))?;
+    if back != sample {
+        return Err(format!(
+            "its tokenizer does not round-trip text ({sample:?} came back as {back:?})"
+        ));
+    }
+    Ok((tokenizer, spec))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{loop_start, Sampler};
+
+    #[test]
+    fn greedy_picks_the_highest_score_and_sampling_follows_the_softmax() {
+        let mut greedy = Sampler::new(0.0);
+        assert_eq!(greedy.pick(&[0.5, 2.0, f32::NAN, 1.9]), 1);
+        assert_eq!(greedy.pick(&[f32::NEG_INFINITY; 3]), 0);
+        // At temperature 1, scores 0 and ln 3 are drawn one time in four and three in
+        // four; a masked (-inf) token never is.
+        let mut sampler = Sampler::new(1.0);
+        let scores = [0.0, 3f32.ln(), f32::NEG_INFINITY];
+        let mut counts = [0u32; 3];
+        for _ in 0..4000 {
+            counts[sampler.pick(&scores) as usize] += 1;
+        }
+        assert_eq!(counts[2], 0);
+        assert!((2880..=3120).contains(&counts[1]), "{counts:?}");
+        // A fixed seed: the same draws each time.
+        let mut again = Sampler::new(1.0);
+        let first: Vec<u32> = (0..50).map(|_| again.pick(&scores)).collect();
+        let mut once_more = Sampler::new(1.0);
+        assert_eq!(
+            first,
+            (0..50).map(|_| once_more.pick(&scores)).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_loop_is_cut_where_its_second_copy_begins() {
+        // A reply that states 1..=5, then repeats 3, 4, 5 over and over.
+        let mut tokens: Vec<u32> = vec![1, 2, 3, 4, 5];
+        let mut cut = None;
+        for step in 0..30 {
+            tokens.push([3, 4, 5][step % 3]);
+            if let Some(at) = loop_start(&tokens, 4) {
+                cut = Some((tokens.len(), at));
+                break;
+            }
+        }
+        // Seen once the last four tokens were written twice before, after
+        // 1 2 3 4 5 3 4 5 3 4 5 3; cut where the second copy of 3 4 5 begins, keeping one.
+        assert_eq!(cut, Some((12, 5)));
+        assert_eq!(&tokens[..5], &[1, 2, 3, 4, 5]);
+        // A cycle as short as one token is one too.
+        assert_eq!(loop_start(&[9, 7, 7, 7, 7, 7], 3), Some(2));
+    }
+
+    #[test]
+    fn one_repeat_is_not_a_loop() {
+        // A fact written twice, then the reply goes on: not stopped.
+        let fact = [10, 11, 12, 13];
+        let tokens: Vec<u32> = [&[1, 2][..], &fact, &fact, &[3, 4]].concat();
+        for end in 0..=tokens.len() {
+            assert_eq!(loop_start(&tokens[..end], 4), None, "{:?}", &tokens[..end]);
+        }
+    }
+
+    #[test]
+    fn text_that_does_not_repeat_a_whole_span_is_not_a_loop() {
+        // Repeats shorter than the span (keys and brackets between facts) are not loops.
+        let tokens: Vec<u32> = (0..40).flat_map(|fact| [100, 101, 102, fact]).collect();
+        assert_eq!(loop_start(&tokens, 4), None);
+        assert_eq!(loop_start(&tokens, 5), None);
+        assert_eq!(loop_start(&[1, 2, 3], 3), None);
+        assert_eq!(loop_start(&[], 3), None);
+        assert_eq!(loop_start(&[1, 1, 1], 0), None);
+    }
+}
