@@ -13,7 +13,7 @@
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, OnceLock};
 
 use async_trait::async_trait;
 use candle_core::quantized::gguf_file;
@@ -78,7 +78,7 @@ fn backend() -> Result<&'static LlamaBackend> {
 #[derive(Clone)]
 pub struct LlamaCppLlm {
     core: Arc<Core>,
-    jobs: Arc<Mutex<mpsc::Sender<Job>>>,
+    jobs: mpsc::Sender<Job>,
     constrained: bool,
 }
 
@@ -137,7 +137,7 @@ impl LlamaCppLlm {
             .map_err(unavailable)?;
         Ok(LlamaCppLlm {
             core,
-            jobs: Arc::new(Mutex::new(jobs)),
+            jobs,
             constrained: true,
         })
     }
@@ -323,13 +323,9 @@ impl Llm for LlamaCppLlm {
             cancelled: cancel.0.clone(),
             reply,
         };
-        self.jobs
-            .lock()
-            .map_err(|_| Error::internal("llama.cpp queue lock poisoned"))?
-            .send(job)
-            .map_err(|_| Error::Unavailable {
-                detail: "the llama.cpp model's thread has ended".into(),
-            })?;
+        self.jobs.send(job).map_err(|_| Error::Unavailable {
+            detail: "the llama.cpp model's thread has ended".into(),
+        })?;
         let reply = answer.await.map_err(|_| Error::Unavailable {
             detail: "the llama.cpp model's thread ended during the call".into(),
         })?;
