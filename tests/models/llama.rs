@@ -171,28 +171,7 @@ async fn add_with_inference_keeps_a_held_out_conversations_facts() {
         .await
         .unwrap();
     assert_eq!(case.turns.len(), 1);
-    for turn in &case.turns {
-        let messages = turn
-            .messages
-            .iter()
-            .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
-            .collect::<Vec<_>>();
-        memory
-            .add(messages)
-            .user(case.id.as_str())
-            .timestamp(turn.at)
-            .await
-            .unwrap();
-    }
-    let stored: Vec<String> = memory
-        .list()
-        .user(case.id.as_str())
-        .await
-        .unwrap()
-        .results
-        .into_iter()
-        .map(|m| m.memory)
-        .collect();
+    let stored = crate::local_llm::add_case(&memory, &case).await;
     let score = cases::Score::of(&stored, &case.facts, &case.stale);
     assert_eq!(score.facts_stated, case.facts.len(), "{stored:?}");
     assert_eq!(score.memories_stating_a_fact, score.memories, "{stored:?}");

@@ -174,28 +174,7 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
     let memory = memory(&dir).await;
     let reused_before = llm().stats().reused_tokens;
     for case in &cases {
-        for turn in &case.turns {
-            let messages: Vec<Message> = turn
-                .messages
-                .iter()
-                .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
-                .collect();
-            memory
-                .add(messages)
-                .user(case.id.as_str())
-                .timestamp(turn.at)
-                .await
-                .unwrap();
-        }
-        let kept: Vec<String> = memory
-            .list()
-            .user(case.id.as_str())
-            .await
-            .unwrap()
-            .results
-            .into_iter()
-            .map(|r| r.memory)
-            .collect();
+        let kept = add_case(&memory, case).await;
         let score = cases::Score::of(&kept, &case.facts, &case.stale);
         assert_eq!(
             (score.facts_stated, score.memories_stating_a_fact),
@@ -226,6 +205,33 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
 }
 
 /// A model of the test's own: its counters see only the test's calls.
+/// Runs a labelled conversation's adds for its user, each at its time, and returns the
+/// user's live memories. Shared with the llama.cpp provider's tests.
+pub(crate) async fn add_case(memory: &Memory, case: &cases::Case) -> Vec<String> {
+    for turn in &case.turns {
+        let messages: Vec<Message> = turn
+            .messages
+            .iter()
+            .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
+            .collect();
+        memory
+            .add(messages)
+            .user(case.id.as_str())
+            .timestamp(turn.at)
+            .await
+            .unwrap();
+    }
+    memory
+        .list()
+        .user(case.id.as_str())
+        .await
+        .unwrap()
+        .results
+        .into_iter()
+        .map(|r| r.memory)
+        .collect()
+}
+
 fn private_llm() -> LocalLlm {
     LocalLlm::from_gguf(LocalLlm::default_path(), "qwen2.5-private").unwrap()
 }
