@@ -424,6 +424,26 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// A string value of a GGUF's metadata; empty when it is missing or not a string.
+fn metadata_str(metadata: &HashMap<String, gguf_file::Value>, key: &str) -> String {
+    metadata
+        .get(key)
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Refuses a GGUF whose architecture is not qwen2.
+pub(super) fn check_architecture(content: &gguf_file::Content) -> std::result::Result<(), String> {
+    let arch = metadata_str(&content.metadata, "general.architecture");
+    if arch != "qwen2" {
+        return Err(format!(
+            "architecture {arch:?}; memlane's local models run qwen2 models"
+        ));
+    }
+    Ok(())
+}
+
 /// Builds the tokenizer from `tokenizer.ggml.*` metadata: byte-level BPE over the GGUF's
 /// vocabulary and merges, Qwen2's pre-tokenizer split, NFC, control tokens as special
 /// tokens; then checks that text round-trips. Returns the tokenizer and its
@@ -442,11 +462,7 @@ fn tokenizer_from_gguf(
             .map(|v| v.to_string().cloned().map_err(|e| format!("{key}: {e}")))
             .collect()
     };
-    let model = metadata
-        .get("tokenizer.ggml.model")
-        .and_then(|v| v.to_string().ok())
-        .cloned()
-        .unwrap_or_default();
+    let model = metadata_str(metadata, "tokenizer.ggml.model");
     if model != "gpt2" {
         return Err(format!(
             "tokenizer model {model:?}; only byte-level BPE (gpt2) is supported"

@@ -9,7 +9,7 @@ use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device};
 use tokenizers::Tokenizer;
 
-use super::decoding::{Backend, CancelOnDrop, Core, LocalLlmStats, PREFIXES};
+use super::decoding::{check_architecture, Backend, CancelOnDrop, Core, LocalLlmStats, PREFIXES};
 use super::prefixes::Prefixes;
 use super::qwen2::{Cache, Qwen2};
 use super::{ChatRequest, ChatResponse, Llm};
@@ -238,22 +238,6 @@ pub(super) fn verified_pinned(progress: Option<&OnProgress>) -> Result<(PathBuf,
         });
     }
     Ok((path, PINNED_ID))
-}
-
-/// Refuses a GGUF whose architecture is not qwen2.
-pub(super) fn check_architecture(content: &gguf_file::Content) -> std::result::Result<(), String> {
-    let arch = content
-        .metadata
-        .get("general.architecture")
-        .and_then(|v| v.to_string().ok())
-        .cloned()
-        .unwrap_or_default();
-    if arch != "qwen2" {
-        return Err(format!(
-            "architecture {arch:?}; memlane's local models run qwen2 models"
-        ));
-    }
-    Ok(())
 }
 
 /// One call's turn on the candle model: it holds the lock, so calls run one at a time.
