@@ -128,9 +128,12 @@ pub fn messages(turn: &[(String, String)]) -> Vec<Message> {
         .collect()
 }
 
+/// How memlane's note on a rejected reply begins (`chat_json` in `src/llm/mod.rs`).
+const REJECTED: &str = "Your reply could not be used";
+
 /// Counts a model's replies, and those memlane rejected: a reply that did not parse or
 /// broke a rule of its answer is sent back to the model with the error, so the request
-/// after it carries it as an assistant message (memlane's prompts hold none otherwise).
+/// after it ends with that reply and memlane's note on it.
 #[derive(Debug)]
 pub struct Counted {
     inner: Arc<dyn Llm>,
@@ -182,8 +185,10 @@ impl Llm for Counted {
     }
 
     async fn chat(&self, request: ChatRequest) -> memlane::Result<ChatResponse> {
-        if request.messages.iter().any(|m| m.role == "assistant") {
-            self.rejected.fetch_add(1, Ordering::Relaxed);
+        if let [.., reply, note] = request.messages.as_slice() {
+            if reply.role == "assistant" && note.content.starts_with(REJECTED) {
+                self.rejected.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let reply = self.inner.chat(request).await?;
         self.replies.fetch_add(1, Ordering::Relaxed);
