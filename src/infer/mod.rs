@@ -128,6 +128,63 @@ fn facts_schema() -> Value {
     )
 }
 
+/// Worked examples the extraction prompt shows as earlier turns of its chat: (the
+/// conversation with its date, the answer). They show what the rules mean to a small
+/// model better than more rules do: a correction keeps only the corrected fact, small talk
+/// and the assistant's words give nothing, a fact stays in its language. They never change,
+/// so a local model reads them once and keeps them with the instructions (see
+/// [`crate::llm::LocalLlm`]).
+const EXTRACTION_EXAMPLES: [(&str, &[(&str, &str)]); 3] = [
+    (
+        "Conversation held on 2024-03-05 (Tuesday), 08:10 UTC:\n\
+user: Morning! Grey skies again.\n\
+assistant: Morning! How was the kayaking trip?\n\
+user: Brilliant, thanks. Quick fix to what I told you: my climbing gym is in Derby, not \
+Leicester. And I've just adopted a rescue cat called Marmite.\n\
+assistant: Marmite is a great name!\n",
+        &[
+            ("My climbing gym is in Derby", "sports"),
+            ("I adopted a rescue cat called Marmite", "family"),
+        ],
+    ),
+    (
+        "Conversation held on 2024-06-14 (Friday), 17:45 UTC:\n\
+user: Kleines Update: Ich fahre jetzt Bus in Graz, nicht mehr Taxi! Am Wochenende spiele ich \
+Badminton.\n\
+assistant: Glückwunsch zur neuen Stelle!\n",
+        &[
+            (
+                "Ich fahre jetzt Bus in Graz, nicht mehr Taxi",
+                "professional_details",
+            ),
+            ("Am Wochenende spiele ich Badminton", "sports"),
+        ],
+    ),
+    (
+        "Conversation held on 2024-09-02 (Monday), 21:30 UTC:\n\
+user: Merci pour les idées ! Bonne soirée.\n\
+assistant: Bonne soirée à vous !\n",
+        &[],
+    ),
+];
+
+/// An example's answer as a model would write it (keys in the schema's order), with its
+/// labels where the project has them.
+fn example_answer(facts: &[(&str, &str)], labels: &[Label]) -> String {
+    let facts: Vec<String> = facts
+        .iter()
+        .map(|(text, label)| {
+            let categories = if labels.iter().any(|l| l.name == *label) {
+                json!([label])
+            } else {
+                json!([])
+            };
+            format!(r#"{{"text": {}, "categories": {categories}}}"#, json!(text))
+        })
+        .collect();
+    format!(r#"{{"facts": [{}]}}"#, facts.join(", "))
+}
+
 /// Extracts the facts worth remembering from a conversation.
 pub(crate) async fn extract_facts(
     llm: &dyn Llm,
@@ -141,36 +198,43 @@ pub(crate) async fn extract_facts(
     } else {
         format!("Project policy (overrides the rules): {policy}\n")
     };
+    // The instructions and examples are the same for every call of a project; the date
+    // comes with the conversation, so a local model reuses everything before it.
     let system = format!(
-        "Extract facts worth remembering about the user from a conversation held on {date}.\n\
+        "Extract facts worth remembering about the user from a conversation.\n\
 Rules: take every fact from every user message: each preference, dislike, habit, plan, \
 relationship, job, place and decision is its own short, self-contained fact. After a \
 correction keep only the corrected fact. Nothing from greetings, thanks, small talk, questions \
-or the assistant's words. Write dates as absolute dates. Never translate: a fact is in the \
-language of its message (\"Vado in palestra ogni mattina\" gives \"Va in palestra ogni \
-mattina\"). importance is 1 (trivia) to 10 (essential).\n\
+or the assistant's words. Write dates as absolute dates, using the conversation's date. \
+Never translate: a fact is in the language of its message. importance is 1 (trivia) to 10 \
+(essential).\n\
 {policy}\
 Categories: {labels}\n\
-Reply with JSON only: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\"], \
-\"entities\": [\"...\"], \"importance\": 5}}]}}, or {{\"facts\": []}} if nothing is worth keeping.",
-        date = today(at),
+Reply with JSON only: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\"]}}]}}, or \
+{{\"facts\": []}} if nothing is worth keeping.",
         labels = label_lines(labels),
     );
+    let mut chat = vec![Message::new("system", system.clone())];
+    let mut instructions = system.clone();
+    for (conversation, facts) in EXTRACTION_EXAMPLES {
+        let answer = example_answer(facts, labels);
+        chat.push(Message::user(conversation));
+        instructions.push_str(conversation);
+        instructions.push_str(&answer);
+        chat.push(Message::new("assistant", answer));
+    }
     let prompt = transcript(messages);
-    let parsed = chat_json::<Facts, _>(
-        llm,
-        vec![
-            Message::new("system", system.clone()),
-            Message::user(prompt.clone()),
-        ],
-        facts_schema(),
-        EXTRACT_TOKENS,
-        |f| check_facts(&f.facts),
-    )
+    chat.push(Message::user(format!(
+        "Conversation held on {}:\n{prompt}",
+        today(at)
+    )));
+    let parsed = chat_json::<Facts, _>(llm, chat, facts_schema(), EXTRACT_TOKENS, |f| {
+        check_facts(&f.facts)
+    })
     .await?;
     let facts = clean_facts(parsed.value.facts, labels);
     Ok(Parsed {
-        value: not_copied(facts, &system, &prompt),
+        value: said_by_the_user(not_copied(facts, &instructions, &prompt), messages),
         usage: parsed.usage,
         model: parsed.model,
     })
@@ -254,6 +318,50 @@ fn not_copied(facts: Vec<Fact>, instructions: &str, conversation: &str) -> Vec<F
         .collect()
 }
 
+/// Drops the facts a model took from the assistant's messages or the user's questions
+/// rather than from what the user stated (answers, suggestions, jokes, the subject of a
+/// question), which the prompt forbids and small models do: a fact most of whose words
+/// (folded and stemmed) only those have. A fact in words of neither, a translation say,
+/// stays. So do facts of one word, in scripts that separate words with spaces: "Cheers!"
+/// and "Gut" state nothing about anyone.
+fn said_by_the_user(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
+    let mut stated = std::collections::HashSet::new();
+    let mut other = std::collections::HashSet::new();
+    for m in messages {
+        if m.role == "assistant" {
+            other.extend(crate::text::terms(&m.content));
+            continue;
+        }
+        // Sentences end at . ! ? (and their full-width forms) or a line break.
+        for sentence in m
+            .content
+            .split_inclusive(['.', '!', '?', '\n', '。', '！', '？'])
+        {
+            let question = sentence.trim_end().ends_with(['?', '？']);
+            let terms = crate::text::terms(sentence);
+            if question { &mut other } else { &mut stated }.extend(terms);
+        }
+    }
+    facts
+        .into_iter()
+        .filter(|f| {
+            let terms = crate::text::terms(&f.text);
+            let theirs = terms
+                .iter()
+                .filter(|t| other.contains(*t) && !stated.contains(*t))
+                .count();
+            // Chinese and Japanese (from U+2E80 on) write a sentence as one "word".
+            let sentence = f.text.split_whitespace().nth(1).is_some()
+                || f.text.chars().any(|c| c >= '\u{2E80}');
+            let kept = sentence && theirs * 2 <= terms.len();
+            if !kept {
+                tracing::debug!(target: "memlane", "a fact the user did not state was dropped");
+            }
+            kept
+        })
+        .collect()
+}
+
 fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for item in items {
@@ -298,32 +406,95 @@ pub(crate) struct Existing {
     pub(crate) immutable: bool,
 }
 
-/// The schema of a reconciliation reply (see [`check_decisions`]): a decision names a
-/// fact that exists; an UPDATE names a memory and gives its text; a DELETE names a
-/// memory; an ADD or NONE may name one. There are memories to name whenever memlane asks.
+/// The schema of a reconciliation reply (see [`check_decisions`]): one decision per fact,
+/// in their order; an UPDATE names a memory and gives its text; a DELETE names a memory;
+/// an ADD or NONE may name one. There are memories to name whenever memlane asks.
 fn decisions_schema(facts: usize, memories: usize) -> Value {
     let memory = index(memories);
     let maybe_memory = json!({"anyOf": [memory, {"type": "null"}]});
     let maybe_text = json!({"anyOf": [{"type": "string"}, {"type": "null"}]});
-    let decision = |events: &[&str], memory: &Value, text: &Value, required: &[&str]| {
-        object(
-            json!({
-                "fact": index(facts),
-                "event": {"enum": events},
-                "memory": memory,
-                "text": text
-            }),
-            required,
-        )
+    let decision = |fact: usize| {
+        let one = |events: &[&str], memory: &Value, text: &Value, required: &[&str]| {
+            object(
+                json!({
+                    "fact": {"const": fact},
+                    "event": {"enum": events},
+                    "memory": memory,
+                    "text": text
+                }),
+                required,
+            )
+        };
+        json!({"anyOf": [
+            one(&["UPDATE"], &memory, &text(), &["fact", "event", "memory", "text"]),
+            one(&["DELETE"], &memory, &maybe_text, &["fact", "event", "memory"]),
+            one(&["ADD", "NONE"], &maybe_memory, &maybe_text, &["fact", "event"]),
+        ]})
     };
-    let decisions = json!({"anyOf": [
-        decision(&["UPDATE"], &memory, &text(), &["fact", "event", "memory", "text"]),
-        decision(&["DELETE"], &memory, &maybe_text, &["fact", "event", "memory"]),
-        decision(&["ADD", "NONE"], &maybe_memory, &maybe_text, &["fact", "event"]),
-    ]});
+    let decisions: Vec<Value> = (0..facts).map(decision).collect();
     object(
-        json!({"decisions": {"type": "array", "items": decisions}}),
+        json!({"decisions": {
+            "type": "array",
+            "prefixItems": decisions,
+            "items": false,
+            "minItems": facts
+        }}),
         &["decisions"],
+    )
+}
+
+/// Worked examples the reconciliation prompt shows as earlier turns of its chat, as
+/// (existing memories, new facts, answer): a change of the same thing supersedes the
+/// memory, a repeat is NONE, and a fact about something else — a visit, a second hobby,
+/// a remark — is ADDed, leaving every memory as it was.
+const RECONCILE_EXAMPLES: [(&[&str], &[&str], &str); 2] = [
+    (
+        &[
+            "I live in Hull",
+            "My car is a red Seat Ibiza",
+            "I'm allergic to nuts",
+        ],
+        &[
+            "I'm spending a few days with my niece in Kilkenny",
+            "I sold my car and bought a Kia Niro",
+            "I am allergic to nuts",
+        ],
+        r#"{"decisions": [{"fact": 0, "event": "ADD"}, {"fact": 1, "event": "UPDATE", "memory": 1, "text": "My car is a Kia Niro"}, {"fact": 2, "event": "NONE", "memory": 2}]}"#,
+    ),
+    (
+        &["Juego al ajedrez los martes", "Trabajo de cartero en Lugo"],
+        &[
+            "Menudo atasco había esta mañana",
+            "También hago boxeo",
+            "Ahora trabajo de bombero",
+        ],
+        r#"{"decisions": [{"fact": 0, "event": "ADD"}, {"fact": 1, "event": "ADD"}, {"fact": 2, "event": "UPDATE", "memory": 1, "text": "Trabajo de bombero"}]}"#,
+    ),
+];
+
+/// The reconciliation's question: the memories and the facts, numbered from 0.
+fn reconcile_question<'a>(
+    existing: impl Iterator<Item = (&'a str, bool)>,
+    facts: impl Iterator<Item = &'a str>,
+) -> String {
+    let memories: Vec<Value> = existing
+        .enumerate()
+        .map(|(i, (text, fixed))| {
+            if fixed {
+                json!({"memory": i, "text": text, "fixed": true})
+            } else {
+                json!({"memory": i, "text": text})
+            }
+        })
+        .collect();
+    let new: Vec<Value> = facts
+        .enumerate()
+        .map(|(i, f)| json!({"fact": i, "text": f}))
+        .collect();
+    format!(
+        "Existing memories:\n{}\n\nNew facts:\n{}",
+        Value::Array(memories),
+        Value::Array(new)
     )
 }
 
@@ -335,41 +506,34 @@ pub(crate) async fn reconcile(
     existing: &[Existing],
     at: DateTime<Utc>,
 ) -> Result<Parsed<Vec<Decision>>> {
-    let system = format!(
-        "You keep a memory store current (today: {date}). For each new fact pick one event:\n\
-ADD: new information. UPDATE: same subject as memory `memory`, with more or newer detail; \
-`text` is that memory as true now, in the fact's language: the new detail replaces what it \
-changes. DELETE: contradicts memory `memory`, which is no \
-longer true (the fact is stored as well). NONE: memory `memory` already says it.\n\
+    // As in extraction, the date comes with the question: all before it is reused.
+    let system = "You keep a memory store current. For each new fact pick one event:\n\
+ADD: about something no memory covers, or compatible with them all. UPDATE: the same thing \
+as memory `memory` (where they live, their job, a name, a date…), changed or corrected; `text` \
+is that memory as true now, in the fact's language. DELETE: memory `memory` is no longer \
+true because of the fact (the fact is stored as well). NONE: memory `memory` already says it.\n\
 Never UPDATE or DELETE a memory marked \"fixed\".\n\
-Reply with JSON only: {{\"decisions\": [{{\"fact\": 0, \"event\": \"UPDATE\", \
-\"memory\": 1, \"text\": \"...\"}}]}}, one decision per new fact.",
-        date = today(at)
-    );
-    let memories: Vec<serde_json::Value> = existing
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            if e.immutable {
-                serde_json::json!({"memory": i, "text": e.text, "fixed": true})
-            } else {
-                serde_json::json!({"memory": i, "text": e.text})
-            }
-        })
-        .collect();
-    let new: Vec<serde_json::Value> = facts
-        .iter()
-        .enumerate()
-        .map(|(i, f)| serde_json::json!({"fact": i, "text": f}))
-        .collect();
-    let prompt = format!(
-        "Existing memories:\n{}\n\nNew facts:\n{}",
-        serde_json::Value::Array(memories),
-        serde_json::Value::Array(new)
-    );
+Reply with JSON only: {\"decisions\": [{\"fact\": 0, \"event\": \"ADD\"}]}, one decision \
+per new fact, in their order.";
+    let mut chat = vec![Message::new("system", system)];
+    for (memories, new, answer) in RECONCILE_EXAMPLES {
+        chat.push(Message::user(reconcile_question(
+            memories.iter().map(|m| (*m, false)),
+            new.iter().copied(),
+        )));
+        chat.push(Message::new("assistant", answer));
+    }
+    chat.push(Message::user(format!(
+        "Today: {}\n{}",
+        today(at),
+        reconcile_question(
+            existing.iter().map(|e| (e.text.as_str(), e.immutable)),
+            facts.iter().map(String::as_str),
+        )
+    )));
     chat_json::<Decisions, _>(
         llm,
-        vec![Message::new("system", system), Message::user(prompt)],
+        chat,
         decisions_schema(facts.len(), existing.len()),
         RECONCILE_TOKENS,
         |d| check_decisions(&d.decisions, facts.len(), existing.len()),
@@ -387,12 +551,19 @@ fn check_decisions(
     facts: usize,
     memories: usize,
 ) -> std::result::Result<(), String> {
-    for d in decisions {
+    for (i, d) in decisions.iter().enumerate() {
         if d.fact >= facts {
             return Err(format!(
                 "fact {} does not exist; the new facts are numbered 0 to {}",
                 d.fact,
                 facts.saturating_sub(1)
+            ));
+        }
+        if d.fact != i {
+            return Err(format!(
+                "decision {i} is about fact {}; give one decision per new fact, in their \
+                 order (fact 0 first)",
+                d.fact
             ));
         }
         match (d.event, d.memory) {
@@ -410,9 +581,19 @@ fn check_decisions(
             }
             _ => {}
         }
-        if d.event == Event::Update && d.text.as_deref().is_none_or(|t| t.trim().is_empty()) {
+        if d.event == Event::Update
+            && d.text
+                .as_deref()
+                .is_none_or(|t| !t.chars().any(char::is_alphanumeric))
+        {
             return Err(format!("the UPDATE of fact {} has no text", d.fact));
         }
+    }
+    if decisions.len() < facts {
+        return Err(format!(
+            "{} decisions for {facts} new facts; give one decision per new fact",
+            decisions.len()
+        ));
     }
     Ok(())
 }
@@ -560,18 +741,27 @@ mod tests {
         assert_eq!(f.importance, 10);
         let request = &llm.requests()[0];
         let system = &request.messages[0].content;
-        assert!(system.contains("2026-11-22 (Sunday)"), "{system}");
         assert!(system.contains("Never store health data"));
         assert!(system.contains("Categories: food (what they eat and drink)"));
-        assert!(request.messages[1].content.contains("user: I like tea"));
+        // The date comes with the conversation, after the fixed instructions and examples.
+        let last = &request.messages.last().unwrap().content;
+        assert!(last.contains("2026-11-22 (Sunday)"), "{last}");
+        assert!(last.contains("user: I like tea"));
+        assert!(!system.contains("2026-11-22"));
+        // The examples' labels are the project's: "food" only, so none of the catalogue's.
+        let examples = &request.messages[1..request.messages.len() - 1];
+        assert_eq!(examples.len(), 2 * EXTRACTION_EXAMPLES.len());
+        assert!(examples
+            .iter()
+            .all(|m| !m.content.contains("sports") && !m.content.contains("family")));
     }
 
-    /// A fact the model copied from the prompt's own example is dropped, unless the
+    /// A fact the model copied from the prompt's own examples is dropped, unless the
     /// conversation says it too; facts of the conversation stay.
     #[tokio::test]
     async fn a_fact_copied_from_the_instructions_is_dropped() {
-        let copied = r#"{"facts": [{"text": "Va in palestra ogni mattina."},
-                                   {"text": "Lavora anche il sabato in una libreria"}]}"#;
+        let copied = r#"{"facts": [{"text": "I adopted a rescue cat called Marmite."},
+                                   {"text": "I work at a bakery on Saturdays"}]}"#;
         let llm = ScriptedLlm::new([copied, copied]);
         let extract = |text: &'static str| {
             let llm = &llm;
@@ -582,17 +772,48 @@ mod tests {
                 facts.value.into_iter().map(|f| f.text).collect::<Vec<_>>()
             }
         };
-        // (As seen: the conversation shares "mattina" with the example, not "palestra".)
+        // The conversation shares "adopted" with the example, not "rescue" or "Marmite".
         assert_eq!(
-            extract("Il sabato mattina lavoro anche in una libreria").await,
-            ["Lavora anche il sabato in una libreria"]
+            extract("I adopted a kitten, and I work at a bakery on Saturdays").await,
+            ["I work at a bakery on Saturdays"]
         );
         // Said in the conversation: kept, though the example says it too.
         assert_eq!(
-            extract("Ogni mattina vado in palestra, e il sabato lavoro in libreria")
-                .await
-                .len(),
+            extract(
+                "I adopted a rescue cat, she's called Marmite. I work at a bakery on Saturdays"
+            )
+            .await
+            .len(),
             2
+        );
+    }
+
+    /// Facts in the assistant's words are dropped, and so are one-word facts; facts in the
+    /// user's words, or in words of neither (a translation), stay.
+    #[tokio::test]
+    async fn facts_the_user_did_not_say_are_dropped() {
+        let llm = ScriptedLlm::new([r#"{"facts": [
+            {"text": "The capital of Australia is Canberra"},
+            {"text": "You got married in June"},
+            {"text": "The user is a dentist"},
+            {"text": "Cheers!"},
+            {"text": "東京に住んでいます"}]}"#]);
+        let conversation = [
+            Message::user("Is Sydney the capital of Australia? I got married in June!"),
+            Message::assistant("No, the capital of Australia is Canberra. Congratulations to you!"),
+            Message::user("Soy dentista. Cheers! 東京に住んでいます"),
+        ];
+        let facts = extract_facts(&llm, &conversation, at(), "", &[])
+            .await
+            .unwrap();
+        let texts: Vec<&str> = facts.value.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "You got married in June",
+                "The user is a dentist",
+                "東京に住んでいます"
+            ]
         );
     }
 
@@ -631,7 +852,7 @@ mod tests {
             agree(&schema, &reply, read(&reply));
         }
 
-        // Two facts, three memories.
+        // Two facts, three memories: each reply below is a first decision, then fact 1's.
         let schema = decisions_schema(2, 3);
         let read = |reply: &str| {
             serde_json::from_str::<Decisions>(reply)
@@ -639,27 +860,36 @@ mod tests {
         };
         for decision in [
             r#"{"fact": 0, "event": "UPDATE", "memory": 2, "text": "a, now"}"#,
-            r#"{"fact": 1, "event": "DELETE", "memory": 0}"#,
-            r#"{"fact": 1, "event": "DELETE", "memory": 0, "text": null}"#,
+            r#"{"fact": 0, "event": "DELETE", "memory": 0}"#,
+            r#"{"fact": 0, "event": "DELETE", "memory": 0, "text": null}"#,
             r#"{"fact": 0, "event": "NONE", "memory": 1}"#,
             r#"{"fact": 0, "event": "NONE"}"#,
-            r#"{"fact": 1, "event": "ADD"}"#,
-            r#"{"fact": 1, "event": "ADD", "memory": null, "text": "x"}"#,
+            r#"{"fact": 0, "event": "ADD"}"#,
+            r#"{"fact": 0, "event": "ADD", "memory": null, "text": "x"}"#,
             r#"{"fact": 0, "event": "UPDATE", "memory": 0}"#,
             r#"{"fact": 0, "event": "UPDATE", "memory": 0, "text": ""}"#,
             r#"{"fact": 0, "event": "UPDATE", "memory": null, "text": "x"}"#,
             r#"{"fact": 0, "event": "DELETE"}"#,
             r#"{"fact": 0, "event": "NONE", "memory": 3}"#,
+            r#"{"fact": 1, "event": "ADD"}"#,
             r#"{"fact": 2, "event": "ADD"}"#,
             r#"{"fact": -1, "event": "ADD"}"#,
             r#"{"fact": 0, "event": "MERGE", "memory": 1}"#,
             r#"{"event": "ADD"}"#,
         ] {
-            let reply = format!(r#"{{"decisions": [{decision}]}}"#);
+            let reply = format!(r#"{{"decisions": [{decision}, {{"fact": 1, "event": "ADD"}}]}}"#);
             agree(&schema, &reply, read(&reply));
         }
-        agree(&schema, r#"{"decisions": []}"#, true);
-        assert!(seen[0] >= 12 && seen[1] >= 10, "{seen:?}");
+        // One decision per fact, in their order: not fewer, not more.
+        for reply in [
+            r#"{"decisions": []}"#,
+            r#"{"decisions": [{"fact": 0, "event": "ADD"}]}"#,
+            r#"{"decisions": [{"fact": 1, "event": "ADD"}, {"fact": 0, "event": "ADD"}]}"#,
+            r#"{"decisions": [{"fact": 0, "event": "ADD"}, {"fact": 1, "event": "ADD"}, {"fact": 1, "event": "NONE"}]}"#,
+        ] {
+            agree(&schema, reply, false);
+        }
+        assert!(seen[0] >= 16 && seen[1] >= 10, "{seen:?}");
     }
 
     #[test]
@@ -680,10 +910,27 @@ mod tests {
         assert!(check_decisions(&[d(0, Event::None, Some(3), None)], 1, 1)
             .unwrap_err()
             .contains("memory 3 does not exist"));
-        assert!(
-            check_decisions(&[d(0, Event::Update, Some(0), Some(" "))], 1, 1)
-                .unwrap_err()
-                .contains("no text")
-        );
+        // Blank, or the prompt's placeholder copied: no text to store.
+        for text in [" ", "...", "…"] {
+            assert!(
+                check_decisions(&[d(0, Event::Update, Some(0), Some(text))], 1, 1)
+                    .unwrap_err()
+                    .contains("no text"),
+                "{text:?}"
+            );
+        }
+        assert!(check_decisions(&[d(0, Event::Update, Some(0), Some("Vit à Oslo"))], 1, 1).is_ok());
+        // One decision per new fact, in their order.
+        let add = |fact| d(fact, Event::Add, None, None);
+        assert!(check_decisions(&[add(0), add(1)], 2, 0).is_ok());
+        assert!(check_decisions(&[add(1), add(0)], 2, 0)
+            .unwrap_err()
+            .contains("in their order"));
+        assert!(check_decisions(&[add(0)], 2, 0)
+            .unwrap_err()
+            .contains("1 decisions for 2 new facts"));
+        assert!(check_decisions(&[add(0), add(0)], 1, 0)
+            .unwrap_err()
+            .contains("in their order"));
     }
 }

@@ -23,11 +23,11 @@ const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}
 /// on two CPU cores a prompt this long already takes about a minute.
 pub const MAX_PROMPT_TOKENS: usize = 4096;
 
-/// System messages kept read for reuse (see [`Prefixes`]): a few, such as extraction's and
-/// reconciliation's.
+/// Prompt prefixes kept read for reuse (see [`Prefixes`]): a few, such as extraction's and
+/// reconciliation's instructions with their examples.
 pub(super) const PREFIXES: usize = 4;
 
-/// A system message longer than this many tokens is not kept: each token read holds about
+/// A prefix longer than this many tokens is not kept: each token read holds about
 /// 56 KB of keys and values (28 layers, 2 key/value heads of 128 dimensions, f32).
 pub(super) const MAX_PREFIX_TOKENS: usize = 1024;
 
@@ -47,7 +47,7 @@ pub(super) struct Core {
     /// Token masks for replies that must follow a JSON schema.
     grammars: Grammars,
     stop: Vec<u32>,
-    /// `<|im_end|>`: a system message ends at the first.
+    /// `<|im_end|>`, which ends each message.
     end_of_message: u32,
     pub(super) model_id: String,
     counters: Counters,
@@ -56,14 +56,10 @@ pub(super) struct Core {
 /// The model's arithmetic, as [`Core::run`] drives it through one call.
 pub(super) trait Backend {
     /// Reads a prompt from its start, reusing what is kept of the longest prefix it shares
-    /// with an earlier system message, and keeps what it read of its own system message
-    /// (its first `system_end` tokens, if any) for later calls. Returns the scores of the
-    /// next token, one per token of the vocabulary, and how many tokens were reused.
-    fn read_prompt(
-        &mut self,
-        tokens: &[u32],
-        system_end: Option<usize>,
-    ) -> Result<(Vec<f32>, usize)>;
+    /// with an earlier prompt, and keeps its own first `keep` tokens (its instructions and
+    /// examples), if any, for later calls. Returns the scores of the next token, one per
+    /// token of the vocabulary, and how many tokens were reused.
+    fn read_prompt(&mut self, tokens: &[u32], keep: Option<usize>) -> Result<(Vec<f32>, usize)>;
 
     /// Reads one more token; returns the scores of the next.
     fn read_token(&mut self, token: u32) -> Result<Vec<f32>>;
@@ -92,7 +88,7 @@ pub struct LocalLlmStats {
     /// Prompt tokens of those calls.
     pub prompt_tokens: u64,
     /// Of those, the tokens not read again: an earlier call had read them (the shared
-    /// start of a system message).
+    /// start of a chat whose fixed part it kept).
     pub reused_tokens: u64,
     /// Tokens written, counted as each is written (so a call under way counts too).
     pub written_tokens: u64,
@@ -207,14 +203,17 @@ impl Core {
                 ),
             });
         }
-        // The system message, through its `<|im_end|>`, is the prefix kept for reuse. Control
-        // tokens are split out before the text is, so its tokens are the same whatever
-        // follows.
-        let system_end = match request.messages.first() {
+        // A chat that opens with a system message keeps for reuse everything before its last
+        // message (the instructions, and any worked examples after them), through that
+        // message's `<|im_end|>`. Control tokens are split out before the text is, so those
+        // tokens are the same whatever follows.
+        let keep = match request.messages.first() {
             Some(m) if m.role == "system" => tokens
                 .iter()
-                .position(|&t| t == self.end_of_message)
-                .map(|i| i + 1)
+                .enumerate()
+                .filter(|&(_, &t)| t == self.end_of_message)
+                .nth(request.messages.len().saturating_sub(2))
+                .map(|(i, _)| i + 1)
                 .filter(|&end| end <= MAX_PREFIX_TOKENS && end < tokens.len()),
             _ => None,
         };
@@ -224,7 +223,7 @@ impl Core {
         counters
             .prompt_tokens
             .fetch_add(tokens.len() as u64, Ordering::Relaxed);
-        let (mut scores, start) = backend.read_prompt(&tokens, system_end)?;
+        let (mut scores, start) = backend.read_prompt(&tokens, keep)?;
         counters
             .reused_tokens
             .fetch_add(start as u64, Ordering::Relaxed);

@@ -262,12 +262,8 @@ impl LlamaTurn<'_, '_> {
 }
 
 impl Backend for LlamaTurn<'_, '_> {
-    fn read_prompt(
-        &mut self,
-        tokens: &[u32],
-        system_end: Option<usize>,
-    ) -> Result<(Vec<f32>, usize)> {
-        let end = system_end.unwrap_or(0);
+    fn read_prompt(&mut self, tokens: &[u32], keep: Option<usize>) -> Result<(Vec<f32>, usize)> {
+        let end = keep.unwrap_or(0);
         self.context
             .clear_kv_cache_seq(Some(WORKING as u32), None, None)
             .map_err(|e| llama_err("clear its cache", e))?;
@@ -282,7 +278,7 @@ impl Backend for LlamaTurn<'_, '_> {
         };
         self.position = start;
         if start < end {
-            // The rest of the system message, kept for the calls after this one.
+            // The rest of the prefix to keep, kept for the calls after this one.
             self.read(&tokens[start..end], false)?;
             if let Some(seq) = self.kept.free.pop() {
                 self.context
@@ -298,7 +294,7 @@ impl Backend for LlamaTurn<'_, '_> {
         }
         let scores = self
             .read(&tokens[end..], true)?
-            .ok_or_else(|| Error::internal("a prompt with nothing after its system message"))?;
+            .ok_or_else(|| Error::internal("a prompt with nothing after its kept prefix"))?;
         Ok((scores, start))
     }
 

@@ -39,11 +39,13 @@ const PINNED_ID: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";
 /// speed depends on the build targeting AVX2 and FMA (see the README's "Known limits"):
 /// `cargo run --release --example llm_speed` measures it. Calls are served one at a time.
 ///
-/// The model keeps what it read of the last few system messages (up to 1,024 tokens each,
-/// about 56 KB a token) and starts a call from the longest prefix it shares with one of
-/// them, so a system message that does not change is read once. memlane's extraction and
-/// reconciliation prompts open with the date to the minute, so calls reuse them whole only
-/// within the same minute. [`stats`](Self::stats) counts the tokens reused.
+/// The model keeps what it read of the last few chats that open with a system message
+/// (everything before their last message, up to 1,024 tokens each, about 56 KB a token)
+/// and starts a call from the longest prefix it shares with one of them, so instructions
+/// that do not change are read once. memlane's extraction and reconciliation prompts are
+/// instructions and worked examples that never change, then the question with its date,
+/// so every call after the first reads only the question. [`stats`](Self::stats) counts
+/// the tokens reused.
 ///
 /// A request with a JSON schema ([`ChatRequest::schema`], as every memlane prompt sends) is
 /// decoded under it: at each step only the tokens that keep the reply valid can be chosen
@@ -248,19 +250,15 @@ struct CandleTurn<'a> {
 }
 
 impl Backend for CandleTurn<'_> {
-    fn read_prompt(
-        &mut self,
-        tokens: &[u32],
-        system_end: Option<usize>,
-    ) -> Result<(Vec<f32>, usize)> {
+    fn read_prompt(&mut self, tokens: &[u32], keep: Option<usize>) -> Result<(Vec<f32>, usize)> {
         let model = self.model;
-        let end = system_end.unwrap_or(0);
+        let end = keep.unwrap_or(0);
         let (mut cache, start) = match self.prefixes.longest(&tokens[..end]) {
             Some((shared, kept)) => (kept.prefix(shared).map_err(model_err)?, shared),
             None => (model.cache(), 0),
         };
         if start < end {
-            // The rest of the system message, kept for the calls after this one.
+            // The rest of the prefix to keep, kept for the calls after this one.
             model
                 .forward(&tokens[start..end], &mut cache)
                 .map_err(model_err)?;

@@ -1,11 +1,11 @@
 //! Prompt prefixes a local model has already read, kept for reuse.
 //!
 //! Calls often begin with the same instructions (consolidation's merge, a caller's own
-//! system message, memlane's extraction and reconciliation prompts within the minute their
-//! date names), and on a CPU reading them again costs as much as reading the conversation
-//! after them. The model keeps what it read of each recent system message (its key/value
-//! cache) and starts a call from the longest prefix it shares with one of them, so a call
-//! reads only what is new.
+//! system message, memlane's extraction and reconciliation prompts with their worked
+//! examples), and on a CPU reading them again costs as much as reading the conversation
+//! after them. The model keeps what it read of each recent chat's fixed part (everything
+//! before its last message: its key/value cache) and starts a call from the longest prefix
+//! it shares with one of them, so a call reads only what is new.
 
 /// The caches of recently read prefixes, keyed by their tokens; the most recently used
 /// last. Generic over the cache so that its rules are tested without a model.

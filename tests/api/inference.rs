@@ -87,7 +87,11 @@ async fn facts_are_stored_with_core_categories_and_history() {
     let system = &llm.requests()[0].messages[0].content;
     assert!(system.contains("Never store health data."), "{system}");
     assert!(system.contains("home (where they live)"));
-    assert!(llm.requests()[0].messages[1]
+    // The conversation is the last message, after the fixed instructions and examples.
+    assert!(llm.requests()[0]
+        .messages
+        .last()
+        .unwrap()
         .content
         .contains("user: Hi! I'm Alice"));
     // One call: an empty store has nothing to reconcile with.
@@ -248,7 +252,7 @@ async fn immutable_memories_are_never_changed_by_inference() {
     let event = Arc::new(Mutex::new("DELETE"));
     let chosen = Arc::clone(&event);
     let llm = ScriptedLlm::from_fn(move |request| {
-        let prompt = &request.messages[1].content;
+        let prompt = &request.messages.last().unwrap().content;
         let list = prompt
             .split("Existing memories:\n")
             .nth(1)

@@ -41,7 +41,10 @@ pub(crate) struct Plan {
 /// - a memory is changed at most once per call (a second UPDATE becomes an ADD);
 /// - a DELETE removes the contradicted memory and leaves the fact to be added, so that a
 ///   contradiction never loses the new fact;
-/// - an UPDATE that changes nothing is NONE;
+/// - an UPDATE that leaves the memory's text as it was carries nothing of the fact, and one
+///   whose text shares no word with the memory's is not about the same thing (a remark
+///   on the weather put in place of a hobby): either way the fact is added and the memory
+///   stays (small models write both when a fact is about something else);
 /// - a fact older than the memory it would update or delete (the conversation took place
 ///   before the memory's `created_at`, as when old chats are imported) never replaces it:
 ///   the memory stays and the fact, superseded, is not stored;
@@ -84,14 +87,19 @@ pub(crate) fn decide(
             _ if plans[fact].is_some() => {}
             (Event::Update, Some((m, r))) => {
                 let text = annotate(d.text.as_deref().unwrap_or("").trim());
-                plans[fact] = Some(if text == r.memory {
-                    FactPlan::None
-                } else if r.immutable || touched[m] {
-                    FactPlan::Add
-                } else {
-                    touched[m] = true;
-                    FactPlan::Update { memory: m, text }
-                });
+                let unrelated = || {
+                    let old: std::collections::HashSet<String> =
+                        crate::text::terms(&r.memory).into_iter().collect();
+                    !crate::text::terms(&text).iter().any(|t| old.contains(t))
+                };
+                plans[fact] = Some(
+                    if text == r.memory || unrelated() || r.immutable || touched[m] {
+                        FactPlan::Add
+                    } else {
+                        touched[m] = true;
+                        FactPlan::Update { memory: m, text }
+                    },
+                );
             }
             (Event::None, _) => plans[fact] = Some(FactPlan::None),
             _ => plans[fact] = Some(FactPlan::Add),
@@ -324,6 +332,7 @@ mod tests {
             memory("Lives in Madrid", false),
             memory("Blood type O", true),
             memory("Likes tea", false),
+            memory("Plays chess", false),
         ];
         // Facts 0..=5; 6 is an exact repeat found without the model.
         let mut known = vec![None; 7];
@@ -345,9 +354,8 @@ mod tests {
                 decision(3, Event::Update, Some(2), Some("Likes black tea")),
                 // Known already.
                 decision(4, Event::None, None, None),
-                // An update to the same text is nothing; fact 5 also has no decision of
-                // its own beyond that.
-                decision(5, Event::Update, Some(0), Some("Lives in Madrid")),
+                // An update to the same text carries nothing of fact 5: it is added.
+                decision(5, Event::Update, Some(3), Some("Plays chess")),
                 // Out-of-range numbers from the model are ignored.
                 decision(9, Event::Add, None, None),
                 decision(4, Event::Delete, Some(7), None),
@@ -366,11 +374,41 @@ mod tests {
                 },
                 FactPlan::Add,
                 FactPlan::None,
-                FactPlan::None,
+                FactPlan::Add,
                 FactPlan::None,
             ]
         );
         assert_eq!(plan.deletes, vec![0]);
+    }
+
+    #[test]
+    fn an_update_about_something_else_leaves_the_memory_and_adds_the_fact() {
+        let shown = vec![
+            memory("Swims on Sundays", false),
+            memory("Lives in Oslo", false),
+        ];
+        let plan = decide(
+            vec![None, None],
+            &[0, 1],
+            &shown,
+            vec![
+                decision(0, Event::Update, Some(0), Some("Grey skies today!")),
+                decision(1, Event::Update, Some(1), Some("Lives in Bergen now")),
+            ],
+            later(),
+            same,
+        );
+        assert_eq!(
+            plan.facts,
+            vec![
+                FactPlan::Add,
+                FactPlan::Update {
+                    memory: 1,
+                    text: "Lives in Bergen now".into()
+                },
+            ]
+        );
+        assert!(plan.deletes.is_empty());
     }
 
     #[test]
