@@ -3,7 +3,8 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use super::{check_decisions, check_facts, clean_facts, dates, Decisions, Digest, Facts};
+use super::reconcile::{check_decisions, Decisions};
+use super::{check_facts, clean_facts, dates, Digest, Facts};
 use crate::config::ProjectConfig;
 use crate::llm::parse::recover_json;
 

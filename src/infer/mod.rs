@@ -5,7 +5,7 @@
 //! a broken rule is sent back to the model once (see [`chat_json`]).
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::{Label, DEFAULT_LABELS};
@@ -15,6 +15,9 @@ use crate::llm::{chat_json, Llm, Parsed};
 use crate::record::Message;
 
 pub(crate) mod dates;
+mod reconcile;
+
+pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
 
@@ -22,8 +25,6 @@ pub(crate) mod fuzz;
 pub(crate) const MAX_FACTS: usize = 50;
 /// Token budget of an extraction reply.
 const EXTRACT_TOKENS: u32 = 768;
-/// Token budget of a reconciliation reply.
-const RECONCILE_TOKENS: u32 = 768;
 
 /// One fact as the model states it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -372,232 +373,6 @@ fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {
     out
 }
 
-/// What to do with one new fact.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub(crate) enum Event {
-    Add,
-    Update,
-    Delete,
-    None,
-}
-
-/// One decision of the reconciliation, as the model states it. `fact` and `memory` are the
-/// small integers of the prompt, never real ids, so the model cannot invent an id.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub(crate) struct Decision {
-    pub(crate) fact: usize,
-    pub(crate) event: Event,
-    #[serde(default)]
-    pub(crate) memory: Option<usize>,
-    #[serde(default)]
-    pub(crate) text: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Decisions {
-    decisions: Vec<Decision>,
-}
-
-/// An existing memory as the reconciliation sees it.
-#[derive(Debug, Clone)]
-pub(crate) struct Existing {
-    pub(crate) text: String,
-    pub(crate) immutable: bool,
-}
-
-/// The schema of a reconciliation reply (see [`check_decisions`]): one decision per fact,
-/// in their order; an UPDATE names a memory and gives its text; a DELETE names a memory;
-/// an ADD or NONE may name one. There are memories to name whenever memlane asks.
-fn decisions_schema(facts: usize, memories: usize) -> Value {
-    let memory = index(memories);
-    let maybe_memory = json!({"anyOf": [memory, {"type": "null"}]});
-    let maybe_text = json!({"anyOf": [{"type": "string"}, {"type": "null"}]});
-    let decision = |fact: usize| {
-        let one = |events: &[&str], memory: &Value, text: &Value, required: &[&str]| {
-            object(
-                json!({
-                    "fact": {"const": fact},
-                    "event": {"enum": events},
-                    "memory": memory,
-                    "text": text
-                }),
-                required,
-            )
-        };
-        json!({"anyOf": [
-            one(&["UPDATE"], &memory, &text(), &["fact", "event", "memory", "text"]),
-            one(&["DELETE"], &memory, &maybe_text, &["fact", "event", "memory"]),
-            one(&["ADD", "NONE"], &maybe_memory, &maybe_text, &["fact", "event"]),
-        ]})
-    };
-    let decisions: Vec<Value> = (0..facts).map(decision).collect();
-    object(
-        json!({"decisions": {
-            "type": "array",
-            "prefixItems": decisions,
-            "items": false,
-            "minItems": facts
-        }}),
-        &["decisions"],
-    )
-}
-
-/// Worked examples the reconciliation prompt shows as earlier turns of its chat, as
-/// (existing memories, new facts, answer): a change of the same thing supersedes the
-/// memory, a repeat is NONE, and a fact about something else — a visit, a second hobby,
-/// a remark — is ADDed, leaving every memory as it was.
-const RECONCILE_EXAMPLES: [(&[&str], &[&str], &str); 2] = [
-    (
-        &[
-            "I live in Hull",
-            "My car is a red Seat Ibiza",
-            "I'm allergic to nuts",
-        ],
-        &[
-            "I'm spending a few days with my niece in Kilkenny",
-            "I sold my car and bought a Kia Niro",
-            "I am allergic to nuts",
-        ],
-        r#"{"decisions": [{"fact": 0, "event": "ADD"}, {"fact": 1, "event": "UPDATE", "memory": 1, "text": "My car is a Kia Niro"}, {"fact": 2, "event": "NONE", "memory": 2}]}"#,
-    ),
-    (
-        &["Juego al ajedrez los martes", "Trabajo de cartero en Lugo"],
-        &[
-            "Menudo atasco había esta mañana",
-            "También hago boxeo",
-            "Ahora trabajo de bombero",
-        ],
-        r#"{"decisions": [{"fact": 0, "event": "ADD"}, {"fact": 1, "event": "ADD"}, {"fact": 2, "event": "UPDATE", "memory": 1, "text": "Trabajo de bombero"}]}"#,
-    ),
-];
-
-/// The reconciliation's question: the memories and the facts, numbered from 0.
-fn reconcile_question<'a>(
-    existing: impl Iterator<Item = (&'a str, bool)>,
-    facts: impl Iterator<Item = &'a str>,
-) -> String {
-    let memories: Vec<Value> = existing
-        .enumerate()
-        .map(|(i, (text, fixed))| {
-            if fixed {
-                json!({"memory": i, "text": text, "fixed": true})
-            } else {
-                json!({"memory": i, "text": text})
-            }
-        })
-        .collect();
-    let new: Vec<Value> = facts
-        .enumerate()
-        .map(|(i, f)| json!({"fact": i, "text": f}))
-        .collect();
-    format!(
-        "Existing memories:\n{}\n\nNew facts:\n{}",
-        Value::Array(memories),
-        Value::Array(new)
-    )
-}
-
-/// Decides, for each new fact, whether it adds to, updates, contradicts or repeats the
-/// existing memories.
-pub(crate) async fn reconcile(
-    llm: &dyn Llm,
-    facts: &[String],
-    existing: &[Existing],
-    at: DateTime<Utc>,
-) -> Result<Parsed<Vec<Decision>>> {
-    // As in extraction, the date comes with the question: all before it is reused.
-    let system = "You keep a memory store current. For each new fact pick one event:\n\
-ADD: about something no memory covers, or compatible with them all. UPDATE: the same thing \
-as memory `memory` (where they live, their job, a name, a date…), changed or corrected; `text` \
-is that memory as true now, in the fact's language. DELETE: memory `memory` is no longer \
-true because of the fact (the fact is stored as well). NONE: memory `memory` already says it.\n\
-Never UPDATE or DELETE a memory marked \"fixed\".\n\
-Reply with JSON only: {\"decisions\": [{\"fact\": 0, \"event\": \"ADD\"}]}, one decision \
-per new fact, in their order.";
-    let mut chat = vec![Message::new("system", system)];
-    for (memories, new, answer) in RECONCILE_EXAMPLES {
-        chat.push(Message::user(reconcile_question(
-            memories.iter().map(|m| (*m, false)),
-            new.iter().copied(),
-        )));
-        chat.push(Message::new("assistant", answer));
-    }
-    chat.push(Message::user(format!(
-        "Today: {}\n{}",
-        today(at),
-        reconcile_question(
-            existing.iter().map(|e| (e.text.as_str(), e.immutable)),
-            facts.iter().map(String::as_str),
-        )
-    )));
-    chat_json::<Decisions, _>(
-        llm,
-        chat,
-        decisions_schema(facts.len(), existing.len()),
-        RECONCILE_TOKENS,
-        |d| check_decisions(&d.decisions, facts.len(), existing.len()),
-    )
-    .await
-    .map(|p| Parsed {
-        value: p.value.decisions,
-        usage: p.usage,
-        model: p.model,
-    })
-}
-
-fn check_decisions(
-    decisions: &[Decision],
-    facts: usize,
-    memories: usize,
-) -> std::result::Result<(), String> {
-    for (i, d) in decisions.iter().enumerate() {
-        if d.fact >= facts {
-            return Err(format!(
-                "fact {} does not exist; the new facts are numbered 0 to {}",
-                d.fact,
-                facts.saturating_sub(1)
-            ));
-        }
-        if d.fact != i {
-            return Err(format!(
-                "decision {i} is about fact {}; give one decision per new fact, in their \
-                 order (fact 0 first)",
-                d.fact
-            ));
-        }
-        match (d.event, d.memory) {
-            (Event::Update | Event::Delete, None) => {
-                return Err(format!(
-                    "the {:?} of fact {} names no memory",
-                    d.event, d.fact
-                ))
-            }
-            (_, Some(m)) if m >= memories => {
-                return Err(format!(
-                    "memory {m} does not exist; the existing memories are numbered 0 to {}",
-                    memories.saturating_sub(1)
-                ))
-            }
-            _ => {}
-        }
-        if d.event == Event::Update
-            && d.text
-                .as_deref()
-                .is_none_or(|t| !t.chars().any(char::is_alphanumeric))
-        {
-            return Err(format!("the UPDATE of fact {} has no text", d.fact));
-        }
-    }
-    if decisions.len() < facts {
-        return Err(format!(
-            "{} decisions for {facts} new facts; give one decision per new fact",
-            decisions.len()
-        ));
-    }
-    Ok(())
-}
-
 /// The digest of a conversation that `extract` returns.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(crate) struct Digest {
@@ -710,6 +485,7 @@ every detail of them all, in their language, as one short sentence. Reply with o
 
 #[cfg(test)]
 mod tests {
+    use super::reconcile::{check_decisions, decisions_schema, Decisions};
     use super::*;
     use crate::llm::ScriptedLlm;
 
@@ -890,47 +666,5 @@ mod tests {
             agree(&schema, reply, false);
         }
         assert!(seen[0] >= 16 && seen[1] >= 10, "{seen:?}");
-    }
-
-    #[test]
-    fn decisions_must_name_real_facts_and_memories() {
-        let d = |fact, event, memory, text: Option<&str>| Decision {
-            fact,
-            event,
-            memory,
-            text: text.map(str::to_owned),
-        };
-        assert!(check_decisions(&[d(0, Event::Add, None, None)], 1, 0).is_ok());
-        assert!(check_decisions(&[d(1, Event::Add, None, None)], 1, 0)
-            .unwrap_err()
-            .contains("fact 1 does not exist"));
-        assert!(check_decisions(&[d(0, Event::Delete, None, None)], 1, 1)
-            .unwrap_err()
-            .contains("names no memory"));
-        assert!(check_decisions(&[d(0, Event::None, Some(3), None)], 1, 1)
-            .unwrap_err()
-            .contains("memory 3 does not exist"));
-        // Blank, or the prompt's placeholder copied: no text to store.
-        for text in [" ", "...", "…"] {
-            assert!(
-                check_decisions(&[d(0, Event::Update, Some(0), Some(text))], 1, 1)
-                    .unwrap_err()
-                    .contains("no text"),
-                "{text:?}"
-            );
-        }
-        assert!(check_decisions(&[d(0, Event::Update, Some(0), Some("Vit à Oslo"))], 1, 1).is_ok());
-        // One decision per new fact, in their order.
-        let add = |fact| d(fact, Event::Add, None, None);
-        assert!(check_decisions(&[add(0), add(1)], 2, 0).is_ok());
-        assert!(check_decisions(&[add(1), add(0)], 2, 0)
-            .unwrap_err()
-            .contains("in their order"));
-        assert!(check_decisions(&[add(0)], 2, 0)
-            .unwrap_err()
-            .contains("1 decisions for 2 new facts"));
-        assert!(check_decisions(&[add(0), add(0)], 1, 0)
-            .unwrap_err()
-            .contains("in their order"));
     }
 }
