@@ -215,8 +215,8 @@ Reply with JSON only: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\
 {{\"facts\": []}} if nothing is worth keeping.",
         labels = label_lines(labels),
     );
-    let mut chat = vec![Message::new("system", system.clone())];
     let mut instructions = system.clone();
+    let mut chat = vec![Message::new("system", system)];
     for (conversation, facts) in EXTRACTION_EXAMPLES {
         let answer = example_answer(facts, labels);
         chat.push(Message::user(conversation));

@@ -243,6 +243,35 @@ pub(super) fn check_decisions(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::ScriptedLlm;
+
+    /// The instructions and examples come first and never change; the date and the
+    /// numbered memories and facts come last, in the question.
+    #[tokio::test]
+    async fn the_question_carries_the_date_after_the_fixed_instructions_and_examples() {
+        let llm = ScriptedLlm::new([r#"{"decisions": [{"fact": 0, "event": "ADD"}]}"#]);
+        let at = chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 11, 22, 10, 30, 0).unwrap();
+        let existing = [Existing {
+            text: "Lives in Oslo".into(),
+            immutable: true,
+        }];
+        let decided = reconcile(&llm, &["Visits Rome".into()], &existing, at)
+            .await
+            .unwrap();
+        assert_eq!(decided.value[0].event, Event::Add);
+        let messages = &llm.requests()[0].messages;
+        assert_eq!(messages.len(), 2 + 2 * RECONCILE_EXAMPLES.len());
+        assert!(messages[..messages.len() - 1]
+            .iter()
+            .all(|m| !m.content.contains("2026-11-22")));
+        let question = &messages.last().unwrap().content;
+        assert!(
+            question.starts_with("Today: 2026-11-22 (Sunday)"),
+            "{question}"
+        );
+        assert!(question.contains(r#"{"memory":0,"text":"Lives in Oslo","fixed":true}"#));
+        assert!(question.contains(r#"{"fact":0,"text":"Visits Rome"}"#));
+    }
 
     #[test]
     fn decisions_must_name_real_facts_and_memories() {
