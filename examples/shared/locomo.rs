@@ -198,11 +198,19 @@ pub struct Corpus {
     pub ingest: Duration,
 }
 
+/// A session's date as LoCoMo writes it, `1:56 pm on 8 May, 2023`, read as UTC.
+pub fn session_time(date: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    chrono::NaiveDateTime::parse_from_str(date, "%I:%M %p on %d %B, %Y")
+        .ok()
+        .map(|t| t.and_utc())
+}
+
 /// Stores every dialog turn of each conversation as a memory (`infer = false`; the turn is
 /// `speaker: text`, plus the photo caption where the turn shares one; one `add` per session,
 /// so each turn is indexed with the turn before it as its context; the speaker is
-/// `metadata.role`, beside the session and its date; each conversation is its own user),
-/// and collects every question with resolvable evidence.
+/// `metadata.role`, beside the session and its date; each session is stored as of its date
+/// (`timestamp`); each conversation is its own user), and collects every question with
+/// resolvable evidence.
 pub async fn ingest(
     memory: &Memory,
     samples: &[Value],
@@ -252,12 +260,16 @@ pub async fn ingest(
                 messages.push(Message::new(speaker, text));
                 ids.push(turn["dia_id"].as_str().unwrap_or("?").to_owned());
             }
-            let out = memory
+            let mut add = memory
                 .add(messages)
                 .user(conv_id.clone())
                 .metadata(json!({"session": session, "session_date": date}))
-                .infer(false)
-                .await?;
+                .infer(false);
+            // Stored as of the session's date, as a user importing old chats would.
+            if let Some(at) = session_time(date) {
+                add = add.timestamp(at);
+            }
+            let out = add.await?;
             for (result, dia_id) in out.results.iter().zip(&ids) {
                 turn_of.insert(result.id, dia_id.clone());
                 turns_of
@@ -310,6 +322,15 @@ pub async fn ingest(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_dates_are_read() {
+        let at = session_time("1:56 pm on 8 May, 2023").map(|t| t.to_rfc3339());
+        assert_eq!(at.as_deref(), Some("2023-05-08T13:56:00+00:00"));
+        let at = session_time("10:04 am on 19 October, 2023").map(|t| t.to_rfc3339());
+        assert_eq!(at.as_deref(), Some("2023-10-19T10:04:00+00:00"));
+        assert_eq!(session_time("someday"), None);
+    }
 
     #[test]
     fn evidence_defects_are_repaired() {

@@ -26,7 +26,7 @@ pub(crate) fn annotate(text: &str, at: DateTime<Utc>) -> String {
                 let end = start + word.len();
                 // Already annotated ("tomorrow (2026-…)") or followed by a year: leave it.
                 if !text[end..].trim_start().starts_with('(') {
-                    inserts.push((end, date));
+                    inserts.push((end, date.to_string()));
                 }
                 i += len;
             }
@@ -71,13 +71,42 @@ fn has_iso_date(text: &str) -> bool {
     })
 }
 
+/// What a relative date means: a day, the week from a Monday, a month (its first day) or
+/// a year. Shown as `2026-11-27`, `week of 2026-11-09`, `2026-12` and `2026`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Relative {
+    Day(NaiveDate),
+    Week(NaiveDate),
+    Month(NaiveDate),
+    Year(i32),
+}
+
+impl std::fmt::Display for Relative {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Relative::Day(d) => write!(f, "{}", d.format("%Y-%m-%d")),
+            Relative::Week(d) => write!(f, "week of {}", d.format("%Y-%m-%d")),
+            Relative::Month(d) => write!(f, "{}", d.format("%Y-%m")),
+            Relative::Year(y) => write!(f, "{y}"),
+        }
+    }
+}
+
+/// The first relative date in these lowercase words, counted from `today`.
+pub(crate) fn first_relative(words: &[String], today: NaiveDate) -> Option<Relative> {
+    (0..words.len()).find_map(|i| {
+        let rest: Vec<&str> = words[i..].iter().take(5).map(String::as_str).collect();
+        resolve(&rest, today).map(|(_, date)| date)
+    })
+}
+
 /// Matches a relative date at the start of `w`: how many words it spans and what it means.
 /// `None` also when the date it means lies outside the calendar (a conversation at the
 /// edge of time): the text is then left as it is.
-fn resolve(w: &[&str], today: NaiveDate) -> Option<(usize, String)> {
-    let day = |d: NaiveDate| d.format("%Y-%m-%d").to_string();
-    let week_of = |d: NaiveDate| monday(d).map(|m| format!("week of {}", day(m)));
-    let month = |d: NaiveDate| d.format("%Y-%m").to_string();
+fn resolve(w: &[&str], today: NaiveDate) -> Option<(usize, Relative)> {
+    let day = Relative::Day;
+    let week_of = |d: NaiveDate| monday(d).map(Relative::Week);
+    let month = Relative::Month;
     let shift = |days: i64| today.checked_add_signed(Duration::try_days(days)?);
     match w {
         ["the", "day", "after", "tomorrow", ..] => Some((4, day(shift(2)?))),
@@ -90,10 +119,10 @@ fn resolve(w: &[&str], today: NaiveDate) -> Option<(usize, String)> {
         ["this", "week", ..] => Some((2, week_of(today)?)),
         ["next", "month", ..] => Some((2, month(add_months(today, 1)?))),
         ["last", "month", ..] => Some((2, month(add_months(today, -1)?))),
-        ["this", "month", ..] => Some((2, month(today))),
-        ["next", "year", ..] => Some((2, (today.year().checked_add(1)?).to_string())),
-        ["last", "year", ..] => Some((2, (today.year().checked_sub(1)?).to_string())),
-        ["this", "year", ..] => Some((2, today.year().to_string())),
+        ["this", "month", ..] => Some((2, month(add_months(today, 0)?))),
+        ["next", "year", ..] => Some((2, Relative::Year(today.year().checked_add(1)?))),
+        ["last", "year", ..] => Some((2, Relative::Year(today.year().checked_sub(1)?))),
+        ["this", "year", ..] => Some((2, Relative::Year(today.year()))),
         [which @ ("next" | "last" | "this" | "coming"), name, ..] => {
             let target = weekday(name)?;
             let offsets: Vec<i64> = match *which {

@@ -31,6 +31,11 @@ pub struct Signals {
     /// query: hybrid searches only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub neighbours: Option<Neighbours>,
+    /// Whether the memory was stored in the time the query names ("on 8 May 2023", "in
+    /// June", "last week"), or in the days after it; absent when the query names none. Text
+    /// queries in English only; see the README's retrieval section.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<bool>,
 }
 
 /// How a memory's neighbours match a query: the memories stored just before and just after
@@ -74,12 +79,19 @@ impl Signals {
             keyword,
             scope: scope.min(Signals::MAX_SCOPE),
             neighbours: None,
+            period: None,
         }
     }
 
     /// These signals with their neighbours'.
     pub fn with_neighbours(mut self, neighbours: Neighbours) -> Self {
         self.neighbours = Some(neighbours);
+        self
+    }
+
+    /// These signals with whether the memory was stored in the time the query names.
+    pub fn with_period(mut self, in_period: bool) -> Self {
+        self.period = Some(in_period);
         self
     }
 
@@ -99,7 +111,7 @@ impl Signals {
     }
 
     /// The model's inputs: `[1, cosine, relative, coverage, the neighbours' cosine and
-    /// coverage]`, an absent or non-finite signal as 0.
+    /// coverage, in the period, out of it]`, an absent or non-finite signal as 0.
     fn inputs(&self) -> [f64; INPUTS] {
         let finite = |x: f32| if x.is_finite() { f64::from(x) } else { 0.0 };
         let k = self.keyword.unwrap_or_default();
@@ -111,6 +123,8 @@ impl Signals {
             finite(k.coverage),
             finite(n.cosine),
             finite(n.coverage),
+            f64::from(u8::from(self.period == Some(true))),
+            f64::from(u8::from(self.period == Some(false))),
         ]
     }
 
@@ -122,11 +136,12 @@ impl Signals {
 
 /// A logistic model of relevance: `1 / (1 + e^−z)` with
 /// `z = bias + cosine · c + relative · r + coverage · v + neighbour_cosine · nc +
-/// neighbour_coverage · nv − ln(scope)`, where `c` is the memory's cosine with the query
-/// (0 when absent), `r` its [`KeywordScore::relative`] and `v` its
-/// [`KeywordScore::coverage`] (both 0 when it has no keyword match), `nc` and `nv` its
-/// [`Neighbours`]' (0 without), and `scope` how many memories the search ranked among
-/// ([`Signals::scope`]).
+/// neighbour_coverage · nv + in_period · i + out_of_period · o − ln(scope)`, where `c` is
+/// the memory's cosine with the query (0 when absent), `r` its [`KeywordScore::relative`]
+/// and `v` its [`KeywordScore::coverage`] (both 0 when it has no keyword match), `nc` and
+/// `nv` its [`Neighbours`]' (0 without), `i` and `o` 1 when the query names a time and the
+/// memory was stored in it, or not ([`Signals::period`]; both 0 when the query names none),
+/// and `scope` how many memories the search ranked among ([`Signals::scope`]).
 ///
 /// The last term is the prior: a query is taken to have about as many relevant memories
 /// whatever the store's size, so a memory competing with fewer others is likelier to be
@@ -149,21 +164,34 @@ pub struct Logistic {
     /// Weight of the neighbours' coverage.
     #[serde(default)]
     pub neighbour_coverage: f32,
+    /// Weight of a memory stored in the time the query names ([`Signals::period`]).
+    #[serde(default)]
+    pub in_period: f32,
+    /// Weight of a memory stored outside the time the query names.
+    #[serde(default)]
+    pub out_of_period: f32,
 }
 
 /// How many inputs a model has, the constant 1 of the bias included.
-const INPUTS: usize = 6;
+const INPUTS: usize = 8;
 
 impl Logistic {
     /// A model from its bias and weights (none on the neighbours).
     pub fn new(bias: f32, cosine: f32, relative: f32, coverage: f32) -> Self {
-        Logistic::from_weights([bias, cosine, relative, coverage, 0.0, 0.0])
+        Logistic::from_weights([bias, cosine, relative, coverage, 0.0, 0.0, 0.0, 0.0])
     }
 
     /// This model with weights on the neighbours' cosine and coverage.
     pub fn with_neighbours(mut self, cosine: f32, coverage: f32) -> Self {
         self.neighbour_cosine = cosine;
         self.neighbour_coverage = coverage;
+        self
+    }
+
+    /// This model with weights on a memory stored in, and out of, the time a query names.
+    pub fn with_period(mut self, in_period: f32, out_of_period: f32) -> Self {
+        self.in_period = in_period;
+        self.out_of_period = out_of_period;
         self
     }
 
@@ -175,6 +203,8 @@ impl Logistic {
             coverage: w[3],
             neighbour_cosine: w[4],
             neighbour_coverage: w[5],
+            in_period: w[6],
+            out_of_period: w[7],
         }
     }
 
@@ -186,6 +216,8 @@ impl Logistic {
             self.coverage,
             self.neighbour_cosine,
             self.neighbour_coverage,
+            self.in_period,
+            self.out_of_period,
         ]
     }
 
@@ -352,10 +384,10 @@ impl Calibration {
     /// (`cargo run --release --example calibrate -- locomo10.json` prints them), for the
     /// default embedder, all-MiniLM-L6-v2.
     pub const FITTED: Calibration = Calibration {
-        vector: Logistic::from_weights([-2.119, 9.306, 0.0, 0.0, 0.0, 0.0]),
-        keyword: Logistic::from_weights([0.307, 0.0, 5.740, 2.707, 0.0, 0.0]),
-        hybrid: Logistic::from_weights([-0.388, 2.852, 5.192, 2.144, 0.0, 0.0]),
-        threaded: Logistic::from_weights([-1.161, 0.699, 4.808, 0.607, 3.192, 1.905]),
+        vector: Logistic::from_weights([-2.116, 9.318, 0.0, 0.0, 0.0, 0.0, 1.555, -1.848]),
+        keyword: Logistic::from_weights([-0.114, 0.0, 6.014, 3.139, 0.0, 0.0, 2.245, -0.297]),
+        hybrid: Logistic::from_weights([-0.811, 3.052, 5.456, 2.466, 0.0, 0.0, 1.916, -0.086]),
+        threaded: Logistic::from_weights([-1.704, 0.745, 5.073, 0.659, 3.419, 2.262, 2.209, 0.027]),
     };
 
     /// Models of your own, one per mode.
@@ -460,6 +492,13 @@ mod tests {
                 // Searches among 1 to 1,000 memories.
                 let scope = 1 + (next() * 999.0) as usize;
                 let s = Signals::new(Some(next() * 2.0 - 1.0), Some(k), scope);
+                // A third of the queries name no time; of the rest, half the memories were
+                // stored in it.
+                let s = match (next() * 3.0) as u8 {
+                    0 => s,
+                    1 => s.with_period(true),
+                    _ => s.with_period(false),
+                };
                 let y = next() < model.probability(&s);
                 (s, y)
             })
@@ -468,13 +507,15 @@ mod tests {
 
     #[test]
     fn fitting_recovers_the_model_that_drew_the_samples() {
-        let truth = Logistic::new(2.0, 3.0, 1.5, -1.0);
+        let truth = Logistic::new(2.0, 3.0, 1.5, -1.0).with_period(2.0, -1.0);
         let fitted = Logistic::fit(SearchMode::Hybrid, &drawn(&truth, 40_000)).unwrap();
         for (got, want) in [
             (fitted.bias, truth.bias),
             (fitted.cosine, truth.cosine),
             (fitted.relative, truth.relative),
             (fitted.coverage, truth.coverage),
+            (fitted.in_period, truth.in_period),
+            (fitted.out_of_period, truth.out_of_period),
         ] {
             assert!((got - want).abs() < 0.25, "{fitted:?} vs {truth:?}");
         }
@@ -493,6 +534,36 @@ mod tests {
             keyword.relative > 1.0 && keyword.coverage > 1.0,
             "{keyword:?}"
         );
+    }
+
+    #[test]
+    fn a_memory_stored_in_the_time_the_query_names_scores_higher_in_every_mode() {
+        let k = KeywordScore {
+            bm25: 3.0,
+            relative: 0.5,
+            coverage: 0.5,
+        };
+        let plain = Signals::new(Some(0.4), Some(k), 300);
+        let c = Calibration::FITTED;
+        for (mode, s) in [
+            (SearchMode::Vector, Signals::cosine(0.4, 300)),
+            (SearchMode::Keyword, Signals::keyword(k, 300)),
+            (SearchMode::Hybrid, plain),
+            (
+                SearchMode::Hybrid,
+                plain.with_neighbours(Neighbours::new(0.3, 0.2)),
+            ),
+        ] {
+            let (none, inside, outside) = (
+                c.score(mode, &s),
+                c.score(mode, &s.with_period(true)),
+                c.score(mode, &s.with_period(false)),
+            );
+            assert!(
+                inside > none && inside > outside,
+                "{mode:?}: {inside} {none} {outside}"
+            );
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use tracing::Instrument;
 
 use super::clock;
 use super::fusion::{Prior, Ranked};
+use super::period::Period;
 use super::SearchMode;
 use super::Signals;
 use crate::error::{Error, Result};
@@ -125,6 +126,7 @@ impl Memory {
         query: &[f32],
         among: Among<'_>,
         k: usize,
+        period: Option<&Period>,
     ) -> Result<Vec<Ranked>> {
         let space = self.space();
         // The model check runs beside the search (a read of its own on a database server),
@@ -140,13 +142,12 @@ impl Memory {
         check?;
         let (mut ranked, scope) = (ranked?, scope?);
         let nearest = ranked.pop().unwrap_or_default();
-        Ok(self.scored(
-            SearchMode::Vector,
-            nearest
-                .into_iter()
-                .map(|(key, c)| (key, Signals::cosine(c, scope))),
-            k,
-        ))
+        let candidates = nearest
+            .into_iter()
+            .map(|(key, c)| (key, Signals::cosine(c, scope)))
+            .collect();
+        self.scored(SearchMode::Vector, candidates, k, among, period)
+            .await
     }
 
     /// Keyword ranking: the best BM25 matches, scored (the score also weighs how much of
@@ -156,6 +157,7 @@ impl Memory {
         text: &str,
         among: Among<'_>,
         k: usize,
+        period: Option<&Period>,
     ) -> Result<Vec<Ranked>> {
         let terms = [text::query_terms(text)];
         let space = self.space();
@@ -167,12 +169,12 @@ impl Memory {
             self.scope(among),
         )?;
         let hits = hits.pop().unwrap_or_default();
-        Ok(self.scored(
-            SearchMode::Keyword,
-            hits.into_iter()
-                .map(|(key, m)| (key, Signals::keyword(m, scope))),
-            k,
-        ))
+        let candidates = hits
+            .into_iter()
+            .map(|(key, m)| (key, Signals::keyword(m, scope)))
+            .collect();
+        self.scored(SearchMode::Keyword, candidates, k, among, period)
+            .await
     }
 
     /// Hybrid ranking: for each text with its vector, the vector and keyword candidates
@@ -188,6 +190,7 @@ impl Memory {
         among: Among<'_>,
         k: usize,
         prior: Option<Prior>,
+        period: Option<&Period>,
     ) -> Result<Vec<Vec<Ranked>>> {
         // Over-fetch from each side, as the best hybrid hit may rank low on one of them. Every
         // keyword match comes back (the store scores them all anyway), so that a vector
@@ -220,7 +223,7 @@ impl Memory {
         let mut out = Vec::with_capacity(queries.len());
         for ((query, vector), keyword) in queries.iter().zip(vectors).zip(keywords) {
             out.push(
-                self.fuse(query, vector, keyword, fetch, k, among, prior)
+                self.fuse(query, vector, keyword, fetch, k, among, prior, period)
                     .await?,
             );
         }

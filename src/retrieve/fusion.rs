@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::calibration::{Neighbours, Signals};
+use super::period::Period;
 use super::SearchMode;
 use crate::error::Result;
 use crate::memory::Memory;
@@ -18,13 +19,33 @@ pub(crate) struct Ranked {
 }
 
 impl Memory {
-    /// Scores candidates in a mode, best first (ties by key), and keeps `k`.
-    pub(crate) fn scored(
+    /// Scores candidates in a mode, best first (ties by key), and keeps `k`. With a
+    /// `period` the query names, each candidate's signals say whether it was stored in it
+    /// (one read of the candidates' keys).
+    pub(crate) async fn scored(
         &self,
         mode: SearchMode,
-        candidates: impl IntoIterator<Item = (VectorKey, Signals)>,
+        candidates: Vec<(VectorKey, Signals)>,
         k: usize,
-    ) -> Vec<Ranked> {
+        among: Among<'_>,
+        period: Option<&Period>,
+    ) -> Result<Vec<Ranked>> {
+        let mut candidates = candidates;
+        if let Some(period) = period.filter(|_| !candidates.is_empty()) {
+            let keys: Vec<VectorKey> = candidates.iter().map(|c| c.0).collect();
+            // The candidates are of the search's memories already: only the period is asked.
+            let filter = period.filter();
+            let within: HashSet<VectorKey> = self
+                .inner
+                .store
+                .admitted(&keys, Among::new(&filter, among.now, among.include_expired))
+                .await?
+                .into_iter()
+                .collect();
+            for (key, signals) in &mut candidates {
+                signals.period = Some(within.contains(key));
+            }
+        }
         let calibration = &self.inner.calibration;
         let mut ranked: Vec<Ranked> = candidates
             .into_iter()
@@ -36,7 +57,7 @@ impl Memory {
             .collect();
         ranked.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.key.cmp(&b.key)));
         ranked.truncate(k);
-        ranked
+        Ok(ranked)
     }
 
     /// One hybrid ranking from its vector candidates and every keyword match (best first):
@@ -52,6 +73,7 @@ impl Memory {
         k: usize,
         among: Among<'_>,
         prior: Prior,
+        period: Option<&Period>,
     ) -> Result<Vec<Ranked>> {
         let mut cosine: HashMap<VectorKey, f32> = vector.into_iter().collect();
         // The best `fetch` keyword matches are candidates; the rest only tell the vector
@@ -112,7 +134,8 @@ impl Memory {
                 Some((key, signals))
             })
             .collect();
-        Ok(self.scored(SearchMode::Hybrid, candidates, k))
+        self.scored(SearchMode::Hybrid, candidates, k, among, period)
+            .await
     }
 
     /// The candidates' neighbours: the reply pairs (see `Store::replies`) that join a

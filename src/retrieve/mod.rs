@@ -17,6 +17,7 @@ pub(crate) mod calibration;
 pub(crate) mod candidates;
 pub(crate) mod feedback;
 pub(crate) mod fusion;
+pub(crate) mod period;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,6 +34,7 @@ use crate::rerank::{self, RERANK_WINDOW};
 use crate::store::{Among, Row, VectorKey};
 pub use calibration::{Calibration, Logistic, Neighbours, Signals};
 use fusion::Ranked;
+use period::Period;
 
 /// One search hit: the memory, its score and the signals the score came from.
 ///
@@ -125,27 +127,30 @@ impl Memory {
                     return Err(crate::memory::no_embedder("searching by vector"));
                 }
                 let v = crate::embed::normalize(v, dimension)?;
-                self.vector_ranked(&v, among, k).await?
+                self.vector_ranked(&v, among, k, None).await?
             }
             (_, Query::Vector(_)) => return Err(Error::invalid(
                 "keyword and hybrid search need a text query; search_vector ranks by vector only",
             )),
             (SearchMode::Keyword, Query::Text(text)) => {
-                self.keyword_ranked(&text, among, k).await?
+                let period = Period::named_in(&text, at);
+                self.keyword_ranked(&text, among, k, period.as_ref())
+                    .await?
             }
             (mode, Query::Text(text)) => {
+                let period = Period::named_in(&text, at);
                 let v = self
                     .embed_texts(std::slice::from_ref(&text), EmbedMode::Query)
                     .await?
                     .pop()
                     .ok_or_else(|| Error::internal("no query vector"))?;
                 if mode == SearchMode::Hybrid {
-                    self.hybrid_ranked(&[text], vec![v], among, k, None)
+                    self.hybrid_ranked(&[text], vec![v], among, k, None, period.as_ref())
                         .await?
                         .pop()
                         .unwrap_or_default()
                 } else {
-                    self.vector_ranked(&v, among, k).await?
+                    self.vector_ranked(&v, among, k, period.as_ref()).await?
                 }
             }
         };

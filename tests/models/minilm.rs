@@ -329,6 +329,69 @@ async fn a_short_answer_is_found_by_the_question_it_answered() {
     assert!(found.contains(&answer), "{hits:?}");
 }
 
+#[tokio::test]
+async fn a_time_the_query_names_finds_what_was_stored_then() {
+    use chrono::{Duration, TimeZone, Utc};
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::open(dir.path().join("dated.db")).await.unwrap();
+    let at = |y, m, d| Utc.with_ymd_and_hms(y, m, d, 18, 0, 0).unwrap();
+    let now = Utc::now();
+    let mut ids = Vec::new();
+    for (text, when) in [
+        (
+            "Went hiking with Ana in the Sierra de Guadarrama",
+            at(2025, 5, 9),
+        ),
+        (
+            "Went hiking with Ana along the Costa Brava",
+            at(2025, 9, 14),
+        ),
+        ("Cooked a big pot of lentil soup", now - Duration::hours(20)),
+        (
+            "Cooked a mushroom risotto for friends",
+            now - Duration::days(40),
+        ),
+        ("My car is a blue Toyota Corolla", at(2025, 5, 9)),
+    ] {
+        let out = memory
+            .add(text)
+            .user("ana")
+            .timestamp(when)
+            .infer(false)
+            .await
+            .unwrap();
+        ids.push(out.results[0].id);
+    }
+    let cases = [
+        ("Where did I go hiking on 8 May 2025?", ids[0]),
+        ("Where did I go hiking in September?", ids[1]),
+        ("What did I cook yesterday?", ids[2]),
+        ("What did I cook 6 weeks ago, around DATE?", ids[3]),
+    ];
+    let mut checked = 0;
+    for mode in [SearchMode::Hybrid, SearchMode::Keyword, SearchMode::Vector] {
+        for (query, want) in cases {
+            let day = (now - Duration::days(40)).format("%-d %B %Y").to_string();
+            let query = query.replace("DATE", &day);
+            let hits = memory
+                .search(&query)
+                .user("ana")
+                .mode(mode)
+                .top_k(2)
+                .await
+                .unwrap();
+            let top = &hits.results[0];
+            assert_eq!(top.record.id, want, "{mode:?} {query}: {hits:#?}");
+            assert_eq!(top.signals.period, Some(true), "{mode:?} {query}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 12);
+    // A query that names no time is ranked as before: no memory is in or out of a period.
+    let hits = memory.search("hiking with Ana").user("ana").await.unwrap();
+    assert!(hits.results.iter().all(|h| h.signals.period.is_none()));
+}
+
 /// The crate's own forward pass (its `gemm` kernels, fused attention) against a plain BERT
 /// written here with candle's tensor operations on the same files, text by text: texts of
 /// many lengths and scripts, and one past the token limit.

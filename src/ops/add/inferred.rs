@@ -227,13 +227,13 @@ impl Memory {
     ) -> Result<Vec<Vec<(Row, f32)>>> {
         let among = Among::new(filter, at, false);
         let ranked = if self.space().embedder.is_some() {
-            self.hybrid_ranked(texts, vectors, among, k, Some(Prior::Among(k)))
+            self.hybrid_ranked(texts, vectors, among, k, Some(Prior::Among(k)), None)
                 .await?
         } else {
             // Without an embedder, similar by their words.
             let mut ranked = Vec::with_capacity(texts.len());
             for text in texts {
-                ranked.push(self.keyword_ranked(text, among, k).await?);
+                ranked.push(self.keyword_ranked(text, among, k, None).await?);
             }
             ranked
         };

@@ -24,14 +24,18 @@
 //! Last, the models fitted on all ten conversations, as the `Calibration` to ship. Fit on
 //! data of your own the same way: label, for some queries, which of the candidates your
 //! searches consider are relevant, and give `Logistic::fit` the signals and labels.
+//!
+//! With `--levers` after the path, it measures instead the ways of re-ranking the top 50
+//! that were tried for a deeper search and not kept (see `levers.rs`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use locomo::{category_name, Question, Score};
 use memlane::{Calibration, Logistic, Memory, SearchMode, Signals};
 use serde_json::Value;
 
-#[path = "shared/locomo.rs"]
+mod levers;
+#[path = "../shared/locomo.rs"]
 mod locomo;
 
 /// The `top_k` of the replayed searches.
@@ -285,11 +289,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let samples = data
         .as_array()
         .ok_or("locomo10.json should hold an array of conversations")?;
+    let with_levers = std::env::args().any(|a| a == "--levers");
     let memory = Memory::in_memory().await?;
     let corpus = locomo::ingest(&memory, samples).await?;
 
-    // Every turn of each question's conversation, with its signals.
+    // Every turn of each question's conversation, with its signals (and, for the levers,
+    // the text it was indexed with).
     let mut pools = Vec::with_capacity(corpus.questions.len());
+    let mut texts: HashMap<(String, String), String> = HashMap::new();
     for (i, q) in corpus.questions.iter().enumerate() {
         let hits = memory
             .search(q.question.as_str())
@@ -302,6 +309,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .iter()
             .filter_map(|h| {
                 let turn = corpus.turn_of.get(&h.record.id)?.clone();
+                if with_levers {
+                    texts
+                        .entry((q.conversation.clone(), turn.clone()))
+                        .or_insert_with(|| h.record.indexed_text());
+                }
                 Some(Candidate {
                     relevant: q.evidence.contains(&turn),
                     turn,
@@ -331,6 +343,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 >= half,
         )
     };
+    let mut folds = Vec::new();
+    for fold in 0..2 {
+        let train: Vec<&Pool> = pools.iter().filter(|p| fold_of(p) != fold).collect();
+        let calibration = fit(&train)?;
+        eprintln!("fold {fold}: {calibration:?}");
+        folds.push(calibration);
+    }
+    if with_levers {
+        levers::measure(&memory, &corpus, &pools, &folds, &fold_of, &texts).await?;
+        return Ok(());
+    }
     println!(
         "\nLoCoMo, {} questions; fitted on one half of the conversations, measured on the \
          other (both ways)\n",
@@ -340,13 +363,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("| mode | scores | R@5 | R@10 | R@25 | R@50 | all@10 | MRR | ECE |");
     println!("|---|---|---|---|---|---|---|---|---|");
     let mut categories = Vec::new();
-    let mut folds = Vec::new();
-    for fold in 0..2 {
-        let train: Vec<&Pool> = pools.iter().filter(|p| fold_of(p) != fold).collect();
-        let calibration = fit(&train)?;
-        eprintln!("fold {fold}: {calibration:?}");
-        folds.push(calibration);
-    }
     for mode in MODES {
         let mut totals: [(Score, BTreeMap<u64, Score>, Outcomes); 2] = Default::default();
         for (fold, calibration) in folds.iter().enumerate() {
