@@ -292,7 +292,7 @@ impl MemoryBuilder {
     /// Turns search signals into scores with these models (see [`Calibration`]). The
     /// default, [`Calibration::FITTED`], is fitted for the default embedder,
     /// all-MiniLM-L6-v2: with another embedder, whose cosines spread differently, fit
-    /// models of your own (`examples/calibrate.rs` shows how) for scores that keep their
+    /// models of your own (`examples/calibrate/main.rs` shows how) for scores that keep their
     /// meaning. Ranking works either way; thresholds are what calibration is for.
     pub fn calibration(mut self, calibration: Calibration) -> Self {
         self.calibration = calibration;

@@ -348,7 +348,7 @@ impl Logistic {
 ///
 /// A score is the model's estimate that the memory is relevant to the query, among the
 /// candidates a search considers. The default models are fitted on LoCoMo's question →
-/// evidence labels (see the README's calibration table and `examples/calibrate.rs`, which
+/// evidence labels (see the README's calibration table and `examples/calibrate/main.rs`, which
 /// shows how to fit models on labelled searches of your own). The hybrid model scores the
 /// memories that share a word with the query; the others are scored by the vector model
 /// (see [`score`](Self::score)).
