@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use memlane::{Calibration, EmbedMode, Memory, SearchMode};
 
-use super::locomo::{category_name, Corpus, Score};
+use super::locomo::{self, category_name, Corpus, Score};
 use super::{search, Pool, Scorer, TOP_K};
 
 /// The levers' inputs for one candidate: `[first log-odds, session max, session sum,
@@ -253,14 +253,7 @@ pub async fn measure(
                     .add(&ids, &q.evidence);
             }
         }
-        let cells: Vec<String> = names
-            .iter()
-            .map(|c| {
-                per_category.get(c).map_or("–".into(), |s| {
-                    format!("{:.1}", 100.0 * s.recall[1] / s.questions.max(1) as f64)
-                })
-            })
-            .collect();
+        let cells = locomo::recall_at_10_cells(&per_category, &names);
         println!("{} {} |", total.row(name), cells.join(" | "));
     }
     Ok(())

@@ -408,14 +408,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("| mode | scores | {} |", head.join(" | "));
     println!("|---|---|{}", "---|".repeat(names.len()));
     for (name, per_category) in &categories {
-        let cells: Vec<String> = names
-            .iter()
-            .map(|c| {
-                per_category.get(c).map_or("–".into(), |s| {
-                    format!("{:.1}", 100.0 * s.recall[1] / s.questions.max(1) as f64)
-                })
-            })
-            .collect();
+        let cells = locomo::recall_at_10_cells(per_category, &names);
         println!("| {name} | {} |", cells.join(" | "));
     }
 

@@ -4,7 +4,7 @@
 //! into this crate.
 #![allow(dead_code)] // each example uses its own part
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -109,6 +109,18 @@ impl Score {
             self.reciprocal_rank / n
         )
     }
+}
+
+/// R@10 of each of these categories, as table cells (`–` for a category without questions).
+pub fn recall_at_10_cells(per_category: &BTreeMap<u64, Score>, categories: &[u64]) -> Vec<String> {
+    categories
+        .iter()
+        .map(|c| {
+            per_category.get(c).map_or("–".into(), |s| {
+                format!("{:.1}", 100.0 * s.recall[1] / s.questions.max(1) as f64)
+            })
+        })
+        .collect()
 }
 
 pub fn progress(label: &str, done: usize, total: usize) {
