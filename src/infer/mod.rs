@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::config::{Label, DEFAULT_LABELS};
 use crate::error::Result;
 use crate::limits;
-use crate::llm::{chat_json, Llm, Parsed};
+use crate::llm::{chat_json, ChatRequest, Llm, Parsed};
 use crate::record::Message;
 
 pub(crate) mod dates;
@@ -186,14 +186,10 @@ fn example_answer(facts: &[(&str, &str)], labels: &[Label]) -> String {
     format!(r#"{{"facts": [{}]}}"#, facts.join(", "))
 }
 
-/// Extracts the facts worth remembering from a conversation.
-pub(crate) async fn extract_facts(
-    llm: &dyn Llm,
-    messages: &[Message],
-    at: DateTime<Utc>,
-    policy: &str,
-    labels: &[Label],
-) -> Result<Parsed<Vec<Fact>>> {
+/// The part of the extraction chat that is the same in every call of a project: the
+/// instructions and the worked examples; and the instructions' text with the examples',
+/// which facts must not be copied from.
+fn extraction_prefix(policy: &str, labels: &[Label]) -> (Vec<Message>, String) {
     let policy = if policy.trim().is_empty() {
         String::new()
     } else {
@@ -224,6 +220,18 @@ Reply with JSON only: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\
         instructions.push_str(&answer);
         chat.push(Message::new("assistant", answer));
     }
+    (chat, instructions)
+}
+
+/// Extracts the facts worth remembering from a conversation.
+pub(crate) async fn extract_facts(
+    llm: &dyn Llm,
+    messages: &[Message],
+    at: DateTime<Utc>,
+    policy: &str,
+    labels: &[Label],
+) -> Result<Parsed<Vec<Fact>>> {
+    let (mut chat, instructions) = extraction_prefix(policy, labels);
     let prompt = transcript(messages);
     chat.push(Message::user(format!(
         "Conversation held on {}:\n{prompt}",
@@ -239,6 +247,24 @@ Reply with JSON only: {{\"facts\": [{{\"text\": \"...\", \"categories\": [\"...\
         usage: parsed.usage,
         model: parsed.model,
     })
+}
+
+/// Has a model that keeps prompt prefixes read the fixed part of both prompts of `add`
+/// with inference (extraction, for this project's policy and labels, and reconciliation),
+/// each with a one-line question and a one-token reply, so that the first real call reads
+/// only its own conversation. A model that keeps none is left alone.
+pub(crate) async fn warm(llm: &dyn Llm, policy: &str, labels: &[Label]) -> Result<()> {
+    if !llm.reuses_prefixes() {
+        return Ok(());
+    }
+    for mut chat in [
+        extraction_prefix(policy, labels).0,
+        reconcile::reconcile_prefix(),
+    ] {
+        chat.push(Message::user("Hello"));
+        llm.chat(ChatRequest::new(chat).max_tokens(1)).await?;
+    }
+    Ok(())
 }
 
 fn check_facts(facts: &[Fact]) -> std::result::Result<(), String> {
@@ -491,6 +517,66 @@ mod tests {
 
     fn at() -> DateTime<Utc> {
         chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 11, 22, 10, 30, 0).unwrap()
+    }
+
+    /// A model that keeps prompt prefixes, answering from a script.
+    #[derive(Debug)]
+    struct Keeping(ScriptedLlm);
+
+    #[async_trait::async_trait]
+    impl Llm for Keeping {
+        fn model_id(&self) -> &str {
+            "keeping"
+        }
+
+        fn reuses_prefixes(&self) -> bool {
+            true
+        }
+
+        async fn chat(&self, request: ChatRequest) -> Result<crate::llm::ChatResponse> {
+            self.0.chat(request).await
+        }
+    }
+
+    #[tokio::test]
+    async fn warming_up_reads_exactly_what_precedes_each_real_question() {
+        let scripted = ScriptedLlm::new([
+            "{",
+            "{",
+            r#"{"facts": [{"text": "I like tea"}]}"#,
+            r#"{"decisions": [{"fact": 0, "event": "ADD"}]}"#,
+        ]);
+        let llm = Keeping(scripted.clone());
+        let labels = vec![Label::new("food", "what they eat and drink")];
+        warm(&llm, "Only food.", &labels).await.unwrap();
+        extract_facts(
+            &llm,
+            &[Message::user("I like tea")],
+            at(),
+            "Only food.",
+            &labels,
+        )
+        .await
+        .unwrap();
+        let existing = [Existing {
+            text: "Drinks coffee".into(),
+            immutable: false,
+        }];
+        reconcile(&llm, &["I like tea".into()], &existing, at())
+            .await
+            .unwrap();
+        let requests = scripted.requests();
+        assert_eq!(requests.len(), 4);
+        for (warming, real) in [(&requests[0], &requests[2]), (&requests[1], &requests[3])] {
+            let (kept, last) = warming.messages.split_at(warming.messages.len() - 1);
+            assert_eq!(kept, &real.messages[..real.messages.len() - 1]);
+            assert_eq!(last[0].role, "user");
+            assert_eq!(warming.max_tokens, 1);
+        }
+        // A model that keeps nothing is not called.
+        let plain = ScriptedLlm::new(Vec::<String>::new());
+        warm(&plain, "", &labels).await.unwrap();
+        assert!(plain.requests().is_empty());
     }
 
     #[tokio::test]

@@ -140,15 +140,10 @@ fn reconcile_question<'a>(
     )
 }
 
-/// Decides, for each new fact, whether it adds to, updates, contradicts or repeats the
-/// existing memories.
-pub(crate) async fn reconcile(
-    llm: &dyn Llm,
-    facts: &[String],
-    existing: &[Existing],
-    at: DateTime<Utc>,
-) -> Result<Parsed<Vec<Decision>>> {
-    // As in extraction, the date comes with the question: all before it is reused.
+/// The part of the reconciliation chat that is the same in every call: the instructions
+/// and the worked examples. As in extraction, the date comes with the question, so a local
+/// model reuses all of this.
+pub(super) fn reconcile_prefix() -> Vec<Message> {
     let system = "You keep a memory store current. For each new fact pick one event:\n\
 ADD: about something no memory covers, or compatible with them all. UPDATE: the same thing \
 as memory `memory` (where they live, their job, a name, a date…), changed or corrected; `text` \
@@ -165,6 +160,18 @@ per new fact, in their order.";
         )));
         chat.push(Message::new("assistant", answer));
     }
+    chat
+}
+
+/// Decides, for each new fact, whether it adds to, updates, contradicts or repeats the
+/// existing memories.
+pub(crate) async fn reconcile(
+    llm: &dyn Llm,
+    facts: &[String],
+    existing: &[Existing],
+    at: DateTime<Utc>,
+) -> Result<Parsed<Vec<Decision>>> {
+    let mut chat = reconcile_prefix();
     chat.push(Message::user(format!(
         "Today: {}\n{}",
         today(at),

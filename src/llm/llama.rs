@@ -310,6 +310,10 @@ impl Llm for LlamaCppLlm {
         &self.core.model_id
     }
 
+    fn reuses_prefixes(&self) -> bool {
+        true
+    }
+
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse> {
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
         let (reply, answer) = tokio::sync::oneshot::channel();

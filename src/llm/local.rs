@@ -303,6 +303,10 @@ impl Llm for LocalLlm {
         &self.inner.core.model_id
     }
 
+    fn reuses_prefixes(&self) -> bool {
+        true
+    }
+
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse> {
         let this = self.clone();
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));

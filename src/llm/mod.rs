@@ -151,6 +151,13 @@ pub trait Llm: Send + Sync + Debug + 'static {
 
     /// Completes a chat.
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse>;
+
+    /// Whether the model keeps what it read of a chat before its last message, so that a
+    /// later chat starting the same way reads only the rest (the local models do; see
+    /// [`Memory::warm_up`](crate::Memory::warm_up)). `false` by default.
+    fn reuses_prefixes(&self) -> bool {
+        false
+    }
 }
 
 /// A reply read into `T`, with the usage of every call it took.

@@ -24,6 +24,42 @@ fn private() -> LlamaCppLlm {
 
 /// llama.cpp reads the token ids of memlane's tokenizer (built from the GGUF) as its own:
 /// its greedy reply to a question is candle's, word for word.
+/// `warm_up` has the model read the fixed part of both prompts of `add` with inference, for
+/// the project's own labels, so that the first `add` reads only its conversation.
+#[tokio::test]
+async fn warming_up_leaves_the_first_add_only_its_conversation_to_read() {
+    let llm = private();
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::builder()
+        .path(dir.path().join("m.db"))
+        .embedder(Arc::new(MiniLm::load_default().unwrap()))
+        .llm(Arc::new(llm.clone()))
+        .build()
+        .await
+        .unwrap();
+    memory
+        .put_config(&serde_json::json!({"label_taxonomy": [{"garden": "what they grow"}]}))
+        .await
+        .unwrap();
+    memory.warm_up().await.unwrap();
+    let warmed = llm.stats();
+    // Two calls; they share only the chat template's opening tokens.
+    assert!(warmed.calls == 2 && warmed.reused_tokens < 10, "{warmed:?}");
+    memory
+        .add(vec![Message::user("I grow tomatoes on my balcony.")])
+        .user("wren")
+        .await
+        .unwrap();
+    let after = llm.stats();
+    let read = after.prompt_tokens - warmed.prompt_tokens;
+    let reused = after.reused_tokens - warmed.reused_tokens;
+    // The extraction's instructions and examples (about 500 tokens) were read already.
+    assert!(
+        reused >= 400 && read - reused < 120,
+        "{read} prompt tokens, {reused} reused"
+    );
+}
+
 #[tokio::test]
 async fn llama_cpp_answers_as_the_candle_model_does() {
     let request = ChatRequest::new(vec![

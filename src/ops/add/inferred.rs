@@ -51,13 +51,37 @@ fn reconcile_scope(owners: &Owners) -> Owners {
     scope
 }
 
-pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResult> {
-    let llm: Arc<dyn Llm> = memory.inner.llm.clone().ok_or_else(|| Error::Unavailable {
+/// The configured language model, or the 503 of an `add` with inference without one.
+fn language_model(memory: &Memory) -> Result<Arc<dyn Llm>> {
+    memory.inner.llm.clone().ok_or_else(|| Error::Unavailable {
         detail: "add with inference needs a language model, and none is configured; \
                  configure one with Memory::builder().llm(…), or call .infer(false) to store \
                  the messages verbatim"
             .into(),
-    })?;
+    })
+}
+
+impl Memory {
+    /// Has a local language model read the fixed part of the prompts of `add` with
+    /// inference now, so that the first `add` reads only its conversation: the extraction
+    /// instructions and worked examples for this project's policy and labels (about 500
+    /// tokens), and the reconciliation's. Call it at start-up, beside other work; on this
+    /// machine it takes as long as a first `add` would have waited for it (see the
+    /// README's `llm_speed` table).
+    ///
+    /// It makes one short call per prompt, stores nothing and charges no credits. With a
+    /// model that does not keep prompt prefixes (an OpenAI-protocol server), it does
+    /// nothing. Changing the project's policy or labels changes the extraction prompt:
+    /// warm up again after `put_config`. A 503 without a language model.
+    pub async fn warm_up(&self) -> Result<()> {
+        let llm = language_model(self)?;
+        let config = self.config().await?;
+        infer::warm(&*llm, &config.extraction_policy, &config.labels()).await
+    }
+}
+
+pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResult> {
+    let llm = language_model(memory)?;
     let config = memory.config().await?;
     let prices = memory.prices().await?;
     memory.check_affordable(prices.inference).await?;
