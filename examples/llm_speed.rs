@@ -13,8 +13,9 @@
 //!    contradicts it), each run in a new store: `MEMLANE_LLM_RUNS` runs (default 5) on a
 //!    model just loaded, which has read nothing, then as many on one model that has served
 //!    them once, which starts each call from the longest prefix of it read before (the
-//!    prompts open with the date to the minute, so that is the whole of the instructions
-//!    only within a minute). Answers are decoded under their JSON schemas, as by default.
+//!    instructions and worked examples). In between, as many runs on a model just loaded
+//!    whose store was warmed up (`Memory::warm_up`, timed apart). Answers are decoded
+//!    under their JSON schemas, as by default.
 //!
 //! It prints one table: each provider's prompt and writing speed and each add's p50 with
 //! the model's work (calls, prompt tokens read and reused, tokens written and forced).
@@ -70,9 +71,13 @@ type AddCost = (f64, LocalLlmStats);
 struct Figures {
     prompt_tokens_per_s: f64,
     written_tokens_per_s: f64,
-    /// Per add (first chat, the move): the runs on a model just loaded, then warm.
+    /// Per add (first chat, the move): the runs on a model just loaded, then on one just
+    /// loaded and warmed up (`Memory::warm_up`), then warm.
     cold: Vec<[AddCost; 2]>,
+    warmed_up: Vec<[AddCost; 2]>,
     warm: Vec<[AddCost; 2]>,
+    /// The time of each `warm_up` call.
+    warm_ups: Vec<f64>,
 }
 
 fn main() -> memlane::Result<()> {
@@ -96,7 +101,11 @@ fn main() -> memlane::Result<()> {
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, f) in &results {
         for (i, add) in ["first chat", "the move"].iter().enumerate() {
-            for (kind, samples) in [("just loaded", &f.cold), ("warm", &f.warm)] {
+            for (kind, samples) in [
+                ("just loaded", &f.cold),
+                ("just loaded, warm_up", &f.warmed_up),
+                ("warm", &f.warm),
+            ] {
                 let mut times: Vec<f64> = samples.iter().map(|r| r[i].0).collect();
                 times.sort_by(f64::total_cmp);
                 let s = samples[samples.len() / 2][i].1;
@@ -113,6 +122,11 @@ fn main() -> memlane::Result<()> {
                 );
             }
         }
+    }
+    for (name, f) in &results {
+        let mut t = f.warm_ups.clone();
+        t.sort_by(f64::total_cmp);
+        println!("{name}: warm_up p50 {:.2} s", t[t.len() / 2]);
     }
     Ok(())
 }
@@ -163,28 +177,37 @@ async fn measure(
     let mut cold = Vec::new();
     for _ in 0..runs {
         let (llm, stats) = (provider.load)()?;
-        cold.push(quickstart_adds(&llm, &stats, embedder).await?);
+        cold.push(quickstart_adds(&llm, &stats, embedder, None).await?);
+    }
+    let (mut warmed_up, mut warm_ups) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let (llm, stats) = (provider.load)()?;
+        warmed_up.push(quickstart_adds(&llm, &stats, embedder, Some(&mut warm_ups)).await?);
     }
     let (llm, stats) = (provider.load)()?;
-    quickstart_adds(&llm, &stats, embedder).await?;
+    quickstart_adds(&llm, &stats, embedder, None).await?;
     let mut warm = Vec::new();
     for _ in 0..runs {
-        warm.push(quickstart_adds(&llm, &stats, embedder).await?);
+        warm.push(quickstart_adds(&llm, &stats, embedder, None).await?);
     }
     Ok(Figures {
         prompt_tokens_per_s,
         written_tokens_per_s,
         cold,
+        warmed_up,
         warm,
+        warm_ups,
     })
 }
 
 /// The quickstart's two adds with inference in a new store: seconds and the model's work
-/// of each.
+/// of each. With `warm_ups`, the store is warmed up first, and the time that took is
+/// pushed there.
 async fn quickstart_adds(
     llm: &Arc<dyn Llm>,
     stats: &Stats,
     embedder: &Arc<MiniLm>,
+    warm_ups: Option<&mut Vec<f64>>,
 ) -> memlane::Result<[AddCost; 2]> {
     let dir = std::env::temp_dir().join(format!("memlane-llm-speed-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -195,6 +218,11 @@ async fn quickstart_adds(
         .llm(llm.clone())
         .build()
         .await?;
+    if let Some(warm_ups) = warm_ups {
+        let started = Instant::now();
+        memory.warm_up().await?;
+        warm_ups.push(started.elapsed().as_secs_f64());
+    }
     let first = vec![
         Message::user("Hi, I'm Carlos. I live in Madrid and I work as a nurse."),
         Message::assistant("Nice to meet you, Carlos!"),
