@@ -386,7 +386,7 @@ impl Calibration {
     pub const FITTED: Calibration = Calibration {
         vector: Logistic::from_weights([-2.116, 9.318, 0.0, 0.0, 0.0, 0.0, 1.555, -1.848]),
         keyword: Logistic::from_weights([-0.114, 0.0, 6.014, 3.139, 0.0, 0.0, 2.245, -0.297]),
-        hybrid: Logistic::from_weights([-0.811, 3.052, 5.456, 2.466, 0.0, 0.0, 1.916, -0.086]),
+        hybrid: Logistic::from_weights([-0.811, 3.051, 5.456, 2.467, 0.0, 0.0, 1.916, -0.091]),
         threaded: Logistic::from_weights([-1.704, 0.745, 5.073, 0.659, 3.419, 2.262, 2.209, 0.027]),
     };
 

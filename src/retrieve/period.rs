@@ -67,10 +67,11 @@ impl Period {
                 continue;
             };
             let month = month as u32 + 1;
-            let day_at = |j: Option<usize>| {
-                day(words.get(j?)?).filter(|_| j.is_some_and(|j| year(&words[j]).is_none()))
-            };
-            let day = day_at(i.checked_sub(1)).or_else(|| day_at(Some(i + 1)));
+            // "8 May", "8th of May", "May 8th".
+            let day_before = |k: usize| i.checked_sub(k).and_then(|j| day(&words[j]));
+            let day = day_before(1)
+                .or_else(|| day_before(2).filter(|_| words[i - 1] == "of"))
+                .or_else(|| words.get(i + 1).and_then(|w| day(w)));
             let year = words.iter().skip(i + 1).take(3).find_map(|w| year(w));
             let before = i.checked_sub(1).map(|j| words[j].as_str());
             if AMBIGUOUS.contains(&word.as_str())
@@ -209,6 +210,7 @@ mod tests {
         for query in [
             "What did Maria do on 3 May, 2023?",
             "what happened on May 3rd 2023",
+            "Who came on the 3rd of May, 2023?",
             "plans for 2023-05-03?",
         ] {
             assert_eq!(of(query, at(2023, 5, 3)), Some(true), "{query}");
