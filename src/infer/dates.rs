@@ -41,7 +41,7 @@ pub(crate) fn annotate(text: &str, at: DateTime<Utc>) -> String {
 }
 
 /// Words (runs of letters and digits) with their byte offsets.
-fn words(text: &str) -> Vec<(usize, &str)> {
+pub(crate) fn words(text: &str) -> Vec<(usize, &str)> {
     let mut out = Vec::new();
     let mut start = None;
     for (i, c) in text.char_indices() {

@@ -53,10 +53,9 @@ pub(crate) struct Period {
 impl Period {
     /// The period `query` names, read at `now`; `None` when it names none.
     pub(crate) fn named_in(query: &str, now: DateTime<Utc>) -> Option<Period> {
-        let words: Vec<String> = query
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .map(str::to_lowercase)
+        let words: Vec<String> = dates::words(query)
+            .into_iter()
+            .map(|(_, w)| w.to_lowercase())
             .collect();
         let mut ranges = Vec::new();
         for date in iso_dates(query) {
