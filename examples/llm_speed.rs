@@ -96,9 +96,9 @@ fn main() -> memlane::Result<()> {
     }
     println!("\nthe quickstart's adds with inference, p50 of {runs} runs each:");
     println!(
-        "| provider | prompt tokens/s | written tokens/s | add | model | p50 | calls | prompt tokens | of which reused | written | of which forced |"
+        "| provider | prompt tokens/s | written tokens/s | add | model | p50 | calls | prompt tokens | of which reused | written | of which forced | passes |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, f) in &results {
         for (i, add) in ["first chat", "the move"].iter().enumerate() {
             for (kind, samples) in [
@@ -110,7 +110,7 @@ fn main() -> memlane::Result<()> {
                 times.sort_by(f64::total_cmp);
                 let s = samples[samples.len() / 2][i].1;
                 println!(
-                    "| {name} | {:.1} | {:.1} | {add} | {kind} | {:.2} s | {} | {} | {} | {} | {} |",
+                    "| {name} | {:.1} | {:.1} | {add} | {kind} | {:.2} s | {} | {} | {} | {} | {} | {} |",
                     f.prompt_tokens_per_s,
                     f.written_tokens_per_s,
                     times[times.len() / 2],
@@ -118,7 +118,8 @@ fn main() -> memlane::Result<()> {
                     s.prompt_tokens,
                     s.reused_tokens,
                     s.written_tokens,
-                    s.forced_tokens
+                    s.forced_tokens,
+                    s.passes
                 );
             }
         }
@@ -239,6 +240,7 @@ async fn quickstart_adds(
         used.reused_tokens -= before.reused_tokens;
         used.written_tokens -= before.written_tokens;
         used.forced_tokens -= before.forced_tokens;
+        used.passes -= before.passes;
         costs.push((seconds, used));
     }
     memory.close().await?;

@@ -67,9 +67,15 @@ impl Model {
         if let Some(stats) = &self.local {
             let s = stats();
             println!(
-                "local model: {} calls, {} prompt tokens ({} reused), {} tokens written ({} forced), \
-                 {} replies stopped in a loop",
-                s.calls, s.prompt_tokens, s.reused_tokens, s.written_tokens, s.forced_tokens, s.loops
+                "local model: {} calls, {} prompt tokens ({} reused), {} tokens written ({} forced) in {} \
+                 passes, {} replies stopped in a loop",
+                s.calls,
+                s.prompt_tokens,
+                s.reused_tokens,
+                s.written_tokens,
+                s.forced_tokens,
+                s.passes,
+                s.loops
             );
         }
     }

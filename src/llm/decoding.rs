@@ -61,8 +61,9 @@ pub(super) trait Backend {
     /// token of the vocabulary, and how many tokens were reused.
     fn read_prompt(&mut self, tokens: &[u32], keep: Option<usize>) -> Result<(Vec<f32>, usize)>;
 
-    /// Reads one more token; returns the scores of the next.
-    fn read_token(&mut self, token: u32) -> Result<Vec<f32>>;
+    /// Reads the tokens that follow, in one pass (one token written, or one and the tokens
+    /// the schema forces after it); returns the scores of the next.
+    fn read_tokens(&mut self, tokens: &[u32]) -> Result<Vec<f32>>;
 }
 
 /// What the model has done since it was loaded; see [`LocalLlmStats`].
@@ -73,6 +74,7 @@ struct Counters {
     reused_tokens: AtomicU64,
     written_tokens: AtomicU64,
     forced_tokens: AtomicU64,
+    passes: AtomicU64,
     loops: AtomicU64,
 }
 
@@ -93,8 +95,13 @@ pub struct LocalLlmStats {
     /// Tokens written, counted as each is written (so a call under way counts too).
     pub written_tokens: u64,
     /// Of those, the tokens a reply's JSON schema left no choice about (parts of keys,
-    /// brackets, quotes).
+    /// brackets, quotes). Most are read in one pass with the token before them, as a
+    /// prompt is, rather than written one by one.
     pub forced_tokens: u64,
+    /// Passes over the model while writing: one per token picked from the model's scores
+    /// (where a schema allowed only one, that one). The tokens a schema forces after it are
+    /// read in the same pass, so under a schema there are fewer passes than tokens written.
+    pub passes: u64,
     /// JSON replies stopped because they began to repeat themselves (the same facts
     /// listed over and over): each ends where the repetition began.
     pub loops: u64,
@@ -132,6 +139,7 @@ impl Core {
             reused_tokens: c.reused_tokens.load(Ordering::Relaxed),
             written_tokens: c.written_tokens.load(Ordering::Relaxed),
             forced_tokens: c.forced_tokens.load(Ordering::Relaxed),
+            passes: c.passes.load(Ordering::Relaxed),
             loops: c.loops.load(Ordering::Relaxed),
         }
     }
@@ -223,12 +231,29 @@ impl Core {
         counters
             .prompt_tokens
             .fetch_add(tokens.len() as u64, Ordering::Relaxed);
-        let (mut scores, start) = backend.read_prompt(&tokens, keep)?;
+        // What the schema forces at the reply's start (its first key) is read with the
+        // prompt.
+        let mut generated: Vec<u32> = Vec::new();
+        let mut read = tokens.clone();
+        if let Some(m) = matcher.as_mut() {
+            let mut forced = m.consume_ff_tokens();
+            forced.truncate(request.max_tokens as usize);
+            counters
+                .forced_tokens
+                .fetch_add(forced.len() as u64, Ordering::Relaxed);
+            counters
+                .written_tokens
+                .fetch_add(forced.len() as u64, Ordering::Relaxed);
+            read.extend_from_slice(&forced);
+            generated = forced;
+        }
+        let (mut scores, start) = backend.read_prompt(&read, keep)?;
         counters
             .reused_tokens
             .fetch_add(start as u64, Ordering::Relaxed);
-        let mut generated: Vec<u32> = Vec::new();
-        for _ in 0..request.max_tokens {
+        while generated.len() < request.max_tokens as usize
+            && !matcher.as_ref().is_some_and(|m| m.is_stopped())
+        {
             if let Some(e) = stopped() {
                 return Err(e);
             }
@@ -254,6 +279,7 @@ impl Core {
             }
             generated.push(next);
             counters.written_tokens.fetch_add(1, Ordering::Relaxed);
+            counters.passes.fetch_add(1, Ordering::Relaxed);
             if request.json {
                 if let Some(start) = loop_start(&generated, LOOP_SPAN) {
                     // The reply ends where it began to repeat itself; its complete part is
@@ -268,11 +294,34 @@ impl Core {
                     break;
                 }
             }
+            // What the schema forces next (the keys and punctuation between values) is read
+            // with the token just written, in one pass, as a prompt is read: on two cores
+            // that is about twice as fast per token as writing them one by one.
+            let mut step = vec![next];
+            if let Some(m) = matcher.as_mut() {
+                let budget = (request.max_tokens as usize).saturating_sub(generated.len());
+                let mut forced = m.consume_ff_tokens();
+                // Never more than the reply's budget: cut there, the reply ends as one that
+                // ran out of tokens does.
+                let cut = forced.len() > budget;
+                forced.truncate(budget);
+                counters
+                    .forced_tokens
+                    .fetch_add(forced.len() as u64, Ordering::Relaxed);
+                counters
+                    .written_tokens
+                    .fetch_add(forced.len() as u64, Ordering::Relaxed);
+                generated.extend_from_slice(&forced);
+                if cut {
+                    break;
+                }
+                step.extend(forced);
+            }
             if matcher.as_ref().is_some_and(|m| m.is_stopped()) {
                 // The reply is complete: nothing may follow, so nothing more is read.
                 break;
             }
-            scores = backend.read_token(next)?;
+            scores = backend.read_tokens(&step)?;
         }
 
         tracing::debug!(

@@ -298,8 +298,8 @@ impl Backend for LlamaTurn<'_, '_> {
         Ok((scores, start))
     }
 
-    fn read_token(&mut self, token: u32) -> Result<Vec<f32>> {
-        self.read(&[token], true)?
+    fn read_tokens(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.read(tokens, true)?
             .ok_or_else(|| Error::internal("no scores for a token"))
     }
 }

@@ -271,12 +271,12 @@ impl Backend for CandleTurn<'_> {
         Ok((scores_of(&logits)?, start))
     }
 
-    fn read_token(&mut self, token: u32) -> Result<Vec<f32>> {
+    fn read_tokens(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
         let cache = self
             .cache
             .as_mut()
             .ok_or_else(|| Error::internal("a token was read before the prompt"))?;
-        let logits = self.model.forward(&[token], cache).map_err(model_err)?;
+        let logits = self.model.forward(tokens, cache).map_err(model_err)?;
         scores_of(&logits)
     }
 }

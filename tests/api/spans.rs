@@ -48,6 +48,8 @@ impl Visit for Fields<'_> {
 #[derive(Default)]
 struct Collector {
     spans: Mutex<Vec<(Seen, &'static Metadata<'static>)>>,
+    /// Events, as spans without parents or ids: name is the event's, fields its own.
+    events: Mutex<Vec<Seen>>,
 }
 
 thread_local! {
@@ -56,14 +58,31 @@ thread_local! {
 
 static COLLECTOR: OnceLock<&'static Collector> = OnceLock::new();
 
-/// The spans made on this thread (a `current_thread` test runs all its tasks on it).
-fn spans_of_this_thread() -> Vec<Seen> {
-    let collector = COLLECTOR.get_or_init(|| {
+fn collector() -> &'static Collector {
+    COLLECTOR.get_or_init(|| {
         let collector: &'static Collector = Box::leak(Box::default());
         tracing::subscriber::set_global_default(Shared(collector))
             .expect("no other global subscriber in this test binary");
         collector
-    });
+    })
+}
+
+/// The events sent on this thread.
+fn events_of_this_thread() -> Vec<Seen> {
+    let me = std::thread::current().id();
+    collector()
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|seen| seen.thread == me)
+        .cloned()
+        .collect()
+}
+
+/// The spans made on this thread (a `current_thread` test runs all its tasks on it).
+fn spans_of_this_thread() -> Vec<Seen> {
+    let collector = collector();
     let me = std::thread::current().id();
     collector
         .spans
@@ -114,7 +133,19 @@ impl Subscriber for Shared {
 
     fn record_follows_from(&self, _: &Id, _: &Id) {}
 
-    fn event(&self, _: &Event<'_>) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = Vec::new();
+        event.record(&mut Fields(&mut fields));
+        let metadata = event.metadata();
+        self.0.events.lock().unwrap().push(Seen {
+            id: 0,
+            name: metadata.name(),
+            target: metadata.target().to_owned(),
+            parent: None,
+            thread: std::thread::current().id(),
+            fields,
+        });
+    }
 
     fn enter(&self, span: &Id) {
         ENTERED.with(|e| e.borrow_mut().push(span.into_u64()));
@@ -281,4 +312,60 @@ async fn a_projects_memory_names_its_project() {
         Some(format!("{:?}", project.id).as_str()),
         "{list:?}"
     );
+}
+
+/// Each decision of a reconciliation is a DEBUG event naming the fact by its number and
+/// the memories by id, with the fact's similar memories and their relevance: no text.
+#[tokio::test(flavor = "current_thread")]
+async fn reconciliation_decisions_are_events_by_id_without_text() {
+    spans_of_this_thread();
+    let dir = tempfile::tempdir().unwrap();
+    let hates =
+        json!({"facts": [{"text": format!("Cannot stand {SECRET} at all"), "categories": []}]});
+    let decision = json!({"decisions": [
+        {"fact": 0, "event": "UPDATE", "memory": 0, "text": format!("Really hates {SECRET}")}
+    ]});
+    let llm: Arc<dyn Llm> = Arc::new(ScriptedLlm::new([
+        facts_reply(),
+        hates.to_string(),
+        decision.to_string(),
+    ]));
+    let memory: Memory =
+        crate::common::open_with_llm(&dir.path().join("m.db"), 64, Some(llm)).await;
+    let first = memory
+        .add(vec![Message::user(format!("I can't stand {SECRET}."))])
+        .user("ana")
+        .await
+        .unwrap();
+    let second = memory
+        .add(vec![Message::user(format!("I really hate {SECRET}."))])
+        .user("ana")
+        .await
+        .unwrap();
+    assert_eq!(second.results[0].id, first.results[0].id, "{second:?}");
+
+    let events = events_of_this_thread();
+    let reconciled: Vec<&Seen> = events
+        .iter()
+        .filter(|e| e.field("message") == Some("reconciled"))
+        .collect();
+    assert_eq!(reconciled.len(), 1, "{events:#?}");
+    let e = reconciled[0];
+    assert_eq!(e.target, "memlane");
+    assert_eq!(e.field("fact"), Some("0"), "{e:?}");
+    assert_eq!(e.field("event"), Some("Update"), "{e:?}");
+    let id = first.results[0].id.to_string();
+    assert_eq!(
+        e.field("memory"),
+        Some(format!("Some({id})").as_str()),
+        "{e:?}"
+    );
+    let similar = e.field("similar").unwrap();
+    assert!(similar.starts_with(&format!("[({id}, 0.")), "{similar}");
+    let texts: Vec<&(String, String)> = events
+        .iter()
+        .flat_map(|s| &s.fields)
+        .filter(|(_, v)| v.to_lowercase().contains(SECRET))
+        .collect();
+    assert!(texts.is_empty(), "memory text in events: {texts:?}");
 }

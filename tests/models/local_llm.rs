@@ -128,9 +128,10 @@ async fn a_reply_with_a_schema_is_decoded_under_it() {
         .await
         .unwrap();
     assert!(free.text.contains("Paris"), "{}", free.text);
-    assert_eq!(model.stats().forced_tokens, 0);
+    let after_free = model.stats();
+    assert_eq!(after_free.forced_tokens, 0);
 
-    let reply = model.chat(request).await.unwrap();
+    let reply = model.chat(request.clone()).await.unwrap();
     let value: serde_json::Value =
         serde_json::from_str(&reply.text).unwrap_or_else(|e| panic!("{e}: {}", reply.text));
     let object = value.as_object().unwrap();
@@ -152,6 +153,23 @@ async fn a_reply_with_a_schema_is_decoded_under_it() {
         reply.usage.completion_tokens,
         stats.written_tokens - free.usage.completion_tokens
     );
+    // Unconstrained, each token written took a pass over the model; under the schema, the
+    // forced keys were read with the tokens before them (or with the prompt).
+    assert_eq!(
+        free.usage.completion_tokens, after_free.passes,
+        "{after_free:?}"
+    );
+    let passes = stats.passes - after_free.passes;
+    assert!(
+        passes + 4 <= reply.usage.completion_tokens,
+        "{passes} passes for {} tokens",
+        reply.usage.completion_tokens
+    );
+    // Forced tokens count against the reply's budget like any other: here the forced
+    // opening alone (`capital": "`) is longer than it, and is cut.
+    let cut = model.chat(request.max_tokens(2)).await.unwrap();
+    assert_eq!(cut.usage.completion_tokens, 2, "{}", cut.text);
+    assert!(cut.text.starts_with("{\"capital"), "{}", cut.text);
 }
 
 /// Held-out conversations of the extraction evaluation (`examples/eval_extraction`) that the

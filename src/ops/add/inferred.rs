@@ -122,6 +122,8 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     let mut slot: HashMap<Uuid, usize> = HashMap::new();
     let mut known: Vec<Option<FactPlan>> = vec![None; facts.len()];
     let mut asked: Vec<usize> = Vec::new();
+    // For each asked fact, its own neighbours: (index into `existing`, relevance).
+    let mut neighbours: Vec<Vec<(usize, f32)>> = Vec::new();
     let similar = memory
         .similar(&texts, vectors.clone(), &filter, CANDIDATES_PER_FACT, at)
         .await?;
@@ -131,22 +133,23 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
             known[i] = Some(FactPlan::None);
             continue;
         }
-        let mut any = false;
-        for (row, _) in hits
+        let mut own = Vec::new();
+        for (row, relevance) in hits
             .into_iter()
             .filter(|(_, relevance)| *relevance >= MIN_RELEVANCE)
         {
             if existing.len() >= MAX_EXISTING && !slot.contains_key(&row.record.id) {
                 break;
             }
-            any = true;
-            slot.entry(row.record.id).or_insert_with(|| {
+            let at = *slot.entry(row.record.id).or_insert_with(|| {
                 existing.push(row);
                 existing.len() - 1
             });
+            own.push((at, relevance));
         }
-        if any {
+        if !own.is_empty() {
             asked.push(i);
+            neighbours.push(own);
         } else {
             known[i] = Some(FactPlan::Add);
         }
@@ -166,6 +169,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         let decided = infer::reconcile(&*llm, &asked_texts, &shown, spoken_at).await?;
         usage += decided.usage;
         decisions = decided.value;
+        trace_decisions(&decisions, &neighbours, &existing);
     }
     let plan = plan::decide(known, &asked, &existing, decisions, spoken_at, |t| {
         dates::annotate(t, spoken_at)
@@ -234,6 +238,33 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         outcome.credits_remaining,
         usage,
     ))
+}
+
+/// At debug level, each decision of the model: the fact (its number among those asked
+/// about), the memory it names, and the memories its fact was found similar to, with their
+/// relevance: what to read when a fact replaced the wrong memory, or none it should have.
+/// Memories appear by id; no text is traced.
+fn trace_decisions(
+    decisions: &[infer::Decision],
+    neighbours: &[Vec<(usize, f32)>],
+    existing: &[Row],
+) {
+    for d in decisions {
+        let similar: Vec<(Uuid, f32)> = neighbours
+            .get(d.fact)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(|&(m, relevance)| (existing[m].record.id, relevance))
+            .collect();
+        tracing::debug!(
+            target: "memlane",
+            fact = d.fact,
+            event = ?d.event,
+            memory = ?d.memory.and_then(|m| existing.get(m)).map(|r| r.record.id),
+            similar = ?similar,
+            "reconciled"
+        );
+    }
 }
 
 impl Memory {
