@@ -165,11 +165,21 @@ async fn a_reply_with_a_schema_is_decoded_under_it() {
         "{passes} passes for {} tokens",
         reply.usage.completion_tokens
     );
-    // Forced tokens count against the reply's budget like any other: here the forced
-    // opening alone (`capital": "`) is longer than it, and is cut.
-    let cut = model.chat(request.max_tokens(2)).await.unwrap();
-    assert_eq!(cut.usage.completion_tokens, 2, "{}", cut.text);
-    assert!(cut.text.starts_with("{\"capital"), "{}", cut.text);
+    // Forced tokens count against the reply's budget like any other, wherever it ends:
+    // with a budget of 1 the forced opening alone (`capital":`, two tokens) is cut.
+    for budget in 1..=5 {
+        let cut = model
+            .chat(request.clone().max_tokens(budget))
+            .await
+            .unwrap();
+        assert_eq!(
+            cut.usage.completion_tokens,
+            u64::from(budget),
+            "{}",
+            cut.text
+        );
+        assert!(cut.text.starts_with("{\"capital"), "{}", cut.text);
+    }
 }
 
 /// Held-out conversations of the extraction evaluation (`examples/eval_extraction`) that the
