@@ -107,6 +107,17 @@ pub struct LocalLlmStats {
     pub loops: u64,
 }
 
+impl Counters {
+    /// Counts tokens a schema forced that were read in the pass of the token before them
+    /// (or with the prompt): written, forced, and no pass of their own.
+    fn fast_forwarded(&self, tokens: usize) {
+        self.forced_tokens
+            .fetch_add(tokens as u64, Ordering::Relaxed);
+        self.written_tokens
+            .fetch_add(tokens as u64, Ordering::Relaxed);
+    }
+}
+
 impl Core {
     /// The shared parts of a Qwen2-style ChatML instruct model, from its GGUF metadata.
     pub(super) fn from_gguf(
@@ -238,12 +249,7 @@ impl Core {
         if let Some(m) = matcher.as_mut() {
             let mut forced = m.consume_ff_tokens();
             forced.truncate(request.max_tokens as usize);
-            counters
-                .forced_tokens
-                .fetch_add(forced.len() as u64, Ordering::Relaxed);
-            counters
-                .written_tokens
-                .fetch_add(forced.len() as u64, Ordering::Relaxed);
+            counters.fast_forwarded(forced.len());
             read.extend_from_slice(&forced);
             generated = forced;
         }
@@ -305,12 +311,7 @@ impl Core {
                 // ran out of tokens does.
                 let cut = forced.len() > budget;
                 forced.truncate(budget);
-                counters
-                    .forced_tokens
-                    .fetch_add(forced.len() as u64, Ordering::Relaxed);
-                counters
-                    .written_tokens
-                    .fetch_add(forced.len() as u64, Ordering::Relaxed);
+                counters.fast_forwarded(forced.len());
                 generated.extend_from_slice(&forced);
                 if cut {
                     break;
