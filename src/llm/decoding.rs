@@ -244,8 +244,9 @@ impl Core {
             .fetch_add(tokens.len() as u64, Ordering::Relaxed);
         // What the schema forces at the reply's start (its first key) is read with the
         // prompt.
+        let prompt_tokens = tokens.len();
         let mut generated: Vec<u32> = Vec::new();
-        let mut read = tokens.clone();
+        let mut read = tokens;
         if let Some(m) = matcher.as_mut() {
             let mut forced = m.consume_ff_tokens();
             forced.truncate(request.max_tokens as usize);
@@ -326,7 +327,7 @@ impl Core {
         }
 
         tracing::debug!(
-            prompt = tokens.len(),
+            prompt = prompt_tokens,
             reused = start,
             generated = generated.len(),
             "local model call"
@@ -338,7 +339,7 @@ impl Core {
         Ok(ChatResponse::new(
             format!("{prefill}{text}"),
             Usage {
-                prompt_tokens: tokens.len() as u64,
+                prompt_tokens: prompt_tokens as u64,
                 completion_tokens: generated.len() as u64,
             },
             self.model_id.clone(),

@@ -249,6 +249,9 @@ fn trace_decisions(
     neighbours: &[Vec<(usize, f32)>],
     existing: &[Row],
 ) {
+    if !tracing::enabled!(target: "memlane", tracing::Level::DEBUG) {
+        return;
+    }
     for d in decisions {
         let similar: Vec<(Uuid, f32)> = neighbours
             .get(d.fact)
