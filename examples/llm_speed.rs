@@ -18,7 +18,9 @@
 //!    under their JSON schemas, as by default.
 //!
 //! It prints one table: each provider's prompt and writing speed and each add's p50 with
-//! the model's work (calls, prompt tokens read and reused, tokens written and forced).
+//! the model's work (calls, prompt tokens read and reused, tokens written and forced, and
+//! passes). With `RUST_LOG=memlane=debug`, each model call's span is printed to stderr as
+//! it closes, with its tokens and its time (the last two are the last warm move's).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -81,6 +83,11 @@ struct Figures {
 }
 
 fn main() -> memlane::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_writer(std::io::stderr)
+        .init();
     let runs: usize = std::env::var("MEMLANE_LLM_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
