@@ -211,7 +211,12 @@ where
                 })
             }
             Err(problem) if attempt == 0 => {
-                tracing::debug!(%problem, "model reply rejected; asking once more");
+                // The reason is sent back to the model, not traced: it quotes the reply,
+                // and no event carries text.
+                tracing::debug!(
+                    reply_bytes = reply.text.len(),
+                    "model reply rejected; asking once more"
+                );
                 messages.push(Message::assistant(reply.text));
                 messages.push(Message::user(format!(
                     "Your reply could not be used: {problem}. Reply again with only the JSON \

@@ -369,3 +369,34 @@ async fn reconciliation_decisions_are_events_by_id_without_text() {
         .collect();
     assert!(texts.is_empty(), "memory text in events: {texts:?}");
 }
+
+/// A model reply that is rejected and asked again is a DEBUG event that says so without
+/// the reply's text, even when the reason quotes it (serde names the value it refused).
+#[tokio::test(flavor = "current_thread")]
+async fn a_rejected_reply_is_an_event_without_its_text() {
+    spans_of_this_thread();
+    let dir = tempfile::tempdir().unwrap();
+    let refused = json!({"facts": format!("Cannot stand {SECRET}")});
+    let llm: Arc<dyn Llm> = Arc::new(ScriptedLlm::new([refused.to_string(), facts_reply()]));
+    let memory: Memory =
+        crate::common::open_with_llm(&dir.path().join("m.db"), 64, Some(llm)).await;
+    let added = memory
+        .add(vec![Message::user(format!("I can't stand {SECRET}."))])
+        .user("ana")
+        .await
+        .unwrap();
+    assert_eq!(added.results.len(), 1, "{added:?}");
+
+    let events = events_of_this_thread();
+    let rejected: Vec<&Seen> = events
+        .iter()
+        .filter(|e| e.field("message").is_some_and(|m| m.contains("rejected")))
+        .collect();
+    assert_eq!(rejected.len(), 1, "{events:#?}");
+    let texts: Vec<&(String, String)> = events
+        .iter()
+        .flat_map(|s| &s.fields)
+        .filter(|(_, v)| v.to_lowercase().contains(SECRET))
+        .collect();
+    assert!(texts.is_empty(), "memory text in events: {texts:?}");
+}
