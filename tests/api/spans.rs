@@ -174,6 +174,16 @@ impl Subscriber for Shared {
 
 const SECRET: &str = "coriander";
 
+/// No field of these spans or events holds [`SECRET`], the memory text of the tests.
+fn assert_no_secret(seen: &[Seen]) {
+    let texts: Vec<&(String, String)> = seen
+        .iter()
+        .flat_map(|s| &s.fields)
+        .filter(|(_, v)| v.to_lowercase().contains(SECRET))
+        .collect();
+    assert!(texts.is_empty(), "memory text traced: {texts:?}");
+}
+
 fn facts_reply() -> String {
     json!({"facts": [{"text": format!("Cannot stand {SECRET}"), "categories": ["food"],
                       "entities": [], "importance": 6}]})
@@ -281,12 +291,7 @@ async fn every_operation_runs_in_its_span_with_its_work_below_and_no_memory_text
     }
     // A memory opened on its own names no project.
     assert_eq!(add.field("project"), None);
-    let texts: Vec<&(String, String)> = spans
-        .iter()
-        .flat_map(|s| &s.fields)
-        .filter(|(_, v)| v.to_lowercase().contains(SECRET))
-        .collect();
-    assert!(texts.is_empty(), "memory text in spans: {texts:?}");
+    assert_no_secret(&spans);
 }
 
 /// A memory opened through `Projects` names its project in every operation's span.
@@ -362,12 +367,7 @@ async fn reconciliation_decisions_are_events_by_id_without_text() {
     );
     let similar = e.field("similar").unwrap();
     assert!(similar.starts_with(&format!("[({id}, 0.")), "{similar}");
-    let texts: Vec<&(String, String)> = events
-        .iter()
-        .flat_map(|s| &s.fields)
-        .filter(|(_, v)| v.to_lowercase().contains(SECRET))
-        .collect();
-    assert!(texts.is_empty(), "memory text in events: {texts:?}");
+    assert_no_secret(&events);
 }
 
 /// A model reply that is rejected and asked again is a DEBUG event that says so without
@@ -393,10 +393,5 @@ async fn a_rejected_reply_is_an_event_without_its_text() {
         .filter(|e| e.field("message").is_some_and(|m| m.contains("rejected")))
         .collect();
     assert_eq!(rejected.len(), 1, "{events:#?}");
-    let texts: Vec<&(String, String)> = events
-        .iter()
-        .flat_map(|s| &s.fields)
-        .filter(|(_, v)| v.to_lowercase().contains(SECRET))
-        .collect();
-    assert!(texts.is_empty(), "memory text in events: {texts:?}");
+    assert_no_secret(&events);
 }
