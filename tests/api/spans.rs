@@ -190,19 +190,27 @@ fn facts_reply() -> String {
     .to_string()
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn every_operation_runs_in_its_span_with_its_work_below_and_no_memory_text() {
-    spans_of_this_thread();
-    let dir = tempfile::tempdir().unwrap();
-    let llm: Arc<dyn Llm> = Arc::new(ScriptedLlm::new([facts_reply()]));
-    let memory: Memory =
-        crate::common::open_with_llm(&dir.path().join("m.db"), 64, Some(llm)).await;
-
+/// A memory in `dir` whose model gives `replies` in turn, and the add of Ana's dislike of
+/// [`SECRET`] that every test here starts with (the model's first reply extracts it).
+async fn ana_dislikes_the_secret(
+    dir: &std::path::Path,
+    replies: impl IntoIterator<Item = String>,
+) -> (Memory, memlane::ops::add::AddResult) {
+    let llm: Arc<dyn Llm> = Arc::new(ScriptedLlm::new(replies));
+    let memory: Memory = crate::common::open_with_llm(&dir.join("m.db"), 64, Some(llm)).await;
     let added = memory
         .add(vec![Message::user(format!("I can't stand {SECRET}."))])
         .user("ana")
         .await
         .unwrap();
+    (memory, added)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn every_operation_runs_in_its_span_with_its_work_below_and_no_memory_text() {
+    spans_of_this_thread();
+    let dir = tempfile::tempdir().unwrap();
+    let (memory, added) = ana_dislikes_the_secret(dir.path(), [facts_reply()]).await;
     let id = added.results[0].id;
     memory.search(SECRET).user("ana").top_k(3).await.unwrap();
     memory.list().user("ana").await.unwrap();
@@ -330,18 +338,11 @@ async fn reconciliation_decisions_are_events_by_id_without_text() {
     let decision = json!({"decisions": [
         {"fact": 0, "event": "UPDATE", "memory": 0, "text": format!("Really hates {SECRET}")}
     ]});
-    let llm: Arc<dyn Llm> = Arc::new(ScriptedLlm::new([
-        facts_reply(),
-        hates.to_string(),
-        decision.to_string(),
-    ]));
-    let memory: Memory =
-        crate::common::open_with_llm(&dir.path().join("m.db"), 64, Some(llm)).await;
-    let first = memory
-        .add(vec![Message::user(format!("I can't stand {SECRET}."))])
-        .user("ana")
-        .await
-        .unwrap();
+    let (memory, first) = ana_dislikes_the_secret(
+        dir.path(),
+        [facts_reply(), hates.to_string(), decision.to_string()],
+    )
+    .await;
     let second = memory
         .add(vec![Message::user(format!("I really hate {SECRET}."))])
         .user("ana")
@@ -377,14 +378,8 @@ async fn a_rejected_reply_is_an_event_without_its_text() {
     spans_of_this_thread();
     let dir = tempfile::tempdir().unwrap();
     let refused = json!({"facts": format!("Cannot stand {SECRET}")});
-    let llm: Arc<dyn Llm> = Arc::new(ScriptedLlm::new([refused.to_string(), facts_reply()]));
-    let memory: Memory =
-        crate::common::open_with_llm(&dir.path().join("m.db"), 64, Some(llm)).await;
-    let added = memory
-        .add(vec![Message::user(format!("I can't stand {SECRET}."))])
-        .user("ana")
-        .await
-        .unwrap();
+    let (_memory, added) =
+        ana_dislikes_the_secret(dir.path(), [refused.to_string(), facts_reply()]).await;
     assert_eq!(added.results.len(), 1, "{added:?}");
 
     let events = events_of_this_thread();
