@@ -1,8 +1,8 @@
 //! Matrix products for the BERT encoder, on the `gemm` crate's kernels (AVX2/FMA, AVX-512 or
 //! NEON, chosen at run time), on one thread or shared out over a small team of threads.
 //!
-//! One of the crate's three unsafe modules (the others register an FTS5 function and map
-//! the index's saved vectors): `gemm` takes raw pointers and strides. [`matmul`] checks every
+//! One of the crate's four unsafe modules (the others register an FTS5 function, map the
+//! index's saved vectors and run the local model's quantized kernels): `gemm` takes raw pointers and strides. [`matmul`] checks every
 //! shape and stride against the slices it is given before calling it, so a wrong shape is an
 //! error and never a read or write outside a slice; a part of a product handed to another
 //! thread is a disjoint range of the destination's columns, waited for before `matmul`

@@ -254,7 +254,7 @@ impl Backend for CandleTurn<'_> {
         let model = self.model;
         let end = keep.unwrap_or(0);
         let (mut cache, start) = match self.prefixes.longest(&tokens[..end]) {
-            Some((shared, kept)) => (kept.prefix(shared).map_err(model_err)?, shared),
+            Some((shared, kept)) => (kept.prefix(shared), shared),
             None => (model.cache(), 0),
         };
         if start < end {

@@ -2,33 +2,61 @@
 //! held by the caller: the weights are shared and immutable, and what one call has read
 //! (its cache) is its own, so a prompt's prefix can be kept and reused.
 //!
-//! Speed: candle's quantized kernels use AVX2 and FMA only when the build targets them
-//! (`target-cpu=x86-64-v3`, set in `.cargo/config.toml`); built for plain x86-64 they fall
-//! back to scalar code. Measured here with one 8960 × 1536 Q4_K matrix, 256 rows: 138 ms
-//! with AVX2; in the same run, dequantizing it and multiplying in f32 took 214 ms. So every
-//! matmul stays quantized, batched over the rows it is given.
+//! Speed: every matmul stays quantized, batched over the rows it is given (measured here
+//! with one 8960 × 1536 Q4_K matrix, 256 rows: 138 ms quantized with AVX2, 214 ms
+//! dequantized to f32). On a CPU with AVX-512 VNNI the Q4_K and Q6_K products run on
+//! [`super::kernels`], which unpack each weight block once for four rows; elsewhere on
+//! candle's, which use
+//! AVX2 and FMA only when the build targets them (`target-cpu=x86-64-v3`, set in
+//! `.cargo/config.toml`). Attention reads each key/value head once for all its query
+//! heads, and the cache appends in place: in a long context, copying keys and values was a
+//! large part of writing a token.
+
+use std::sync::Arc;
 
 use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
 
+use super::kernels::Kernel;
 use crate::progress::{report, OnProgress, Task};
+
+/// A quantized weight, multiplied by memlane's kernels where the CPU runs them, else by
+/// candle's.
+enum Weight {
+    Kernel(Kernel),
+    Candle(QMatMul),
+}
 
 /// A linear layer over a quantized weight, with an optional bias.
 struct Linear {
-    weight: QMatMul,
+    weight: Weight,
     bias: Option<Tensor>,
 }
 
 impl Linear {
     fn new(weight: QTensor, bias: Option<Tensor>) -> Result<Self> {
-        Ok(Linear {
-            weight: QMatMul::from_qtensor(weight)?,
-            bias,
-        })
+        let weight = match Kernel::new(&weight) {
+            Some(kernel) => Weight::Kernel(kernel),
+            None => Weight::Candle(QMatMul::from_qtensor(weight)?),
+        };
+        Ok(Linear { weight, bias })
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = self.weight.forward(x)?;
+        let y = match &self.weight {
+            Weight::Candle(weight) => weight.forward(x)?,
+            Weight::Kernel(kernel) => {
+                let dims = x.dims().to_vec();
+                let Some((_, outer)) = dims.split_last() else {
+                    candle_core::bail!("a layer's input needs a width");
+                };
+                let m: usize = outer.iter().product();
+                let values: Vec<f32> = x.flatten_all()?.to_vec1()?;
+                let mut shape = outer.to_vec();
+                shape.push(kernel.rows());
+                Tensor::from_vec(kernel.matmul(&values, m)?, shape, x.device())?
+            }
+        };
         match &self.bias {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
@@ -63,33 +91,79 @@ pub(crate) struct Qwen2 {
     context: usize,
 }
 
-/// What a call has read so far: every layer's keys and values. Cloning shares the tensors
-/// (a read appends by building new ones), so a clone is a snapshot that later reads of
-/// either copy leave unchanged.
+/// What a call has read so far: every layer's keys and values. Cloning shares them, and a
+/// read never writes into keys and values another cache shares (it copies them first), so
+/// a clone is a snapshot that later reads of either copy leave unchanged.
 #[derive(Clone)]
 pub(crate) struct Cache {
-    layers: Vec<Option<(Tensor, Tensor)>>,
+    layers: Vec<Option<Arc<Kv>>>,
     /// Tokens read.
     pub(crate) len: usize,
 }
 
+/// One layer's keys and values, `(1, kv_heads, capacity, head_dim)` each: the first `len`
+/// tokens of its cache, then room for more, so that writing a token appends to them in
+/// place rather than copying them all.
+struct Kv {
+    k: Tensor,
+    v: Tensor,
+}
+
+/// Room left after the tokens read when keys and values are copied into a new buffer.
+const KV_ROOM: usize = 128;
+
 impl Cache {
-    /// The cache of the first `len` tokens read (all of them if `len` is more).
-    pub(crate) fn prefix(&self, len: usize) -> Result<Cache> {
-        if len >= self.len {
-            return Ok(self.clone());
+    /// The cache of the first `len` tokens read (all of them if `len` is more). It shares
+    /// this one's keys and values until it reads more.
+    pub(crate) fn prefix(&self, len: usize) -> Cache {
+        Cache {
+            layers: self.layers.clone(),
+            len: len.min(self.len),
         }
-        let cut = |t: &Tensor| t.narrow(2, 0, len)?.contiguous();
-        let layers = self
-            .layers
-            .iter()
-            .map(|slot| match slot {
-                Some((k, v)) if len > 0 => Ok(Some((cut(k)?, cut(v)?))),
-                _ => Ok(None),
-            })
-            .collect::<Result<_>>()?;
-        Ok(Cache { layers, len })
     }
+}
+
+/// Appends the keys and values of `m` tokens (`(1, kv_heads, m, head_dim)`) after the
+/// `pos` a layer holds, and returns the keys and values of all `pos + m`. They are written
+/// in place when this cache alone holds the layer's buffer and it has room; otherwise into
+/// a new buffer, with the first `pos` tokens copied and room for [`KV_ROOM`] more.
+fn append(
+    slot: &mut Option<Arc<Kv>>,
+    pos: usize,
+    k: &Tensor,
+    v: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    let total = pos + k.dim(2)?;
+    let room = match slot.as_mut().and_then(Arc::get_mut) {
+        Some(kv) => kv.k.dim(2)? >= total,
+        None => false,
+    };
+    let kv = match slot {
+        Some(kv) if room => kv,
+        _ => {
+            let (b, heads, _, dim) = k.dims4()?;
+            let empty = Tensor::zeros((b, heads, KV_ROOM, dim), k.dtype(), k.device())?;
+            // Appended in place later, so contiguous (a concatenation of a part of a
+            // buffer may come out transposed).
+            let grown = |old: Option<&Tensor>, new: &Tensor| match old {
+                Some(old) if pos > 0 => {
+                    Tensor::cat(&[&old.narrow(2, 0, pos)?, new, &empty], 2)?.contiguous()
+                }
+                _ => Tensor::cat(&[new, &empty], 2)?.contiguous(),
+            };
+            let old = slot.as_deref();
+            let fresh = Kv {
+                k: grown(old.map(|kv| &kv.k), k)?,
+                v: grown(old.map(|kv| &kv.v), v)?,
+            };
+            let read = (fresh.k.narrow(2, 0, total)?, fresh.v.narrow(2, 0, total)?);
+            *slot = Some(Arc::new(fresh));
+            return Ok(read);
+        }
+    };
+    kv.k.slice_set(&k.contiguous()?, 2, pos)?;
+    kv.v.slice_set(&v.contiguous()?, 2, pos)?;
+    Ok((kv.k.narrow(2, 0, total)?, kv.v.narrow(2, 0, total)?))
 }
 
 impl Qwen2 {
@@ -207,7 +281,7 @@ impl Qwen2 {
         let (cos, sin) = (self.cos.narrow(0, pos, m)?, self.sin.narrow(0, pos, m)?);
         for (layer, slot) in self.layers.iter().zip(cache.layers.iter_mut()) {
             let h = candle_nn::ops::rms_norm(&x, &layer.attention_norm, self.eps)?;
-            let h = self.attention(layer, &h, slot, mask.as_ref(), (&cos, &sin))?;
+            let h = self.attention(layer, &h, slot, pos, mask.as_ref(), (&cos, &sin))?;
             x = (x + h)?;
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, self.eps)?;
             let h = (candle_nn::ops::silu(&layer.gate.forward(&h)?)? * layer.up.forward(&h)?)?;
@@ -222,7 +296,8 @@ impl Qwen2 {
         &self,
         layer: &Layer,
         x: &Tensor,
-        slot: &mut Option<(Tensor, Tensor)>,
+        slot: &mut Option<Arc<Kv>>,
+        pos: usize,
         mask: Option<&Tensor>,
         (cos, sin): (&Tensor, &Tensor),
     ) -> Result<Tensor> {
@@ -237,22 +312,8 @@ impl Qwen2 {
         let v = split(layer.v.forward(x)?, self.kv_heads)?;
         let q = candle_nn::rotary_emb::rope(&q, cos, sin)?;
         let k = candle_nn::rotary_emb::rope(&k, cos, sin)?;
-        let (k, v) = match slot.take() {
-            Some((k0, v0)) => (Tensor::cat(&[&k0, &k], 2)?, Tensor::cat(&[&v0, &v], 2)?),
-            None => (k, v),
-        };
-        *slot = Some((k.clone(), v.clone()));
-        let groups = self.heads / self.kv_heads;
-        let k = repeat_kv(k, groups)?;
-        let v = repeat_kv(v, groups)?.contiguous()?;
-        let scores = (q.matmul(&k.t()?)? / (self.head_dim as f64).sqrt())?;
-        let scores = match mask {
-            Some(mask) => scores.broadcast_add(mask)?,
-            None => scores,
-        };
-        let weights = candle_nn::ops::softmax_last_dim(&scores)?;
-        let y = weights
-            .matmul(&v)?
+        let (k, v) = append(slot, pos, &k, &v)?;
+        let y = grouped_attention(&q, &k, &v, mask)?
             .transpose(1, 2)?
             .reshape((b, m, width))?;
         layer.o.forward(&y)
@@ -269,31 +330,137 @@ fn causal_mask(pos: usize, m: usize, device: &Device) -> Result<Tensor> {
     Tensor::from_vec(values, (m, total), device)
 }
 
-/// Repeats each of the key/value heads for the `groups` query heads that share it (grouped
-/// query attention): `(batch, kv_heads, seq, dim)` becomes `(batch, kv_heads * groups, seq,
-/// dim)`, where query head `h` reads key/value head `h / groups`.
-fn repeat_kv(x: Tensor, groups: usize) -> Result<Tensor> {
-    if groups == 1 {
-        return Ok(x);
-    }
-    let (batch, kv_heads, seq, dim) = x.dims4()?;
-    x.unsqueeze(2)?
-        .expand((batch, kv_heads, groups, seq, dim))?
-        .reshape((batch, kv_heads * groups, seq, dim))
+/// Attention of `q` (`(batch, heads, m, dim)`) over `k` and `v` (`(batch, kv_heads, total,
+/// dim)`), where query head `h` reads key/value head `h / (heads / kv_heads)` (grouped query
+/// attention), under an additive `(m, total)` mask. The query heads of one key/value head
+/// are taken as one taller matrix, so the keys and values are never copied per query head
+/// (which cost more than the rest of a written token's attention in a long context).
+fn grouped_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+    let (b, heads, m, dim) = q.dims4()?;
+    let kv_heads = k.dim(1)?;
+    let groups = heads / kv_heads;
+    let q = q.reshape((b, kv_heads, groups * m, dim))?;
+    let scores = (q.matmul(&k.t()?)? / (dim as f64).sqrt())?;
+    let scores = match mask {
+        Some(mask) => {
+            let total = scores.dim(3)?;
+            scores
+                .reshape((b, kv_heads, groups, m, total))?
+                .broadcast_add(mask)?
+                .reshape((b, kv_heads, groups * m, total))?
+        }
+        None => scores,
+    };
+    let weights = candle_nn::ops::softmax_last_dim(&scores)?;
+    weights.matmul(v)?.reshape((b, heads, m, dim))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Grouped attention equals attention with each key/value head copied out for the
+    /// query heads that share it, with and without a mask.
     #[test]
     fn each_query_head_reads_the_key_value_head_of_its_group() {
-        // 2 key/value heads of 1 position × 2 values, each shared by 3 query heads.
-        let x = Tensor::from_vec(vec![1f32, 2., 3., 4.], (1, 2, 1, 2), &Device::Cpu).unwrap();
-        let repeated = repeat_kv(x, 3).unwrap();
-        assert_eq!(repeated.dims(), &[1, 6, 1, 2]);
-        let heads: Vec<f32> = repeated.flatten_all().unwrap().to_vec1().unwrap();
-        assert_eq!(heads, [1., 2., 1., 2., 1., 2., 3., 4., 3., 4., 3., 4.]);
+        let device = Device::Cpu;
+        let (heads, kv_heads, dim, pos, m) = (6, 2, 4, 3, 2);
+        let groups = heads / kv_heads;
+        let q = Tensor::randn(0f32, 1.0, (1, heads, m, dim), &device).unwrap();
+        let k = Tensor::randn(0f32, 1.0, (1, kv_heads, pos + m, dim), &device).unwrap();
+        let v = Tensor::randn(0f32, 1.0, (1, kv_heads, pos + m, dim), &device).unwrap();
+        let repeat = |x: &Tensor| {
+            x.unsqueeze(2)
+                .unwrap()
+                .expand((1, kv_heads, groups, pos + m, dim))
+                .unwrap()
+                .reshape((1, heads, pos + m, dim))
+                .unwrap()
+        };
+        let mask = causal_mask(pos, m, &device).unwrap();
+        let mut checked = 0;
+        for mask in [None, Some(&mask)] {
+            let scores =
+                (q.matmul(&repeat(&k).t().unwrap()).unwrap() / (dim as f64).sqrt()).unwrap();
+            let scores = match mask {
+                Some(mask) => scores.broadcast_add(mask).unwrap(),
+                None => scores,
+            };
+            let weights = candle_nn::ops::softmax_last_dim(&scores).unwrap();
+            let expected: Vec<f32> = weights
+                .matmul(&repeat(&v))
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            let got: Vec<f32> = grouped_attention(&q, &k, &v, mask)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            assert_eq!(got.len(), expected.len());
+            for (a, b) in got.iter().zip(&expected) {
+                assert!((a - b).abs() < 1e-5, "{a} against {b}");
+            }
+            checked += 1;
+        }
+        assert_eq!(checked, 2);
+    }
+
+    /// Appending writes in place only into keys and values no other cache shares: a
+    /// snapshot (a clone, a shorter prefix) keeps what it held while both read on.
+    #[test]
+    fn a_snapshot_is_unchanged_by_later_reads_of_either_copy() {
+        let device = Device::Cpu;
+        // Two heads, so that a part of a buffer is not contiguous; the second is read.
+        let token = |x: f32| Tensor::full(x, (1, 2, 1, 2), &device).unwrap();
+        let values = |t: &Tensor| -> Vec<f32> {
+            t.i((0, 1))
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap()
+        };
+        let mut slot = None;
+        for (pos, x) in [1.0, 2.0, 3.0].into_iter().enumerate() {
+            append(&mut slot, pos, &token(x), &token(-x)).unwrap();
+        }
+        // Which buffer a slot holds (its address: holding a clone would share it).
+        let buffer = |slot: &Option<Arc<Kv>>| Arc::as_ptr(slot.as_ref().unwrap());
+        // Three tokens went into one buffer, written in place.
+        let first = buffer(&slot);
+        let (k, v) = append(&mut slot, 3, &token(4.0), &token(-4.0)).unwrap();
+        assert_eq!(buffer(&slot), first);
+        assert_eq!(values(&k), [1., 1., 2., 2., 3., 3., 4., 4.]);
+        assert_eq!(values(&v), [-1., -1., -2., -2., -3., -3., -4., -4.]);
+
+        // A snapshot of two tokens, and the original, each read a different third token.
+        let mut snapshot = slot.clone();
+        let (k, _) = append(&mut snapshot, 2, &token(9.0), &token(-9.0)).unwrap();
+        assert_eq!(values(&k), [1., 1., 2., 2., 9., 9.]);
+        assert_ne!(buffer(&snapshot), first);
+        let (k, _) = append(&mut slot, 4, &token(5.0), &token(-5.0)).unwrap();
+        assert_eq!(values(&k), [1., 1., 2., 2., 3., 3., 4., 4., 5., 5.]);
+        // The snapshot, now alone with its copy, writes into it in place.
+        let copy = buffer(&snapshot);
+        let (k, _) = append(&mut snapshot, 3, &token(8.0), &token(-8.0)).unwrap();
+        assert_eq!(values(&k), [1., 1., 2., 2., 9., 9., 8., 8.]);
+        assert_eq!(buffer(&snapshot), copy);
+
+        // Past the buffer's room, a new one holds every token so far.
+        let mut pos = 5;
+        while pos < 5 + KV_ROOM + 3 {
+            append(&mut slot, pos, &token(pos as f32), &token(0.0)).unwrap();
+            pos += 1;
+        }
+        let (k, _) = append(&mut slot, pos, &token(0.5), &token(0.0)).unwrap();
+        let k = values(&k);
+        assert_eq!(k.len(), 2 * (pos + 1));
+        assert_eq!(&k[..10], [1., 1., 2., 2., 3., 3., 4., 4., 5., 5.]);
+        assert_eq!(k[2 * pos], 0.5);
     }
 
     #[test]

@@ -1,0 +1,515 @@
+//! Matrix products over the local model's quantized weights (llama.cpp's Q4_K and Q6_K
+//! blocks) with AVX-512, where the CPU has it: the local model spends most of its time in
+//! them.
+//!
+//! candle's kernels (AVX2) take each row of the input on its own: a prompt of 80 tokens
+//! unpacks every block of every weight 80 times. Here each block of a weight row is unpacked
+//! once, into registers, for four input rows at a time, and its products are taken 64
+//! values per instruction. The arithmetic is llama.cpp's: the input is quantized to 8 bits
+//! per block of 256 (as `Q8_K`, the way candle does it), the integer sums are exact and
+//! each block's sum is scaled in `f32`; only the order of the final `f32` additions
+//! differs from candle's, which moves the result by rounding.
+//!
+//! One of the crate's four unsafe modules (with the FTS5 function, the index's mapped
+//! vectors and the encoder's matrix products): the SIMD instructions are `unsafe` to call, and are
+//! called only after the CPU was checked for them. Every load reads within a block whose
+//! bounds [`Kernel::matmul`] checks before entering the unsafe code.
+
+#![allow(unsafe_code)]
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use half::f16;
+use rayon::prelude::*;
+
+/// Values per quantized block.
+const QK: usize = 256;
+const Q4K_BYTES: usize = 144;
+const Q6K_BYTES: usize = 210;
+/// Weight rows per task shared out among the threads.
+const ROWS_PER_TASK: usize = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Q4K,
+    Q6K,
+}
+
+impl Kind {
+    fn block_bytes(self) -> usize {
+        match self {
+            Kind::Q4K => Q4K_BYTES,
+            Kind::Q6K => Q6K_BYTES,
+        }
+    }
+}
+
+/// A quantized weight of `rows` × `cols` that this module multiplies: its blocks, row after
+/// row, as the GGUF file holds them.
+pub(crate) struct Kernel {
+    kind: Kind,
+    rows: usize,
+    cols: usize,
+    data: Vec<u8>,
+}
+
+/// Whether this CPU runs the kernels: AVX-512 with its byte, word and neural-network
+/// instructions (Intel since Ice Lake, AMD since Zen 4).
+pub(crate) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+impl Kernel {
+    /// The kernel of a 2-D Q4_K or Q6_K weight whose rows are whole blocks, on a CPU that
+    /// runs it; `None` otherwise (candle's kernels then do the work).
+    pub(crate) fn new(weight: &QTensor) -> Option<Kernel> {
+        if !available() {
+            return None;
+        }
+        let kind = match weight.dtype() {
+            GgmlDType::Q4K => Kind::Q4K,
+            GgmlDType::Q6K => Kind::Q6K,
+            _ => return None,
+        };
+        let (rows, cols) = weight.shape().dims2().ok()?;
+        if cols == 0 || !cols.is_multiple_of(QK) {
+            return None;
+        }
+        let data = weight.data().ok()?.into_owned();
+        if data.len() != rows * (cols / QK) * kind.block_bytes() {
+            return None;
+        }
+        Some(Kernel {
+            kind,
+            rows,
+            cols,
+            data,
+        })
+    }
+
+    /// Rows of the weight (the width of a product).
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// `x` (`m` rows of as many values as the weight has columns) times the weight's
+    /// transpose: `m` rows of [`Kernel::rows`] values.
+    pub(crate) fn matmul(&self, x: &[f32], m: usize) -> candle_core::Result<Vec<f32>> {
+        let (n, k) = (self.rows, self.cols);
+        if x.len() != m * k {
+            candle_core::bail!(
+                "{} input values for {m} rows of the weight's {k} columns",
+                x.len()
+            );
+        }
+        if m == 0 {
+            return Ok(Vec::new());
+        }
+        let blocks = k / QK;
+        let input = Q8::quantize(x, m, k);
+        let row_bytes = blocks * self.kind.block_bytes();
+        let mut transposed = vec![0f32; n * m];
+        transposed
+            .par_chunks_mut(ROWS_PER_TASK * m)
+            .enumerate()
+            .for_each(|(task, out)| {
+                // Four input rows at a time, over the task's weight rows: both stay in the
+                // core's first-level cache while they are multiplied.
+                let mut i = 0;
+                while i < m {
+                    let tile = if m - i >= 4 { 4 } else { 1 };
+                    for (r, out) in out.chunks_mut(m).enumerate() {
+                        let row = task * ROWS_PER_TASK + r;
+                        let weight = &self.data[row * row_bytes..(row + 1) * row_bytes];
+                        if tile == 4 {
+                            out[i..i + 4].copy_from_slice(&self.dot::<4>(weight, &input, i));
+                        } else {
+                            out[i] = self.dot::<1>(weight, &input, i)[0];
+                        }
+                    }
+                    i += tile;
+                }
+            });
+        if m == 1 {
+            return Ok(transposed);
+        }
+        let mut out = vec![0f32; m * n];
+        for (row, column) in transposed.chunks(m).enumerate() {
+            for (i, value) in column.iter().enumerate() {
+                out[i * n + row] = *value;
+            }
+        }
+        Ok(out)
+    }
+
+    /// One weight row (its blocks) times input rows `first..first + R`.
+    fn dot<const R: usize>(&self, weight: &[u8], input: &Q8, first: usize) -> [f32; R] {
+        let blocks = self.cols / QK;
+        assert!(weight.len() == blocks * self.kind.block_bytes() && first + R <= input.rows);
+        assert!(input.blocks == blocks);
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: a `Kernel` exists only where `available()` found the instructions; the
+            // row and the input rows were checked to hold `blocks` whole blocks each.
+            unsafe {
+                match self.kind {
+                    Kind::Q4K => x86::q4k::<R>(weight, input, first),
+                    Kind::Q6K => x86::q6k::<R>(weight, input, first),
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            unreachable!("no kernel is built off x86-64")
+        }
+    }
+}
+
+/// Input rows quantized as llama.cpp's `Q8_K`: per block of 256 values, a scale `d` and
+/// 256 signed bytes, with the sums of each 16 of them.
+struct Q8 {
+    rows: usize,
+    blocks: usize,
+    d: Vec<f32>,
+    qs: Vec<i8>,
+    sums: Vec<i16>,
+}
+
+impl Q8 {
+    /// candle's quantization (and llama.cpp's, up to rounding ties): the value of largest
+    /// magnitude maps to -128.
+    fn quantize(x: &[f32], m: usize, k: usize) -> Q8 {
+        let blocks = k / QK;
+        let mut q = Q8 {
+            rows: m,
+            blocks,
+            d: vec![0.0; m * blocks],
+            qs: vec![0; m * k],
+            sums: vec![0; m * blocks * 16],
+        };
+        for (b, values) in x.chunks_exact(QK).enumerate() {
+            let (mut max, mut amax) = (0f32, 0f32);
+            for &v in values {
+                if amax < v.abs() {
+                    amax = v.abs();
+                    max = v;
+                }
+            }
+            if amax == 0.0 {
+                continue;
+            }
+            let iscale = -128f32 / max;
+            let qs = &mut q.qs[b * QK..(b + 1) * QK];
+            for (out, &v) in qs.iter_mut().zip(values) {
+                *out = (iscale * v).round().min(127.0) as i8;
+            }
+            for (sum, sixteen) in q.sums[b * 16..(b + 1) * 16]
+                .iter_mut()
+                .zip(qs.chunks_exact(16))
+            {
+                *sum = sixteen.iter().map(|&v| v as i16).sum();
+            }
+            q.d[b] = 1.0 / iscale;
+        }
+        q
+    }
+}
+
+/// A Q4_K block's eight 6-bit scales and eight 6-bit minimums, unpacked (llama.cpp's
+/// `get_scale_min_k4`, four at a time).
+#[inline(always)]
+fn q4k_scales(packed: &[u8]) -> ([u8; 8], [u8; 8]) {
+    let word =
+        |i: usize| u32::from_le_bytes([packed[i], packed[i + 1], packed[i + 2], packed[i + 3]]);
+    let (a, b, c) = (word(0), word(4), word(8));
+    // Scales 0–3 are the low 6 bits of bytes 0–3; minimums 0–3 of bytes 4–7. Scales 4–7
+    // are the low nibbles of bytes 8–11 under the top 2 bits of bytes 0–3; minimums 4–7
+    // the high nibbles under the top 2 bits of bytes 4–7.
+    let scales_low = a & 0x3f3f3f3f;
+    let mins_low = b & 0x3f3f3f3f;
+    let scales_high = (c & 0x0f0f0f0f) | (((a >> 6) & 0x03030303) << 4);
+    let mins_high = ((c >> 4) & 0x0f0f0f0f) | (((b >> 6) & 0x03030303) << 4);
+    let mut scales = [0u8; 8];
+    let mut mins = [0u8; 8];
+    scales[..4].copy_from_slice(&scales_low.to_le_bytes());
+    scales[4..].copy_from_slice(&scales_high.to_le_bytes());
+    mins[..4].copy_from_slice(&mins_low.to_le_bytes());
+    mins[4..].copy_from_slice(&mins_high.to_le_bytes());
+    (scales, mins)
+}
+
+#[inline(always)]
+fn f16_at(bytes: &[u8], at: usize) -> f32 {
+    f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32()
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{f16_at, q4k_scales, Q4K_BYTES, Q6K_BYTES, Q8, QK};
+
+    /// Index vectors that spread 16-bit lanes `first..first + groups` of a vector over 32
+    /// lanes, each repeated `32 / groups` times: for Q4_K, each 64 values' two scales; for
+    /// Q6_K, their four.
+    const fn spreads(groups: usize) -> [[i16; 32]; 4] {
+        let mut out = [[0i16; 32]; 4];
+        let mut j = 0;
+        while j < 4 {
+            let mut i = 0;
+            while i < 32 {
+                out[j][i] = (j * groups + i / (32 / groups)) as i16;
+                i += 1;
+            }
+            j += 1;
+        }
+        out
+    }
+    const Q4K_SPREADS: [[i16; 32]; 4] = spreads(2);
+    const Q6K_SPREADS: [[i16; 32]; 4] = spreads(4);
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn load_spreads(spreads: &[[i16; 32]; 4]) -> [__m512i; 4] {
+        // SAFETY: each is 64 readable bytes.
+        spreads.map(|lanes| unsafe { _mm512_loadu_si512(lanes.as_ptr().cast()) })
+    }
+
+    /// The sum of one block's four 64-value products, each weighted by its scales.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    fn block_sum(q: &[__m512i; 4], scales: &[__m512i; 4], y: *const i8) -> __m512i {
+        let mut sum = _mm512_setzero_si512();
+        for j in 0..4 {
+            // SAFETY (for the caller): `y` points at 256 readable bytes.
+            let y = unsafe { _mm512_loadu_si512(y.add(64 * j).cast()) };
+            // Weights (unsigned, at most 63) times inputs, in pairs: 16-bit sums that fit.
+            let products = _mm512_maddubs_epi16(q[j], y);
+            sum = _mm512_dpwssd_epi32(sum, products, scales[j]);
+        }
+        sum
+    }
+
+    /// Horizontal sum of eight `f32`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn sum8(v: __m256) -> f32 {
+        let v = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+        let v = _mm_add_ss(v, _mm_movehdup_ps(v));
+        _mm_cvtss_f32(v)
+    }
+
+    /// A Q4_K weight row times `R` input rows from `first`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F, BW and VNNI; `weight` holds `input.blocks` Q4_K blocks and
+    /// `first + R <= input.rows`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma")]
+    pub(super) unsafe fn q4k<const R: usize>(weight: &[u8], input: &Q8, first: usize) -> [f32; R] {
+        let nibble = _mm256_set1_epi8(0x0F);
+        let spreads = load_spreads(&Q4K_SPREADS);
+        // Each minimum twice: it weighs two sums of 16 inputs.
+        let pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut acc_min = [_mm256_setzero_ps(); R];
+        for (b, block) in weight.chunks_exact(Q4K_BYTES).enumerate() {
+            let d = f16_at(block, 0);
+            let dmin = f16_at(block, 2);
+            let (scales, mins) = q4k_scales(&block[4..16]);
+            let scales = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_loadl_epi64(
+                scales.as_ptr().cast(),
+            )));
+            let mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+                _mm_loadl_epi64(mins.as_ptr().cast()),
+                pairs,
+            ));
+            let mut q = [_mm512_setzero_si512(); 4];
+            let mut s = [_mm512_setzero_si512(); 4];
+            for j in 0..4 {
+                // 32 bytes: the low nibbles are values 64j..64j+32, the high ones the next 32.
+                let bits = _mm256_loadu_si256(block.as_ptr().add(16 + 32 * j).cast());
+                let low = _mm256_and_si256(bits, nibble);
+                let high = _mm256_and_si256(_mm256_srli_epi16(bits, 4), nibble);
+                q[j] = _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+                s[j] = _mm512_permutexvar_epi16(spreads[j], scales);
+            }
+            for r in 0..R {
+                let at = (first + r) * input.blocks + b;
+                let yd = input.d[at];
+                let sum = block_sum(&q, &s, input.qs.as_ptr().add(at * QK));
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * yd), acc[r]);
+                let sums = _mm256_loadu_si256(input.sums.as_ptr().add(at * 16).cast());
+                let min = _mm256_madd_epi16(sums, mins);
+                acc_min[r] = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(min),
+                    _mm256_set1_ps(-dmin * yd),
+                    acc_min[r],
+                );
+            }
+        }
+        let mut out = [0f32; R];
+        for r in 0..R {
+            out[r] = _mm512_reduce_add_ps(acc[r]) + sum8(acc_min[r]);
+        }
+        out
+    }
+
+    /// A Q6_K weight row times `R` input rows from `first`.
+    ///
+    /// # Safety
+    /// As for [`q4k`], with Q6_K blocks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma")]
+    pub(super) unsafe fn q6k<const R: usize>(weight: &[u8], input: &Q8, first: usize) -> [f32; R] {
+        let nibble = _mm256_set1_epi8(0x0F);
+        let two = _mm256_set1_epi8(0x03);
+        let spreads = load_spreads(&Q6K_SPREADS);
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut acc_offset = [_mm256_setzero_ps(); R];
+        for (b, block) in weight.chunks_exact(Q6K_BYTES).enumerate() {
+            let (ql, qh) = (block.as_ptr(), block.as_ptr().add(128));
+            let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(block.as_ptr().add(192).cast()));
+            let scales = _mm512_castsi256_si512(scales16);
+            let d = f16_at(block, 208);
+            let mut q = [_mm512_setzero_si512(); 4];
+            let mut s = [_mm512_setzero_si512(); 4];
+            for half in 0..2 {
+                let a = _mm256_loadu_si256(ql.add(64 * half).cast());
+                let b = _mm256_loadu_si256(ql.add(64 * half + 32).cast());
+                let h = _mm256_loadu_si256(qh.add(32 * half).cast());
+                // Values are 4 low bits from `ql` and 2 high bits from `qh`, stored plus 32.
+                let h0 = _mm256_slli_epi16(_mm256_and_si256(h, two), 4);
+                let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), two), 4);
+                let h4 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), two), 4);
+                let h6 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), two), 4);
+                let v0 = _mm256_or_si256(_mm256_and_si256(a, nibble), h0);
+                let v1 = _mm256_or_si256(_mm256_and_si256(b, nibble), h2);
+                let v2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), nibble), h4);
+                let v3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), nibble), h6);
+                q[2 * half] = _mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1);
+                q[2 * half + 1] = _mm512_inserti64x4(_mm512_castsi256_si512(v2), v3, 1);
+            }
+            for j in 0..4 {
+                s[j] = _mm512_permutexvar_epi16(spreads[j], scales);
+            }
+            for r in 0..R {
+                let at = (first + r) * input.blocks + b;
+                let yd = input.d[at];
+                let sum = block_sum(&q, &s, input.qs.as_ptr().add(at * QK));
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * yd), acc[r]);
+                // The stored values are 32 more than the weights: take 32 × each scale ×
+                // its 16 inputs' sum back off.
+                let sums = _mm256_loadu_si256(input.sums.as_ptr().add(at * 16).cast());
+                let offset = _mm256_madd_epi16(sums, scales16);
+                acc_offset[r] = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(offset),
+                    _mm256_set1_ps(-32.0 * d * yd),
+                    acc_offset[r],
+                );
+            }
+        }
+        let mut out = [0f32; R];
+        for r in 0..R {
+            out[r] = _mm512_reduce_add_ps(acc[r]) + sum8(acc_offset[r]);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::QMatMul;
+    use candle_core::{Device, Module, Tensor};
+
+    /// The kernels give candle's products, up to the order of `f32` additions, for both
+    /// block kinds, for one input row and for many (tiles of four and the rows left over).
+    #[test]
+    fn products_match_candles() {
+        if !available() {
+            eprintln!("this CPU lacks AVX-512 VNNI: the kernels are not used here");
+            return;
+        }
+        let device = Device::Cpu;
+        let mut checked = 0;
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            let (n, k) = (37, 3 * QK);
+            let w = Tensor::randn(0f32, 1.0, (n, k), &device).unwrap();
+            let w = QTensor::quantize(&w, dtype).unwrap();
+            let kernel = Kernel::new(&w).expect("a kernel for this weight");
+            let candle = QMatMul::from_qtensor(w).unwrap();
+            for m in [1, 4, 7] {
+                // Inputs with an offset, so that the minimums and offsets matter.
+                let x = (Tensor::randn(0f32, 1.0, (m, k), &device).unwrap() + 0.5).unwrap();
+                let expected: Vec<f32> = candle
+                    .forward(&x)
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1()
+                    .unwrap();
+                let got = kernel
+                    .matmul(&x.flatten_all().unwrap().to_vec1().unwrap(), m)
+                    .unwrap();
+                assert_eq!(got.len(), m * n);
+                // The minimums' part and the rest nearly cancel (terms of hundreds for
+                // results of units): rounding moves results by about 1e-4.
+                for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-3 * (1.0 + b.abs()),
+                        "{dtype:?}, {m} rows, value {i}: {a} against candle's {b}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 6);
+    }
+
+    /// The word-wise unpacking of Q4_K's scales is llama.cpp's `get_scale_min_k4`.
+    #[test]
+    fn q4k_scales_unpack_as_llama_cpp_does() {
+        let mut checked = 0;
+        for seed in 0u32..64 {
+            let packed: Vec<u8> = (0..12u32)
+                .map(|i| (seed.wrapping_mul(2654435761).wrapping_add(i * 97)).rotate_left(i) as u8)
+                .collect();
+            let (scales, mins) = q4k_scales(&packed);
+            for j in 0..8 {
+                let (scale, min) = if j < 4 {
+                    (packed[j] & 63, packed[j + 4] & 63)
+                } else {
+                    (
+                        (packed[j + 4] & 0xF) | ((packed[j - 4] >> 6) << 4),
+                        (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4),
+                    )
+                };
+                assert_eq!((scales[j], mins[j]), (scale, min), "{packed:?}, {j}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 64 * 8);
+    }
+
+    #[test]
+    fn other_kinds_and_shapes_are_left_to_candle() {
+        let device = Device::Cpu;
+        let w = Tensor::randn(0f32, 1.0, (4, 2 * QK), &device).unwrap();
+        let q8 = QTensor::quantize(&w, GgmlDType::Q8_0).unwrap();
+        assert!(Kernel::new(&q8).is_none());
+        let q4 = QTensor::quantize(&w, GgmlDType::Q4K).unwrap();
+        assert_eq!(Kernel::new(&q4).is_some(), available());
+        if let Some(kernel) = Kernel::new(&q4) {
+            // An input of the wrong width is an error, not a read out of bounds.
+            assert!(kernel.matmul(&[0.0; QK], 1).is_err());
+        }
+    }
+}
