@@ -308,6 +308,40 @@ mod x86 {
         _mm_cvtss_f32(v)
     }
 
+    /// Adds one weight block's products with input block `at` to a row's sums: the block's
+    /// 64-value products weighted by their scales, times `d` (and the input's scale), into
+    /// `acc`; the input's sums of 16 weighted by `weights` (Q4_K's minimums, Q6_K's
+    /// scales), times `c`, into `acc16`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F, BW and VNNI; `at` is a block of `input`.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn accumulate(
+        q: &[__m512i; 4],
+        s: &[__m512i; 4],
+        input: &Q8,
+        at: usize,
+        (d, c): (f32, f32),
+        weights: __m256i,
+        (acc, acc16): (&mut __m512, &mut __m256),
+    ) {
+        let yd = input.d[at];
+        let sum = block_sum(q, s, input.qs.as_ptr().add(at * QK));
+        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * yd), *acc);
+        let sums = _mm256_loadu_si256(input.sums.as_ptr().add(at * 16).cast());
+        let weighted = _mm256_madd_epi16(sums, weights);
+        *acc16 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(weighted), _mm256_set1_ps(c * yd), *acc16);
+    }
+
+    /// Each row's total.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx2")]
+    fn finish<const R: usize>(acc: &[__m512; R], acc16: &[__m256; R]) -> [f32; R] {
+        std::array::from_fn(|r| _mm512_reduce_add_ps(acc[r]) + sum8(acc16[r]))
+    }
+
     /// A Q4_K weight row times `R` input rows from `first`.
     ///
     /// # Safety
@@ -344,23 +378,11 @@ mod x86 {
             }
             for r in 0..R {
                 let at = (first + r) * input.blocks + b;
-                let yd = input.d[at];
-                let sum = block_sum(&q, &s, input.qs.as_ptr().add(at * QK));
-                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * yd), acc[r]);
-                let sums = _mm256_loadu_si256(input.sums.as_ptr().add(at * 16).cast());
-                let min = _mm256_madd_epi16(sums, mins);
-                acc_min[r] = _mm256_fmadd_ps(
-                    _mm256_cvtepi32_ps(min),
-                    _mm256_set1_ps(-dmin * yd),
-                    acc_min[r],
-                );
+                let (a, m) = (&mut acc[r], &mut acc_min[r]);
+                accumulate(&q, &s, input, at, (d, -dmin), mins, (a, m));
             }
         }
-        let mut out = [0f32; R];
-        for r in 0..R {
-            out[r] = _mm512_reduce_add_ps(acc[r]) + sum8(acc_min[r]);
-        }
-        out
+        finish(&acc, &acc_min)
     }
 
     /// A Q6_K weight row times `R` input rows from `first`.
@@ -402,25 +424,13 @@ mod x86 {
             }
             for r in 0..R {
                 let at = (first + r) * input.blocks + b;
-                let yd = input.d[at];
-                let sum = block_sum(&q, &s, input.qs.as_ptr().add(at * QK));
-                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(d * yd), acc[r]);
+                let (a, o) = (&mut acc[r], &mut acc_offset[r]);
                 // The stored values are 32 more than the weights: take 32 × each scale ×
                 // its 16 inputs' sum back off.
-                let sums = _mm256_loadu_si256(input.sums.as_ptr().add(at * 16).cast());
-                let offset = _mm256_madd_epi16(sums, scales16);
-                acc_offset[r] = _mm256_fmadd_ps(
-                    _mm256_cvtepi32_ps(offset),
-                    _mm256_set1_ps(-32.0 * d * yd),
-                    acc_offset[r],
-                );
+                accumulate(&q, &s, input, at, (d, -32.0 * d), scales16, (a, o));
             }
         }
-        let mut out = [0f32; R];
-        for r in 0..R {
-            out[r] = _mm512_reduce_add_ps(acc[r]) + sum8(acc_offset[r]);
-        }
-        out
+        finish(&acc, &acc_offset)
     }
 }
 
