@@ -284,13 +284,15 @@ mod x86 {
     }
 
     /// The sum of one block's four 64-value products, each weighted by its scales.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F, BW and VNNI; `y` points at 256 readable bytes.
     #[inline]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    fn block_sum(q: &[__m512i; 4], scales: &[__m512i; 4], y: *const i8) -> __m512i {
+    unsafe fn block_sum(q: &[__m512i; 4], scales: &[__m512i; 4], y: *const i8) -> __m512i {
         let mut sum = _mm512_setzero_si512();
         for j in 0..4 {
-            // SAFETY (for the caller): `y` points at 256 readable bytes.
-            let y = unsafe { _mm512_loadu_si512(y.add(64 * j).cast()) };
+            let y = _mm512_loadu_si512(y.add(64 * j).cast());
             // Weights (unsigned, at most 63) times inputs, in pairs: 16-bit sums that fit.
             let products = _mm512_maddubs_epi16(q[j], y);
             sum = _mm512_dpwssd_epi32(sum, products, scales[j]);

@@ -7,9 +7,9 @@
 //! dequantized to f32). On a CPU with AVX-512 VNNI the Q4_K and Q6_K products run on
 //! [`super::kernels`], which unpack each weight block once for four rows; elsewhere on
 //! candle's, which use AVX2 and FMA only when the build targets them
-//! (`target-cpu=x86-64-v3`, set in `.cargo/config.toml`). Attention reads each key/value head once for all its query
-//! heads, and the cache appends in place: in a long context, copying keys and values was a
-//! large part of writing a token.
+//! (`target-cpu=x86-64-v3`, set in `.cargo/config.toml`). Attention reads each key/value
+//! head once for all its query heads, and the cache appends in place: in a long context,
+//! copying keys and values was a large part of writing a token.
 
 use std::sync::Arc;
 
