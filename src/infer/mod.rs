@@ -89,14 +89,23 @@ fn label_lines(labels: &[Label]) -> String {
 // The answers' JSON schemas. A model that can decode under a schema (the local one; the
 // OpenAI-protocol servers that take `json_schema`) is kept to them. Each forbids what the
 // reading below would reject (a reply that does not parse into the struct or breaks a
-// rule of its `check`), and not more: a reply memlane would have used is never steered
-// elsewhere. Labels the model invents, out-of-range importance and unknown keys are
-// tidied after reading, so the schemas allow them. Properties are listed in the order
-// the prompts show.
+// rule of its `check`), and two things more: a category that is not one of the project's
+// labels, which reading would drop, and a key the answer does not have at its top level,
+// which reading would ignore. Out-of-range importance and unknown keys inside an item are
+// tidied after reading, so the schemas allow them. Properties are listed in the order the
+// prompts show.
 
 /// An object with these properties, in this order, of which `required` must be present.
 fn object(properties: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": properties, "required": required})
+}
+
+/// An answer: an object with these properties and no other, so that a constrained reply
+/// ends when its last property does (a small model otherwise goes on with made-up keys).
+fn answer(properties: Value, required: &[&str]) -> Value {
+    let mut schema = object(properties, required);
+    schema["additionalProperties"] = json!(false);
+    schema
 }
 
 fn strings() -> Value {
@@ -112,18 +121,30 @@ fn index(n: usize) -> Value {
     json!({"type": "integer", "minimum": 0, "maximum": n.saturating_sub(1)})
 }
 
-/// The schema of an extraction reply (see [`check_facts`]).
-fn facts_schema() -> Value {
+/// An array of the project's label names (empty when it has none).
+fn label_names(labels: &[Label]) -> Value {
+    let names: Vec<&str> = labels.iter().map(|l| l.name.as_str()).collect();
+    if names.is_empty() {
+        json!({"type": "array", "maxItems": 0})
+    } else {
+        json!({"type": "array", "items": {"enum": names}})
+    }
+}
+
+/// The schema of an extraction reply (see [`check_facts`]). Categories are the project's
+/// label names: a local model writes the first token or two of one and the rest is forced,
+/// and a constrained model cannot spend tokens on a label that would be dropped.
+fn facts_schema(labels: &[Label]) -> Value {
     let fact = object(
         json!({
             "text": text(),
-            "categories": strings(),
+            "categories": label_names(labels),
             "entities": strings(),
             "importance": {"type": "integer"}
         }),
         &["text"],
     );
-    object(
+    answer(
         json!({"facts": {"type": "array", "items": fact, "maxItems": MAX_FACTS}}),
         &["facts"],
     )
@@ -237,7 +258,7 @@ pub(crate) async fn extract_facts(
         "Conversation held on {}:\n{prompt}",
         today(at)
     )));
-    let parsed = chat_json::<Facts, _>(llm, chat, facts_schema(), EXTRACT_TOKENS, |f| {
+    let parsed = chat_json::<Facts, _>(llm, chat, facts_schema(labels), EXTRACT_TOKENS, |f| {
         check_facts(&f.facts)
     })
     .await?;
@@ -439,11 +460,11 @@ Reply with JSON only: {{\"summary\": \"...\", \"entities\": [\"...\"], \"tags\":
         labels = label_lines(labels),
     );
     let prompt = transcript(messages);
-    let schema = object(
+    let schema = answer(
         json!({
             "summary": text(),
             "entities": strings(),
-            "tags": strings(),
+            "tags": label_names(labels),
             "key_facts": strings(),
             "importance": {"type": "integer"}
         }),
@@ -489,7 +510,7 @@ every detail of them all, in their language, as one short sentence. Reply with o
             Message::new("system", system),
             Message::user(format!("Memories:\n{list}")),
         ],
-        object(json!({"text": text()}), &["text"]),
+        answer(json!({"text": text()}), &["text"]),
         256,
         |m| {
             if m.text.trim().is_empty() {
@@ -692,14 +713,31 @@ mod tests {
             seen[usize::from(read)] += 1;
         };
 
-        let schema = facts_schema();
+        // Read and kept as written: no key beside the answer's, and every category one of
+        // the project's labels.
+        let only = |reply: &str, key: &str| {
+            serde_json::from_str::<serde_json::Map<String, Value>>(reply)
+                .is_ok_and(|o| o.keys().all(|k| k == key))
+        };
+        let labels = [Label::new("food", ""), Label::new("sports", "")];
+        let schema = facts_schema(&labels);
         let read = |reply: &str| {
-            serde_json::from_str::<Facts>(reply).is_ok_and(|f| check_facts(&f.facts).is_ok())
+            only(reply, "facts")
+                && serde_json::from_str::<Facts>(reply).is_ok_and(|f| {
+                    check_facts(&f.facts).is_ok()
+                        && f.facts
+                            .iter()
+                            .flat_map(|f| &f.categories)
+                            .all(|c| labels.iter().any(|l| l.name == *c))
+                })
         };
         let fifty = vec![r#"{"text": "x"}"#; MAX_FACTS].join(", ");
         for reply in [
             r#"{"facts": []}"#.to_owned(),
-            r#"{"facts": [{"text": "Likes tea", "categories": ["food", "made_up"], "entities": ["tea"], "importance": 42}]}"#.into(),
+            r#"{"facts": [{"text": "Likes tea", "categories": ["food", "sports"], "entities": ["tea"], "importance": 42}]}"#.into(),
+            r#"{"facts": [{"text": "Likes tea", "categories": ["food", "made_up"]}]}"#.into(),
+            r#"{"facts": [{"text": "Likes tea", "categories": ["foo"]}]}"#.into(),
+            r#"{"facts": [{"text": "Likes tea", "categories": []}]}"#.into(),
             r#"{"facts": [{"text": "Likes tea"}, {"text": "Runs", "importance": 3}]}"#.into(),
             r#"{"facts": [{"text": "Likes tea", "date": "2026-11-22"}]}"#.into(),
             format!(r#"{{"facts": [{fifty}]}}"#),
@@ -710,15 +748,29 @@ mod tests {
             r#"{"facts": [{"text": "Likes tea", "categories": null}]}"#.into(),
             r#"{"facts": {"text": "Likes tea"}}"#.into(),
             r#"{"fact": []}"#.into(),
+            r#"{"facts": [], "facts2": []}"#.into(),
         ] {
             agree(&schema, &reply, read(&reply));
         }
+        // A project without labels: no category at all.
+        let unlabelled = facts_schema(&[]);
+        agree(
+            &unlabelled,
+            r#"{"facts": [{"text": "Likes tea", "categories": []}]}"#,
+            true,
+        );
+        agree(
+            &unlabelled,
+            r#"{"facts": [{"text": "Likes tea", "categories": ["food"]}]}"#,
+            false,
+        );
 
         // Two facts, three memories: each reply below is a first decision, then fact 1's.
         let schema = decisions_schema(2, 3);
         let read = |reply: &str| {
-            serde_json::from_str::<Decisions>(reply)
-                .is_ok_and(|d| check_decisions(&d.decisions, 2, 3).is_ok())
+            only(reply, "decisions")
+                && serde_json::from_str::<Decisions>(reply)
+                    .is_ok_and(|d| check_decisions(&d.decisions, 2, 3).is_ok())
         };
         for decision in [
             r#"{"fact": 0, "event": "UPDATE", "memory": 2, "text": "a, now"}"#,
@@ -748,9 +800,10 @@ mod tests {
             r#"{"decisions": [{"fact": 0, "event": "ADD"}]}"#,
             r#"{"decisions": [{"fact": 1, "event": "ADD"}, {"fact": 0, "event": "ADD"}]}"#,
             r#"{"decisions": [{"fact": 0, "event": "ADD"}, {"fact": 1, "event": "ADD"}, {"fact": 1, "event": "NONE"}]}"#,
+            r#"{"decisions": [{"fact": 0, "event": "ADD"}, {"fact": 1, "event": "ADD"}], "decisions2": []}"#,
         ] {
             agree(&schema, reply, false);
         }
-        assert!(seen[0] >= 16 && seen[1] >= 10, "{seen:?}");
+        assert!(seen[0] >= 21 && seen[1] >= 12, "{seen:?}");
     }
 }

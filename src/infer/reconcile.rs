@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{index, object, text, today};
+use super::{answer, index, object, text, today};
 use crate::error::Result;
 use crate::llm::{chat_json, Llm, Parsed};
 use crate::record::Message;
@@ -74,7 +74,7 @@ pub(super) fn decisions_schema(facts: usize, memories: usize) -> Value {
         ]})
     };
     let decisions: Vec<Value> = (0..facts).map(decision).collect();
-    object(
+    answer(
         json!({"decisions": {
             "type": "array",
             "prefixItems": decisions,

@@ -5,6 +5,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use memlane::config::DEFAULT_LABELS;
 use memlane::llm::ChatRequest;
 use memlane::progress::Task;
 use memlane::{Llm, LocalLlm, Memory, Message, MiniLm};
@@ -201,6 +202,7 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
     let dir = tempfile::tempdir().unwrap();
     let memory = memory(&dir).await;
     let reused_before = llm().stats().reused_tokens;
+    let mut labelled = 0;
     for case in &cases {
         let kept = add_case(&memory, case).await;
         let score = cases::Score::of(&kept, &case.facts, &case.stale);
@@ -212,8 +214,18 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
         );
         for m in memory.list().user(case.id.as_str()).await.unwrap().results {
             assert!(m.metadata.get("core").is_some(), "{m:?}");
+            // Labels come from the taxonomy (here the default one), which the schema
+            // lists: the model picks among them.
+            assert!(
+                m.categories
+                    .iter()
+                    .all(|c| DEFAULT_LABELS.iter().any(|(name, _)| name == c)),
+                "{m:?}"
+            );
+            labelled += usize::from(!m.categories.is_empty());
         }
     }
+    assert!(labelled > 0, "no memory was labelled");
     // Extraction's instructions and worked examples are the same in every add (the date
     // comes with the conversation): the model read them once, and the second extraction
     // starts from them (508 prompt tokens with the default labels).
