@@ -111,6 +111,23 @@ fn resolve(w: &[&str], today: NaiveDate) -> Option<(usize, Relative)> {
     match w {
         ["the", "day", "after", "tomorrow", ..] => Some((4, day(shift(2)?))),
         ["the", "day", "before", "yesterday", ..] => Some((4, day(shift(-2)?))),
+        ["end", "of", which @ ("next" | "last" | "this" | "the"), "month", ..] => {
+            let months: i32 = match *which {
+                "next" => 1,
+                "last" => -1,
+                _ => 0,
+            };
+            let next = add_months(today, months.checked_add(1)?)?;
+            Some((4, day(next.pred_opt()?)))
+        }
+        ["end", "of", which @ ("next" | "last" | "this" | "the"), "year", ..] => {
+            let year = match *which {
+                "next" => today.year().checked_add(1)?,
+                "last" => today.year().checked_sub(1)?,
+                _ => today.year(),
+            };
+            Some((4, day(NaiveDate::from_ymd_opt(year, 12, 31)?)))
+        }
         ["today" | "tonight", ..] => Some((1, day(today))),
         ["tomorrow", ..] => Some((1, day(shift(1)?))),
         ["yesterday", ..] => Some((1, day(shift(-1)?))),
@@ -238,6 +255,18 @@ mod tests {
                 "Party on the day after tomorrow (2026-11-24)",
             ),
             ("Graduates next year", "Graduates next year (2027)"),
+            (
+                "Lease runs out at the end of next month",
+                "Lease runs out at the end of next month (2026-12-31)",
+            ),
+            (
+                "Report due by the end of the month",
+                "Report due by the end of the month (2026-11-30)",
+            ),
+            (
+                "Left the firm at the end of last year",
+                "Left the firm at the end of last year (2025-12-31)",
+            ),
         ];
         for (text, want) in cases {
             assert_eq!(annotate(text, sunday()), want);
@@ -270,12 +299,22 @@ mod tests {
             annotate("Quit last month", jan),
             "Quit last month (2026-12)"
         );
+        assert_eq!(
+            annotate("Quit at the end of last month", jan),
+            "Quit at the end of last month (2026-12-31)"
+        );
+        let jan31 = Utc.with_ymd_and_hms(2027, 1, 31, 0, 0, 0).unwrap();
+        assert_eq!(
+            annotate("Moves at the end of next month", jan31),
+            "Moves at the end of next month (2027-02-28)"
+        );
     }
 
     #[test]
     fn the_edges_of_time_never_panic() {
         let text = "Tomorrow, yesterday, the day after tomorrow, next week, last month, next \
-                    year, last Sunday, in 3650 weeks and 3650 days ago";
+                    year, last Sunday, in 3650 weeks, 3650 days ago, the end of next month \
+                    and the end of next year";
         for at in [DateTime::<Utc>::MIN_UTC, DateTime::<Utc>::MAX_UTC] {
             // Dates past the calendar's end are left unresolved; the rest resolve.
             let out = annotate(text, at);
