@@ -18,8 +18,11 @@
 //!    under their JSON schemas, as by default.
 //!
 //! It prints one table: each provider's prompt and writing speed and each add's p50 with
-//! the model's work (calls, prompt tokens read and reused, tokens written and forced, and
-//! passes). With `RUST_LOG=memlane=debug`, each model call's span is printed to stderr as
+//! the model's work (calls, prompt tokens read and reused, tokens written and forced,
+//! passes, and tokens guessed ahead by prompt lookup, with how many were right).
+//! `-- --compare-lookup` also runs each provider with prompt lookup the other way, right
+//! after it: candle without it (`prompt_lookup(false)`: a pass per token written),
+//! llama.cpp with it. With `RUST_LOG=memlane=debug`, each model call's span is printed to stderr as
 //! it closes, with its tokens and its time (the last two are the last warm move's).
 
 use std::sync::Arc;
@@ -39,31 +42,45 @@ type Loaded = (Arc<dyn Llm>, Stats);
 
 type Stats = Arc<dyn Fn() -> LocalLlmStats + Send + Sync>;
 
-fn candle() -> memlane::Result<Loaded> {
-    let llm = LocalLlm::load_default()?;
+fn candle(lookup: bool) -> memlane::Result<Loaded> {
+    let llm = LocalLlm::load_default()?.prompt_lookup(lookup);
     let counted = llm.clone();
     Ok((Arc::new(llm), Arc::new(move || counted.stats())))
 }
 
 #[cfg(feature = "llama")]
-fn llama() -> memlane::Result<Loaded> {
-    let llm = memlane::LlamaCppLlm::load_default()?;
+fn llama(lookup: bool) -> memlane::Result<Loaded> {
+    let llm = memlane::LlamaCppLlm::load_default()?.prompt_lookup(lookup);
     let counted = llm.clone();
     Ok((Arc::new(llm), Arc::new(move || counted.stats())))
 }
 
-fn providers() -> Vec<Provider> {
-    vec![
-        Provider {
-            name: "candle (LocalLlm)",
-            load: candle,
-        },
-        #[cfg(feature = "llama")]
-        Provider {
+/// The providers, each with prompt lookup off right after it when `compare` is set.
+fn providers(compare: bool) -> Vec<Provider> {
+    let mut all = vec![Provider {
+        name: "candle (LocalLlm)",
+        load: || candle(true),
+    }];
+    if compare {
+        all.push(Provider {
+            name: "candle, no prompt lookup",
+            load: || candle(false),
+        });
+    }
+    #[cfg(feature = "llama")]
+    {
+        all.push(Provider {
             name: "llama.cpp (LlamaCppLlm)",
-            load: llama,
-        },
-    ]
+            load: || llama(false),
+        });
+        if compare {
+            all.push(Provider {
+                name: "llama.cpp, prompt lookup",
+                load: || llama(true),
+            });
+        }
+    }
+    all
 }
 
 /// What one add cost: its time and the model's work.
@@ -96,16 +113,17 @@ fn main() -> memlane::Result<()> {
         .map_err(|e| memlane::Error::internal(format!("no runtime: {e}")))?;
     let embedder = Arc::new(MiniLm::load_default()?);
     let mut results = Vec::new();
-    for provider in providers() {
+    let compare = std::env::args().any(|a| a == "--compare-lookup");
+    for provider in providers(compare) {
         println!("{}:", provider.name);
         let figures = runtime.block_on(measure(&provider, &embedder, runs))?;
         results.push((provider.name, figures));
     }
     println!("\nthe quickstart's adds with inference, p50 of {runs} runs each:");
     println!(
-        "| provider | prompt tokens/s | written tokens/s | add | model | p50 | calls | prompt tokens | of which reused | written | of which forced | passes |"
+        "| provider | prompt tokens/s | written tokens/s | add | model | p50 | calls | prompt tokens | of which reused | written | of which forced | passes | guessed (right) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, f) in &results {
         for (i, add) in ["first chat", "the move"].iter().enumerate() {
             for (kind, samples) in [
@@ -117,7 +135,7 @@ fn main() -> memlane::Result<()> {
                 times.sort_by(f64::total_cmp);
                 let s = samples[samples.len() / 2][i].1;
                 println!(
-                    "| {name} | {:.1} | {:.1} | {add} | {kind} | {:.2} s | {} | {} | {} | {} | {} | {} |",
+                    "| {name} | {:.1} | {:.1} | {add} | {kind} | {:.2} s | {} | {} | {} | {} | {} | {} | {} ({}) |",
                     f.prompt_tokens_per_s,
                     f.written_tokens_per_s,
                     times[times.len() / 2],
@@ -126,7 +144,9 @@ fn main() -> memlane::Result<()> {
                     s.reused_tokens,
                     s.written_tokens,
                     s.forced_tokens,
-                    s.passes
+                    s.passes,
+                    s.guessed,
+                    s.guessed_right
                 );
             }
         }
@@ -248,6 +268,8 @@ async fn quickstart_adds(
         used.written_tokens -= before.written_tokens;
         used.forced_tokens -= before.forced_tokens;
         used.passes -= before.passes;
+        used.guessed -= before.guessed;
+        used.guessed_right -= before.guessed_right;
         costs.push((seconds, used));
     }
     memory.close().await?;

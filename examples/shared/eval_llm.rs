@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use memlane::llm::{ChatRequest, ChatResponse};
 use memlane::{Llm, LocalLlm, LocalLlmStats, Message, OpenAiConfig, OpenAiLlm};
 
-/// The command line: `--set NAME`, `--only ID[,ID…]`, `--unconstrained`, `--llama`.
+/// The command line: `--set NAME`, `--only ID[,ID…]`, `--unconstrained`, `--lookup` or
+/// `--no-lookup`, `--llama`.
 pub struct Args {
     /// The local model runs on llama.cpp (`LlamaCppLlm`; built with `--features llama`)
     /// instead of candle.
@@ -20,6 +21,9 @@ pub struct Args {
     /// The local model writes freely (no token masks from the answers' schemas), for the
     /// comparison with constrained decoding.
     pub unconstrained: bool,
+    /// Prompt lookup on or off, to compare (else the provider's default: on for candle,
+    /// off for llama.cpp).
+    pub lookup: Option<bool>,
 }
 
 impl Args {
@@ -36,6 +40,13 @@ impl Args {
             set: value("--set"),
             only: value("--only").map(|ids| ids.split(',').map(str::to_string).collect()),
             unconstrained: args.iter().any(|a| a == "--unconstrained"),
+            lookup: if args.iter().any(|a| a == "--no-lookup") {
+                Some(false)
+            } else if args.iter().any(|a| a == "--lookup") {
+                Some(true)
+            } else {
+                None
+            },
         }
     }
 
@@ -68,13 +79,15 @@ impl Model {
             let s = stats();
             println!(
                 "local model: {} calls, {} prompt tokens ({} reused), {} tokens written ({} forced) in {} \
-                 passes, {} replies stopped in a loop",
+                 passes, {} guessed ahead ({} right), {} replies stopped in a loop",
                 s.calls,
                 s.prompt_tokens,
                 s.reused_tokens,
                 s.written_tokens,
                 s.forced_tokens,
                 s.passes,
+                s.guessed,
+                s.guessed_right,
                 s.loops
             );
         }
@@ -97,15 +110,26 @@ pub fn language_model(args: &Args) -> memlane::Result<Model> {
             name: format!("{model} over the OpenAI protocol"),
         });
     }
-    let decoding = if args.unconstrained {
-        "unconstrained"
-    } else {
-        "constrained to each answer's schema"
-    };
+    let decoding = format!(
+        "{}{}",
+        if args.unconstrained {
+            "unconstrained"
+        } else {
+            "constrained to each answer's schema"
+        },
+        match args.lookup {
+            Some(true) => ", prompt lookup",
+            Some(false) => ", no prompt lookup",
+            None => "",
+        }
+    );
     if args.llama {
         #[cfg(feature = "llama")]
         {
-            let local = memlane::LlamaCppLlm::load_default()?.constrained(!args.unconstrained);
+            let mut local = memlane::LlamaCppLlm::load_default()?.constrained(!args.unconstrained);
+            if let Some(on) = args.lookup {
+                local = local.prompt_lookup(on);
+            }
             let counted = local.clone();
             return Ok(Model {
                 llm: Arc::new(Counted::new(Arc::new(local))),
@@ -118,7 +142,10 @@ pub fn language_model(args: &Args) -> memlane::Result<Model> {
             detail: "--llama needs a build with --features llama".into(),
         });
     }
-    let local = LocalLlm::load_default()?.constrained(!args.unconstrained);
+    let mut local = LocalLlm::load_default()?.constrained(!args.unconstrained);
+    if let Some(on) = args.lookup {
+        local = local.prompt_lookup(on);
+    }
     let counted = local.clone();
     Ok(Model {
         llm: Arc::new(Counted::new(Arc::new(local))),

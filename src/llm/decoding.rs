@@ -38,6 +38,41 @@ pub(super) const MAX_PREFIX_TOKENS: usize = 1024;
 /// repeats one fact once (and then goes on) is left alone.
 const LOOP_SPAN: usize = 48;
 
+/// Most tokens guessed ahead in one pass (see [`guess`]): with the token just written,
+/// two tiles.
+const GUESS_TOKENS: usize = 7;
+
+/// Tokens a pass reads at a small cost over one: the CPU kernels multiply up to four
+/// tokens by each block of a weight they unpack (see `kernels.rs`; measured here, four
+/// tokens take 1.7 times one token's time), so a pass of five unpacks every block twice,
+/// as a pass of eight does.
+const PASS_TILE: usize = 4;
+
+/// Fewest tokens just written that must occur together earlier for a guess: one token
+/// recurs too often to say what follows.
+const GUESS_MATCH: usize = 2;
+
+/// Most tokens just written that are looked for earlier.
+const GUESS_LONGEST_MATCH: usize = 4;
+
+/// How a local model decodes a call (by default both on; `LlamaCppLlm` turns lookup off).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Decoding {
+    /// Replies with a JSON schema are decoded under it.
+    pub(super) constrained: bool,
+    /// Tokens the reply will likely copy from the prompt are read ahead (see [`guess`]).
+    pub(super) lookup: bool,
+}
+
+impl Default for Decoding {
+    fn default() -> Self {
+        Decoding {
+            constrained: true,
+            lookup: true,
+        }
+    }
+}
+
 /// What a local model provider needs besides the model's arithmetic: the tokenizer built
 /// from the GGUF, the token masks of JSON schemas, the stop tokens and the counters. Shared
 /// by the candle model and llama.cpp's (feature `llama`), which run the same loop
@@ -64,6 +99,18 @@ pub(super) trait Backend {
     /// Reads the tokens that follow, in one pass (one token written, or one and the tokens
     /// the schema forces after it); returns the scores of the next.
     fn read_tokens(&mut self, tokens: &[u32]) -> Result<Vec<f32>>;
+
+    /// Reads the tokens that follow in one pass, as [`read_tokens`](Self::read_tokens)
+    /// does, and keeps what [`scores_at`](Self::scores_at) needs.
+    fn read_each(&mut self, tokens: &[u32]) -> Result<()>;
+
+    /// The scores of the token after the `i`-th token of the last
+    /// [`read_each`](Self::read_each), worked out only when asked for: most guesses are
+    /// never needed.
+    fn scores_at(&mut self, i: usize) -> Result<Vec<f32>>;
+
+    /// Forgets the last `n` tokens read: guesses the model did not write.
+    fn forget(&mut self, n: usize) -> Result<()>;
 }
 
 /// What the model has done since it was loaded; see [`LocalLlmStats`].
@@ -75,6 +122,8 @@ struct Counters {
     written_tokens: AtomicU64,
     forced_tokens: AtomicU64,
     passes: AtomicU64,
+    guessed: AtomicU64,
+    guessed_right: AtomicU64,
     loops: AtomicU64,
 }
 
@@ -98,10 +147,19 @@ pub struct LocalLlmStats {
     /// brackets, quotes). Most are read in one pass with the token before them, as a
     /// prompt is, rather than written one by one.
     pub forced_tokens: u64,
-    /// Passes over the model while writing: one per token picked from the model's scores
-    /// (where a schema allowed only one, that one). The tokens a schema forces after it are
-    /// read in the same pass, so under a schema there are fewer passes than tokens written.
+    /// Passes over the model while writing, after the prompt's: each reads the token just
+    /// picked from the model's scores, with the tokens a schema forces after it and the
+    /// tokens guessed to come next. Under a schema, and where guesses come true, there are
+    /// fewer passes than tokens written.
     pub passes: u64,
+    /// Tokens read ahead as guesses: what followed the last tokens written where they
+    /// occur earlier in the reply or in the prompt's last message (prompt lookup; a fact
+    /// mostly copies the user's words).
+    pub guessed: u64,
+    /// Of those, the tokens the model then wrote, each read without a pass of its own. The
+    /// reply is the same either way: every token is still the model's pick from its own
+    /// scores, and a wrong guess is forgotten.
+    pub guessed_right: u64,
     /// JSON replies stopped because they began to repeat themselves (the same facts
     /// listed over and over): each ends where the repetition began.
     pub loops: u64,
@@ -151,6 +209,8 @@ impl Core {
             written_tokens: c.written_tokens.load(Ordering::Relaxed),
             forced_tokens: c.forced_tokens.load(Ordering::Relaxed),
             passes: c.passes.load(Ordering::Relaxed),
+            guessed: c.guessed.load(Ordering::Relaxed),
+            guessed_right: c.guessed_right.load(Ordering::Relaxed),
             loops: c.loops.load(Ordering::Relaxed),
         }
     }
@@ -160,7 +220,7 @@ impl Core {
         &self,
         backend: &mut dyn Backend,
         request: &ChatRequest,
-        constrained: bool,
+        decoding: Decoding,
         cancelled: &AtomicBool,
     ) -> Result<ChatResponse> {
         let stopped = || {
@@ -186,7 +246,7 @@ impl Core {
         // object instead of an introduction to it. A reply with a schema is also decoded
         // under it, from that start where the schema allows it.
         let mut matcher = match &request.schema {
-            Some(schema) if constrained => Some(
+            Some(schema) if decoding.constrained => Some(
                 self.grammars
                     .matcher(schema)
                     .map_err(|detail| Error::InvalidInput { detail })?,
@@ -258,6 +318,11 @@ impl Core {
         counters
             .reused_tokens
             .fetch_add(start as u64, Ordering::Relaxed);
+        // Guesses come from the reply and the question (the last message), not from
+        // instructions and worked examples, which a reply does not copy.
+        let prompt_read = read;
+        let mut ahead = Ahead::default();
+        let mut guessing = Guessing::new();
         while generated.len() < request.max_tokens as usize
             && !matcher.as_ref().is_some_and(|m| m.is_stopped())
         {
@@ -274,7 +339,12 @@ impl Core {
                     if allowed.num_set() == 1 {
                         counters.forced_tokens.fetch_add(1, Ordering::Relaxed);
                     }
-                    let next = sample_allowed(&mut sampler, scores, &allowed, request)?;
+                    let next = sample_allowed(
+                        &mut sampler,
+                        std::mem::take(&mut scores),
+                        &allowed,
+                        request,
+                    )?;
                     if !self.stop.contains(&next) {
                         m.consume_token(next).map_err(grammar_err)?;
                     }
@@ -286,7 +356,6 @@ impl Core {
             }
             generated.push(next);
             counters.written_tokens.fetch_add(1, Ordering::Relaxed);
-            counters.passes.fetch_add(1, Ordering::Relaxed);
             if request.json {
                 if let Some(start) = loop_start(&generated, LOOP_SPAN) {
                     // The reply ends where it began to repeat itself; its complete part is
@@ -323,7 +392,60 @@ impl Core {
                 // The reply is complete: nothing may follow, so nothing more is read.
                 break;
             }
-            scores = backend.read_tokens(&step)?;
+            // What was guessed right is read already: the scores after it are that read's.
+            let mut done = 0;
+            while done < step.len() && ahead.tokens.get(ahead.right) == Some(&step[done]) {
+                scores = backend.scores_at(ahead.at + ahead.right)?;
+                ahead.right += 1;
+                done += 1;
+            }
+            counters
+                .guessed_right
+                .fetch_add(done as u64, Ordering::Relaxed);
+            let left = ahead.tokens.len() - ahead.right;
+            if left > 0 && done < step.len() {
+                // A wrong guess: it and the guesses after it are forgotten.
+                backend.forget(left)?;
+            } else if left > 0 {
+                continue;
+            }
+            if !ahead.tokens.is_empty() {
+                guessing.learn(ahead.tokens.len(), ahead.right);
+                ahead = Ahead::default();
+            }
+            let rest = &step[done..];
+            let guessed = if decoding.lookup {
+                guess(
+                    &prompt_read[keep.unwrap_or(0)..prompt_tokens],
+                    &generated,
+                    guessing.need,
+                    guessing.fitted(rest.len()),
+                )
+            } else {
+                &[]
+            };
+            if rest.is_empty() && guessed.is_empty() {
+                continue;
+            }
+            counters.passes.fetch_add(1, Ordering::Relaxed);
+            if guessed.is_empty() {
+                scores = backend.read_tokens(rest)?;
+                continue;
+            }
+            counters
+                .guessed
+                .fetch_add(guessed.len() as u64, Ordering::Relaxed);
+            let mut tokens = rest.to_vec();
+            tokens.extend_from_slice(guessed);
+            backend.read_each(&tokens)?;
+            if !rest.is_empty() {
+                scores = backend.scores_at(rest.len() - 1)?;
+            }
+            ahead = Ahead {
+                tokens: guessed.to_vec(),
+                at: rest.len(),
+                right: 0,
+            };
         }
 
         tracing::debug!(
@@ -345,6 +467,87 @@ impl Core {
             self.model_id.clone(),
         ))
     }
+}
+
+/// Tokens guessed and read ahead in the last pass, not yet all written.
+#[derive(Default)]
+struct Ahead {
+    tokens: Vec<u32>,
+    /// Where the first of them is in that pass's read (the scores after each follow it).
+    at: usize,
+    /// How many of them the model has written so far.
+    right: usize,
+}
+
+/// How boldly to guess, learnt from how the last guesses went: more tokens after a run of
+/// them came true (a copied phrase goes on), fewer and on longer evidence after the first
+/// was wrong (free text), where each token read for nothing costs about a fifth of a pass.
+struct Guessing {
+    /// Tokens to guess.
+    size: usize,
+    /// Tokens just written that must occur earlier.
+    need: usize,
+}
+
+impl Guessing {
+    fn new() -> Self {
+        Guessing {
+            size: PASS_TILE - 1,
+            need: GUESS_MATCH,
+        }
+    }
+
+    /// How many tokens to guess in a pass that reads `rest` tokens besides: `size`, less
+    /// what would begin a tile the pass would not fill (none when `rest` fills its own).
+    fn fitted(&self, rest: usize) -> usize {
+        let pass = rest + self.size;
+        if pass <= PASS_TILE {
+            return self.size;
+        }
+        (pass / PASS_TILE * PASS_TILE).saturating_sub(rest)
+    }
+
+    /// Learns from a pass that guessed `guessed` tokens of which the first `right` came
+    /// true.
+    fn learn(&mut self, guessed: usize, right: usize) {
+        if right == guessed {
+            self.size = (self.size * 2).min(GUESS_TOKENS);
+            self.need = GUESS_MATCH;
+        } else if right == 0 {
+            self.size = (self.size / 2).max(1);
+            self.need = (self.need + 1).min(GUESS_LONGEST_MATCH);
+        } else {
+            self.size = (right + 1).min(GUESS_TOKENS);
+            self.need = GUESS_MATCH;
+        }
+    }
+}
+
+/// The tokens a reply will likely write next, guessed as a person reading along would:
+/// where its last few tokens (at least `need`) occur earlier, in the reply or in `prompt`
+/// (the question; the latest occurrence, of the longest such run up to
+/// [`GUESS_LONGEST_MATCH`] tokens), what followed them there, at most `max` tokens. A fact
+/// copies the user's words, an update the fact's. Empty when there is no such run.
+fn guess<'a>(prompt: &'a [u32], reply: &'a [u32], need: usize, max: usize) -> &'a [u32] {
+    let n = reply.len();
+    for len in (need.max(1)..=GUESS_LONGEST_MATCH.min(n)).rev() {
+        let tail = &reply[n - len..];
+        // In the reply before its tail, latest first; then in the prompt, latest first.
+        let found = (0..n - len)
+            .rev()
+            .find(|&i| &reply[i..i + len] == tail)
+            .map(|i| &reply[i + len..])
+            .or_else(|| {
+                (0..=prompt.len().saturating_sub(len))
+                    .rev()
+                    .find(|&i| prompt.get(i..i + len) == Some(tail))
+                    .map(|i| &prompt[i + len..])
+            });
+        if let Some(next) = found.filter(|next| !next.is_empty()) {
+            return &next[..next.len().min(max)];
+        }
+    }
+    &[]
 }
 
 /// Where `tokens` began to repeat itself, if its last `span` tokens were already written
@@ -584,7 +787,72 @@ fn tokenizer_from_gguf(
 
 #[cfg(test)]
 mod tests {
-    use super::{loop_start, Sampler};
+    use super::{guess, loop_start, Guessing, Sampler, GUESS_MATCH, GUESS_TOKENS};
+
+    #[test]
+    fn a_guess_is_what_followed_the_longest_latest_earlier_run_of_the_last_tokens() {
+        let prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9];
+        // The last two tokens occur in the prompt: what followed them, at most `max`.
+        assert_eq!(guess(&prompt, &[9, 9, 3, 4], 2, 3), &[5, 6, 7]);
+        assert_eq!(guess(&prompt, &[9, 9, 3, 4], 2, 8), &[5, 6, 7, 8, 9]);
+        // One token is too little to go on, and a run found nowhere guesses nothing.
+        assert!(guess(&prompt, &[3], 2, 8).is_empty());
+        assert!(guess(&prompt, &[4, 3], 2, 8).is_empty());
+        // A run at the prompt's very end has nothing after it.
+        assert!(guess(&prompt, &[8, 9], 2, 8).is_empty());
+        // The longest run that occurs wins over a later, shorter one.
+        let prompt = [5, 1, 2, 8, 0, 1, 2, 9];
+        assert_eq!(guess(&prompt, &[5, 1, 2], 2, 8), &[8, 0, 1, 2, 9]);
+        assert_eq!(guess(&prompt, &[6, 1, 2], 2, 8), &[9]);
+        // Asked for longer evidence, a run of two is not enough.
+        assert!(guess(&prompt, &[9, 9, 3, 4], 3, 8).is_empty());
+        // The reply itself comes before the prompt: it is the latest text.
+        assert_eq!(
+            guess(&[3, 4, 5], &[3, 4, 10, 11, 3, 4], 2, 8),
+            &[10, 11, 3, 4]
+        );
+    }
+
+    #[test]
+    fn guesses_grow_while_they_come_true_and_shrink_on_longer_evidence_when_not() {
+        let mut g = Guessing::new();
+        assert_eq!((g.size, g.need), (3, GUESS_MATCH));
+        g.learn(3, 3);
+        assert_eq!((g.size, g.need), (6, GUESS_MATCH));
+        g.learn(6, 6);
+        assert_eq!(g.size, GUESS_TOKENS);
+        // Partly right: one more than came true.
+        g.learn(7, 3);
+        assert_eq!((g.size, g.need), (4, GUESS_MATCH));
+        // Wrong from the first: half as many, on a longer run, down to one on the longest.
+        for (size, need) in [(2, 3), (1, 4), (1, 4)] {
+            g.learn(g.size, 0);
+            assert_eq!((g.size, g.need), (size, need));
+        }
+        // Right again: back to a run of two.
+        g.learn(1, 1);
+        assert_eq!((g.size, g.need), (2, GUESS_MATCH));
+    }
+
+    #[test]
+    fn a_pass_reads_whole_tiles_of_tokens_where_it_can() {
+        let mut g = Guessing::new();
+        // Three guesses after the token written: one tile.
+        assert_eq!(g.fitted(1), 3);
+        // After it and two forced tokens, one guess fills the tile.
+        assert_eq!(g.fitted(3), 1);
+        // Seven: two tiles; six would begin a second tile it does not fill.
+        g.size = 7;
+        assert_eq!(g.fitted(1), 7);
+        g.size = 6;
+        assert_eq!(g.fitted(1), 3);
+        // Past a tile, down to whole tiles.
+        assert_eq!(g.fitted(2), 6);
+        assert_eq!(g.fitted(9), 3);
+        // Where the tokens to read fill their tile, nothing is guessed.
+        g.size = 2;
+        assert_eq!(g.fitted(4), 0);
+    }
 
     #[test]
     fn greedy_picks_the_highest_score_and_sampling_follows_the_softmax() {

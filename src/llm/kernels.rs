@@ -121,18 +121,22 @@ impl Kernel {
             .par_chunks_mut(ROWS_PER_TASK * m)
             .enumerate()
             .for_each(|(task, out)| {
-                // Four input rows at a time, over the task's weight rows: both stay in the
-                // core's first-level cache while they are multiplied.
+                // Up to four input rows at a time, over the task's weight rows: both stay in
+                // the core's first-level cache while they are multiplied, and each block of
+                // a weight row is unpacked once per tile. A pass of two or three tokens (a
+                // token written and guesses read ahead) takes them in one tile.
                 let mut i = 0;
                 while i < m {
-                    let tile = if m - i >= 4 { 4 } else { 1 };
+                    let tile = (m - i).min(4);
                     for (r, out) in out.chunks_mut(m).enumerate() {
                         let row = task * ROWS_PER_TASK + r;
                         let weight = &self.data[row * row_bytes..(row + 1) * row_bytes];
-                        if tile == 4 {
-                            out[i..i + 4].copy_from_slice(&self.dot::<4>(weight, &input, i));
-                        } else {
-                            out[i] = self.dot::<1>(weight, &input, i)[0];
+                        let out = &mut out[i..i + tile];
+                        match tile {
+                            4 => out.copy_from_slice(&self.dot::<4>(weight, &input, i)),
+                            3 => out.copy_from_slice(&self.dot::<3>(weight, &input, i)),
+                            2 => out.copy_from_slice(&self.dot::<2>(weight, &input, i)),
+                            _ => out.copy_from_slice(&self.dot::<1>(weight, &input, i)),
                         }
                     }
                     i += tile;
@@ -458,7 +462,8 @@ mod tests {
             let w = QTensor::quantize(&w, dtype).unwrap();
             let kernel = Kernel::new(&w).expect("a kernel for this weight");
             let candle = QMatMul::from_qtensor(w).unwrap();
-            for m in [1, 4, 7] {
+            // Every tile (one to four input rows) and tiles after a full one.
+            for m in [1, 2, 3, 4, 6, 7] {
                 // Inputs with an offset, so that the minimums and offsets matter.
                 let x = (Tensor::randn(0f32, 1.0, (m, k), &device).unwrap() + 0.5).unwrap();
                 let expected: Vec<f32> = candle
@@ -483,7 +488,7 @@ mod tests {
                 checked += 1;
             }
         }
-        assert_eq!(checked, 6);
+        assert_eq!(checked, 12);
     }
 
     /// The word-wise unpacking of Q4_K's scales is llama.cpp's `get_scale_min_k4`.

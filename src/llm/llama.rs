@@ -25,7 +25,9 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 
-use super::decoding::{Backend, CancelOnDrop, Core, LocalLlmStats, MAX_PREFIX_TOKENS, PREFIXES};
+use super::decoding::{
+    Backend, CancelOnDrop, Core, Decoding, LocalLlmStats, MAX_PREFIX_TOKENS, PREFIXES,
+};
 use super::prefixes::Prefixes;
 use super::{ChatRequest, ChatResponse, Llm};
 use crate::error::{Error, Result};
@@ -79,7 +81,7 @@ fn backend() -> Result<&'static LlamaBackend> {
 pub struct LlamaCppLlm {
     core: Arc<Core>,
     jobs: mpsc::Sender<Job>,
-    constrained: bool,
+    decoding: Decoding,
 }
 
 impl std::fmt::Debug for LlamaCppLlm {
@@ -93,7 +95,7 @@ impl std::fmt::Debug for LlamaCppLlm {
 /// One call for the model's thread.
 struct Job {
     request: ChatRequest,
-    constrained: bool,
+    decoding: Decoding,
     cancelled: Arc<AtomicBool>,
     reply: tokio::sync::oneshot::Sender<Result<ChatResponse>>,
 }
@@ -138,14 +140,30 @@ impl LlamaCppLlm {
         Ok(LlamaCppLlm {
             core,
             jobs,
-            constrained: true,
+            // llama.cpp reads a pass of several tokens at nearly their price one by one
+            // (its kernels share no weight unpacking among them), so guesses cost more
+            // than they save: measured slower on the contradiction set (see the README).
+            decoding: Decoding {
+                constrained: true,
+                lookup: false,
+            },
         })
     }
 
     /// Whether a reply with a JSON schema is decoded under it (on by default), as
     /// [`LocalLlm::constrained`](super::LocalLlm::constrained).
     pub fn constrained(mut self, on: bool) -> Self {
-        self.constrained = on;
+        self.decoding.constrained = on;
+        self
+    }
+
+    /// Whether tokens a reply will likely copy are guessed and read ahead, as
+    /// [`LocalLlm::prompt_lookup`](super::LocalLlm::prompt_lookup) does; off by default
+    /// here: on this machine's two cores llama.cpp took longer with it (206 s against
+    /// 187 s on the contradiction set's tuned half), a pass of several tokens costing it
+    /// nearly their price one by one.
+    pub fn prompt_lookup(mut self, on: bool) -> Self {
+        self.decoding.lookup = on;
         self
     }
 
@@ -203,8 +221,9 @@ fn serve(
             kept: &mut kept,
             batch: LlamaBatch::new(BATCH, 1),
             position: 0,
+            batch_start: 0,
         };
-        let reply = core.run(&mut turn, &job.request, job.constrained, &job.cancelled);
+        let reply = core.run(&mut turn, &job.request, job.decoding, &job.cancelled);
         // The caller may have gone (a dropped future): its reply is not needed.
         let _ = job.reply.send(reply);
     }
@@ -217,6 +236,17 @@ struct Kept {
     free: Vec<i32>,
 }
 
+/// Which scores a read returns.
+#[derive(Debug, Clone, Copy)]
+enum Scores {
+    None,
+    /// The next token's, after the last token read.
+    Last,
+    /// The next token's after each token of the last batch read (see
+    /// [`Backend::scores_at`]).
+    Each,
+}
+
 /// One call on llama.cpp's context.
 struct LlamaTurn<'a, 'm> {
     context: &'a mut LlamaContext<'m>,
@@ -224,6 +254,8 @@ struct LlamaTurn<'a, 'm> {
     batch: LlamaBatch<'static>,
     /// Where the next token goes in the working sequence.
     position: usize,
+    /// Where the last batch of the last read began in the tokens it read.
+    batch_start: usize,
 }
 
 fn llama_err(what: &str, e: impl std::fmt::Display) -> Error {
@@ -234,18 +266,27 @@ fn llama_err(what: &str, e: impl std::fmt::Display) -> Error {
 }
 
 impl LlamaTurn<'_, '_> {
-    /// Reads `tokens` into the working sequence after what it holds; the scores of the
-    /// token after the last one when `scores` is set.
-    fn read(&mut self, tokens: &[u32], scores: bool) -> Result<Option<Vec<f32>>> {
+    /// Reads `tokens` into the working sequence after what it holds; returns the scores
+    /// of the token after the last one for [`Scores::Last`], and has llama.cpp work out
+    /// those after each token of the last batch for [`Scores::Each`].
+    fn read(&mut self, tokens: &[u32], scores: Scores) -> Result<Option<Vec<f32>>> {
         let chunks = tokens.len().div_ceil(BATCH);
         for (c, chunk) in tokens.chunks(BATCH).enumerate() {
             self.batch.clear();
+            let last_chunk = c + 1 == chunks;
+            if last_chunk {
+                self.batch_start = tokens.len() - chunk.len();
+            }
             for (i, &token) in chunk.iter().enumerate() {
-                let last = scores && c + 1 == chunks && i + 1 == chunk.len();
+                let wanted = match scores {
+                    Scores::None => false,
+                    Scores::Last => last_chunk && i + 1 == chunk.len(),
+                    Scores::Each => last_chunk,
+                };
                 let position = i32::try_from(self.position + i)
                     .map_err(|_| Error::internal("position past i32"))?;
                 self.batch
-                    .add(LlamaToken::new(token as i32), position, &[WORKING], last)
+                    .add(LlamaToken::new(token as i32), position, &[WORKING], wanted)
                     .map_err(|e| llama_err("batch tokens", e))?;
             }
             self.context
@@ -253,11 +294,13 @@ impl LlamaTurn<'_, '_> {
                 .map_err(|e| llama_err("read tokens", e))?;
             self.position += chunk.len();
         }
-        if !scores || tokens.is_empty() {
-            return Ok(None);
+        match scores {
+            Scores::Last if !tokens.is_empty() => {
+                let last = self.batch.n_tokens() - 1;
+                Ok(Some(self.context.get_logits_ith(last).to_vec()))
+            }
+            _ => Ok(None),
         }
-        let last = self.batch.n_tokens() - 1;
-        Ok(Some(self.context.get_logits_ith(last).to_vec()))
     }
 }
 
@@ -279,7 +322,7 @@ impl Backend for LlamaTurn<'_, '_> {
         self.position = start;
         if start < end {
             // The rest of the prefix to keep, kept for the calls after this one.
-            self.read(&tokens[start..end], false)?;
+            self.read(&tokens[start..end], Scores::None)?;
             if let Some(seq) = self.kept.free.pop() {
                 self.context
                     .copy_kv_cache_seq(WORKING, seq, None, Some(end as u32))
@@ -293,14 +336,36 @@ impl Backend for LlamaTurn<'_, '_> {
             }
         }
         let scores = self
-            .read(&tokens[end..], true)?
+            .read(&tokens[end..], Scores::Last)?
             .ok_or_else(|| Error::internal("a prompt with nothing after its kept prefix"))?;
         Ok((scores, start))
     }
 
     fn read_tokens(&mut self, tokens: &[u32]) -> Result<Vec<f32>> {
-        self.read(tokens, true)?
+        self.read(tokens, Scores::Last)?
             .ok_or_else(|| Error::internal("no scores for a token"))
+    }
+
+    fn read_each(&mut self, tokens: &[u32]) -> Result<()> {
+        self.read(tokens, Scores::Each).map(|_| ())
+    }
+
+    fn scores_at(&mut self, i: usize) -> Result<Vec<f32>> {
+        let i = i
+            .checked_sub(self.batch_start)
+            .filter(|&i| i < self.batch.n_tokens() as usize)
+            .ok_or_else(|| Error::internal("scores asked for a token not in the last batch"))?;
+        Ok(self.context.get_logits_ith(i as i32).to_vec())
+    }
+
+    fn forget(&mut self, n: usize) -> Result<()> {
+        let from = self.position.saturating_sub(n);
+        let from = u32::try_from(from).map_err(|_| Error::internal("position past u32"))?;
+        self.context
+            .clear_kv_cache_seq(Some(WORKING as u32), Some(from), None)
+            .map_err(|e| llama_err("forget guessed tokens", e))?;
+        self.position = from as usize;
+        Ok(())
     }
 }
 
@@ -319,7 +384,7 @@ impl Llm for LlamaCppLlm {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job = Job {
             request,
-            constrained: self.constrained,
+            decoding: self.decoding,
             cancelled: cancel.0.clone(),
             reply,
         };

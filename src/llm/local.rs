@@ -9,7 +9,9 @@ use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device};
 use tokenizers::Tokenizer;
 
-use super::decoding::{check_architecture, Backend, CancelOnDrop, Core, LocalLlmStats, PREFIXES};
+use super::decoding::{
+    check_architecture, Backend, CancelOnDrop, Core, Decoding, LocalLlmStats, PREFIXES,
+};
 use super::prefixes::Prefixes;
 use super::qwen2::{Cache, Qwen2};
 use super::{ChatRequest, ChatResponse, Llm};
@@ -70,7 +72,7 @@ const PINNED_ID: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";
 #[derive(Clone)]
 pub struct LocalLlm {
     inner: Arc<Inner>,
-    constrained: bool,
+    decoding: Decoding,
 }
 
 struct Inner {
@@ -165,7 +167,7 @@ impl LocalLlm {
                 turn: Mutex::new(Prefixes::new(PREFIXES)),
                 core,
             }),
-            constrained: true,
+            decoding: Decoding::default(),
         })
     }
 
@@ -174,7 +176,22 @@ impl LocalLlm {
     /// can be chosen, so it always parses. Off, the model writes freely and memlane asks
     /// again when a reply does not parse or breaks a rule: for comparison.
     pub fn constrained(mut self, on: bool) -> Self {
-        self.constrained = on;
+        self.decoding.constrained = on;
+        self
+    }
+
+    /// Whether tokens a reply will likely copy are guessed and read ahead (on by default):
+    /// where the last tokens written occur earlier in the reply or in the prompt's last
+    /// message, what followed them there is read in the same pass as the token just
+    /// written, and each guess the model then writes needs no pass of its own (prompt
+    /// lookup). A fact copies the user's words, so most of it is read this way. Guesses
+    /// grow while they come true and shrink when they do not, so free text pays little
+    /// for them. Every token is still the model's pick from its own scores and wrong
+    /// guesses are forgotten, so the reply is the one a pass per token writes (up to the
+    /// rounding of a pass of several tokens against one, which can turn a near tie). Off,
+    /// for comparison, each token written takes a pass.
+    pub fn prompt_lookup(mut self, on: bool) -> Self {
+        self.decoding.lookup = on;
         self
     }
 
@@ -204,10 +221,9 @@ impl LocalLlm {
             model: &inner.model,
             prefixes,
             cache: None,
+            hidden: None,
         };
-        inner
-            .core
-            .run(&mut turn, request, self.constrained, cancelled)
+        inner.core.run(&mut turn, request, self.decoding, cancelled)
     }
 }
 
@@ -247,6 +263,8 @@ struct CandleTurn<'a> {
     model: &'a Qwen2,
     prefixes: std::sync::MutexGuard<'a, Prefixes<Cache>>,
     cache: Option<Cache>,
+    /// The final hidden states of the last [`Backend::read_each`].
+    hidden: Option<candle_core::Tensor>,
 }
 
 impl Backend for CandleTurn<'_> {
@@ -278,6 +296,31 @@ impl Backend for CandleTurn<'_> {
             .ok_or_else(|| Error::internal("a token was read before the prompt"))?;
         let logits = self.model.forward(tokens, cache).map_err(model_err)?;
         scores_of(&logits)
+    }
+
+    fn read_each(&mut self, tokens: &[u32]) -> Result<()> {
+        let cache = self
+            .cache
+            .as_mut()
+            .ok_or_else(|| Error::internal("a token was read before the prompt"))?;
+        self.hidden = Some(self.model.hidden(tokens, cache).map_err(model_err)?);
+        Ok(())
+    }
+
+    fn scores_at(&mut self, i: usize) -> Result<Vec<f32>> {
+        let hidden = self
+            .hidden
+            .as_ref()
+            .ok_or_else(|| Error::internal("scores asked for before a read"))?;
+        scores_of(&self.model.logits_at(hidden, i).map_err(model_err)?)
+    }
+
+    fn forget(&mut self, n: usize) -> Result<()> {
+        self.cache
+            .as_mut()
+            .ok_or_else(|| Error::internal("a token was forgotten before the prompt"))?
+            .forget(n);
+        Ok(())
     }
 }
 

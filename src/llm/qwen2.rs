@@ -120,6 +120,12 @@ impl Cache {
             len: len.min(self.len),
         }
     }
+
+    /// Forgets the last `n` tokens read (all of them if `n` is more): the next read
+    /// writes over their keys and values.
+    pub(crate) fn forget(&mut self, n: usize) {
+        self.len = self.len.saturating_sub(n);
+    }
 }
 
 /// Appends the keys and values of `m` tokens (`(1, kv_heads, m, head_dim)`) after the
@@ -262,6 +268,20 @@ impl Qwen2 {
 
     /// Reads `tokens` after what `cache` holds, and returns the logits of the next token.
     pub(crate) fn forward(&self, tokens: &[u32], cache: &mut Cache) -> Result<Tensor> {
+        let x = self.hidden(tokens, cache)?;
+        self.logits_at(&x, tokens.len() - 1)
+    }
+
+    /// The logits of the token after the `i`-th of the `hidden` states [`hidden`](Self::hidden)
+    /// returned.
+    pub(crate) fn logits_at(&self, hidden: &Tensor, i: usize) -> Result<Tensor> {
+        self.output.forward(&hidden.i((.., i, ..))?)?.squeeze(0)
+    }
+
+    /// Reads `tokens` after what `cache` holds, and returns their final hidden states,
+    /// `(1, tokens, width)`, from which [`logits_at`](Self::logits_at) works out the
+    /// logits after any of them.
+    pub(crate) fn hidden(&self, tokens: &[u32], cache: &mut Cache) -> Result<Tensor> {
         let (pos, m) = (cache.len, tokens.len());
         if m == 0 || pos + m > self.context {
             return Err(candle_core::Error::Msg(format!(
@@ -287,8 +307,7 @@ impl Qwen2 {
             x = (x + layer.down.forward(&h)?)?;
         }
         cache.len = pos + m;
-        let x = candle_nn::ops::rms_norm(&x, &self.norm, self.eps)?;
-        self.output.forward(&x.i((.., m - 1, ..))?)?.squeeze(0)
+        candle_nn::ops::rms_norm(&x, &self.norm, self.eps)
     }
 
     fn attention(

@@ -112,6 +112,18 @@ async fn a_reply_with_a_schema_is_decoded_under_it() {
     assert!(model.stats().forced_tokens >= 2, "{:?}", model.stats());
 }
 
+#[tokio::test]
+async fn a_reply_that_copies_its_prompt_is_read_ahead_and_comes_out_the_same() {
+    let llm = private();
+    let counted = llm.clone();
+    crate::local_llm::a_copying_reply_is_read_ahead(
+        Arc::new(llm.clone().prompt_lookup(true)),
+        Arc::new(llm),
+        move || counted.stats(),
+    )
+    .await;
+}
+
 /// A call reuses what an earlier one read of its system message, answers as it did the
 /// first time, and still answers right after more system messages than are kept have
 /// pushed its prefix out (the sequences they held are cleared and used again).

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use memlane::config::DEFAULT_LABELS;
 use memlane::llm::ChatRequest;
 use memlane::progress::Task;
-use memlane::{Llm, LocalLlm, Memory, Message, MiniLm};
+use memlane::{Llm, LocalLlm, LocalLlmStats, Memory, Message, MiniLm};
 
 #[path = "../../examples/eval_extraction/cases.rs"]
 pub(crate) mod cases;
@@ -106,7 +106,8 @@ async fn the_model_answers_a_json_request() {
 /// allowed. The keys are forced, so they are read rather than written.
 #[tokio::test]
 async fn a_reply_with_a_schema_is_decoded_under_it() {
-    let model = private_llm();
+    // A pass per token written, so that passes count what the schema forces.
+    let model = private_llm().prompt_lookup(false);
     let request = ChatRequest::new(vec![
         Message::new("system", "Reply with only JSON."),
         Message::user(r#"Give {"capital": <the capital of France>, "rank": <1, 2 or 3>}."#),
@@ -348,6 +349,63 @@ async fn dropping_a_call_stops_it_before_its_next_token() {
     let llm = private_llm();
     let counted = llm.clone();
     dropping_a_call_stops_it(Arc::new(llm), move || counted.stats().written_tokens).await;
+}
+
+#[tokio::test]
+async fn a_reply_that_copies_its_prompt_is_read_ahead_and_comes_out_the_same() {
+    let llm = private_llm();
+    let counted = llm.clone();
+    a_copying_reply_is_read_ahead(
+        Arc::new(llm.clone()),
+        Arc::new(llm.prompt_lookup(false)),
+        move || counted.stats(),
+    )
+    .await;
+}
+
+/// A reply that copies the user's words: with prompt lookup (`on`), most of it is guessed
+/// and read ahead, in fewer passes than a pass per token (`off`, the same model), and the
+/// reply is the same. `stats` counts for both. Shared with the llama.cpp provider's tests.
+pub(crate) async fn a_copying_reply_is_read_ahead(
+    on: Arc<dyn Llm>,
+    off: Arc<dyn Llm>,
+    stats: impl Fn() -> LocalLlmStats,
+) {
+    let request = ChatRequest::new(vec![
+        Message::new(
+            "system",
+            "Copy the user's message into the JSON field text, word for word.",
+        ),
+        Message::user(
+            "My sister Ingrid moved to Malmö in 2019 and teaches maths at a school near the \
+             harbour.",
+        ),
+    ])
+    .schema(serde_json::json!({
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+        "additionalProperties": false
+    }))
+    .max_tokens(48);
+    let before = stats();
+    let plain = off.chat(request.clone()).await.unwrap();
+    let between = stats();
+    let looked = on.chat(request).await.unwrap();
+    let after = stats();
+    assert!(plain.text.contains("teaches maths"), "{}", plain.text);
+    assert_eq!(looked.text, plain.text);
+    assert_eq!(between.guessed, before.guessed);
+    let right = after.guessed_right - between.guessed_right;
+    let (passes_off, passes_on) = (
+        between.passes - before.passes,
+        after.passes - between.passes,
+    );
+    assert!(right >= 10, "{right} guesses right: {after:?}");
+    assert!(
+        passes_on + 10 <= passes_off,
+        "{passes_on} passes against {passes_off}"
+    );
 }
 
 /// Drops a call once it has written a few tokens (`written` counts the model's tokens): it
