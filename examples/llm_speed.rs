@@ -20,9 +20,8 @@
 //! It prints one table: each provider's prompt and writing speed and each add's p50 with
 //! the model's work (calls, prompt tokens read and reused, tokens written and forced,
 //! passes, and tokens guessed ahead by prompt lookup, with how many were right).
-//! `-- --compare-lookup` also runs each provider with prompt lookup the other way, right
-//! after it: candle without it (`prompt_lookup(false)`: a pass per token written),
-//! llama.cpp with it. With `RUST_LOG=memlane=debug`, each model call's span is printed to stderr as
+//! `-- --compare-lookup` also runs each provider with prompt lookup
+//! (`prompt_lookup(true)`), right after it. With `RUST_LOG=memlane=debug`, each model call's span is printed to stderr as
 //! it closes, with its tokens and its time (the last two are the last warm move's).
 
 use std::sync::Arc;
@@ -59,12 +58,12 @@ fn llama(lookup: bool) -> memlane::Result<Loaded> {
 fn providers(compare: bool) -> Vec<Provider> {
     let mut all = vec![Provider {
         name: "candle (LocalLlm)",
-        load: || candle(true),
+        load: || candle(false),
     }];
     if compare {
         all.push(Provider {
-            name: "candle, no prompt lookup",
-            load: || candle(false),
+            name: "candle, prompt lookup",
+            load: || candle(true),
         });
     }
     #[cfg(feature = "llama")]

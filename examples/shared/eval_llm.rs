@@ -21,8 +21,7 @@ pub struct Args {
     /// The local model writes freely (no token masks from the answers' schemas), for the
     /// comparison with constrained decoding.
     pub unconstrained: bool,
-    /// Prompt lookup on or off, to compare (else the provider's default: on for candle,
-    /// off for llama.cpp).
+    /// Prompt lookup on or off, to compare (else the providers' default, off).
     pub lookup: Option<bool>,
 }
 

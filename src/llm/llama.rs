@@ -140,13 +140,7 @@ impl LlamaCppLlm {
         Ok(LlamaCppLlm {
             core,
             jobs,
-            // llama.cpp reads a pass of several tokens at nearly their price one by one
-            // (its kernels share no weight unpacking among them), so guesses cost more
-            // than they save: measured slower on the contradiction set (see the README).
-            decoding: Decoding {
-                constrained: true,
-                lookup: false,
-            },
+            decoding: Decoding::default(),
         })
     }
 
@@ -158,10 +152,10 @@ impl LlamaCppLlm {
     }
 
     /// Whether tokens a reply will likely copy are guessed and read ahead, as
-    /// [`LocalLlm::prompt_lookup`](super::LocalLlm::prompt_lookup) does; off by default
-    /// here: on this machine's two cores llama.cpp took longer with it (206 s against
-    /// 187 s on the contradiction set's tuned half), a pass of several tokens costing it
-    /// nearly their price one by one.
+    /// [`LocalLlm::prompt_lookup`](super::LocalLlm::prompt_lookup) does (off by default).
+    /// On this machine's two cores llama.cpp took longer with it (206 s against 187 s on
+    /// the contradiction set's tuned half): a pass of several tokens costs it nearly their
+    /// price one by one.
     pub fn prompt_lookup(mut self, on: bool) -> Self {
         self.decoding.lookup = on;
         self

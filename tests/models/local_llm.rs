@@ -356,8 +356,8 @@ async fn a_reply_that_copies_its_prompt_is_read_ahead_and_comes_out_the_same() {
     let llm = private_llm();
     let counted = llm.clone();
     a_copying_reply_is_read_ahead(
-        Arc::new(llm.clone()),
-        Arc::new(llm.prompt_lookup(false)),
+        Arc::new(llm.clone().prompt_lookup(true)),
+        Arc::new(llm),
         move || counted.stats(),
     )
     .await;
