@@ -25,6 +25,8 @@ mod kernels;
 mod llama;
 #[cfg(feature = "local-llm")]
 mod local;
+#[cfg(feature = "local-llm")]
+mod lookup;
 #[cfg(feature = "openai")]
 mod openai;
 pub(crate) mod parse;
