@@ -32,6 +32,9 @@ pub(crate) struct Decision {
     pub(crate) event: Event,
     #[serde(default)]
     pub(crate) memory: Option<usize>,
+    /// For an UPDATE, the memory as true now in the model's words: it shows what the model
+    /// took the memory and the fact to be about, and is checked, never stored (the memory
+    /// takes the fact's text).
     #[serde(default)]
     pub(crate) text: Option<String>,
 }

@@ -139,9 +139,10 @@ async fn an_update_keeps_the_id_and_records_its_input() {
     let updated = &out.results[0];
     assert_eq!(updated.event, HistoryEvent::Update);
     assert_eq!(updated.id, id);
+    // The memory takes the new fact as the user stated it, not the model's rewrite.
     assert_eq!(
         updated.memory,
-        "Alice lives in the Alfama district of Lisbon"
+        "Alice lives in Lisbon, in the Alfama district"
     );
     assert_eq!(
         updated.previous_memory.as_deref(),
@@ -150,7 +151,7 @@ async fn an_update_keeps_the_id_and_records_its_input() {
     assert_eq!(out.credits_used, 1);
     assert_eq!(
         live(&memory, "alice").await,
-        vec!["Alice lives in the Alfama district of Lisbon"]
+        vec!["Alice lives in Lisbon, in the Alfama district"]
     );
     let history = memory.history(id).await.unwrap();
     assert_eq!(history.len(), 2);

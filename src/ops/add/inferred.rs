@@ -7,9 +7,10 @@
 //!    whose text a memory already has is known (NONE) without asking the model.
 //! 3. Facts with similar memories go to the model with those memories, numbered 0, 1, …
 //!    (never real ids): ADD, UPDATE, DELETE or NONE each. Facts with none are ADDed.
-//! 4. The decisions are made safe: an immutable memory is never changed (the fact is added
-//!    instead); a memory is changed at most once per call; a contradicted memory is deleted
-//!    *and* the new fact is added, so a DELETE never loses the fact.
+//! 4. The decisions are made safe: an updated memory takes the fact's text; an immutable
+//!    memory is never changed (the fact is added instead); a memory is changed at most once
+//!    per call; a contradicted memory is deleted *and* the new fact is added, so a DELETE
+//!    never loses the fact.
 //! 5. Under the write gate, every memory the plan changes is re-read: if another call
 //!    changed it meanwhile, the whole add is a 409 and nothing is written. Otherwise all
 //!    inserts, updates and deletes commit together with their history (the input messages
@@ -171,9 +172,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         decisions = decided.value;
         trace_decisions(&decisions, &neighbours, &existing);
     }
-    let plan = plan::decide(known, &asked, &existing, decisions, spoken_at, |t| {
-        dates::annotate(t, spoken_at)
-    });
+    let plan = plan::decide(known, &texts, &asked, &existing, decisions, spoken_at);
 
     // Updated texts need vectors, read with the memory's context as `update` does.
     let update_texts: Vec<String> = plan

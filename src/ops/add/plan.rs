@@ -17,8 +17,8 @@ use crate::store::{MemoryUpdate, NewMemory, Row, Write};
 pub(crate) enum FactPlan {
     /// Stored as a new memory.
     Add,
-    /// Merged into similar memory `memory` (an index into the memories shown), whose text
-    /// becomes `text`.
+    /// Takes the place of similar memory `memory` (an index into the memories shown), whose
+    /// text becomes `text`, the fact's.
     Update { memory: usize, text: String },
     /// Already known: nothing is stored.
     None,
@@ -36,28 +36,31 @@ pub(crate) struct Plan {
 /// Applies the model's decisions for the facts that were asked about (`asked[i]` is the
 /// fact the model calls `i`) to the plans known without it (`None`: to decide), and makes
 /// them safe:
+/// - an UPDATE gives the memory the fact's own text (`texts`, one per fact): what the user
+///   said. The model's text for the memory serves only to check the UPDATE (below): stored,
+///   it can merge the old value into the new ("an accountant at Michelin" from "an
+///   accountant at Decathlon" and "I now work at Michelin, in the legal department");
 /// - an immutable memory is never changed: a DELETE of it is skipped, an UPDATE of it
 ///   becomes an ADD of the fact;
 /// - a memory is changed at most once per call (a second UPDATE becomes an ADD);
 /// - a DELETE removes the contradicted memory and leaves the fact to be added, so that a
 ///   contradiction never loses the new fact;
-/// - an UPDATE that leaves the memory's text as it was carries nothing of the fact, and one
-///   whose text shares no word with the memory's is not about the same thing (a remark
-///   on the weather put in place of a hobby): either way the fact is added and the memory
-///   stays (small models write both when a fact is about something else);
+/// - an UPDATE whose text (the model's) leaves the memory's text as it was carries nothing
+///   of the fact, and one whose text shares no word with the memory's is not about the
+///   same thing (a remark on the weather put in place of a hobby): either way the fact is
+///   added and the memory stays (small models write both when a fact is about something
+///   else; asked for no text, they put such remarks in place of memories more often);
 /// - a fact older than the memory it would update or delete (the conversation took place
 ///   before the memory's `created_at`, as when old chats are imported) never replaces it:
 ///   the memory stays and the fact, superseded, is not stored;
 /// - a fact the model did not decide on is added.
-///
-/// `annotate` is applied to an UPDATE's text (relative dates get their absolute date).
 pub(crate) fn decide(
     mut plans: Vec<Option<FactPlan>>,
+    texts: &[String],
     asked: &[usize],
     shown: &[Row],
     decisions: Vec<Decision>,
     spoken_at: DateTime<Utc>,
-    annotate: impl Fn(&str) -> String,
 ) -> Plan {
     let mut touched = vec![false; shown.len()];
     let mut deletes = Vec::new();
@@ -86,20 +89,23 @@ pub(crate) fn decide(
             }
             _ if plans[fact].is_some() => {}
             (Event::Update, Some((m, r))) => {
-                let text = annotate(d.text.as_deref().unwrap_or("").trim());
+                let rewrite = d.text.as_deref().unwrap_or("").trim();
                 let unrelated = || {
                     let old: std::collections::HashSet<String> =
                         crate::text::terms(&r.memory).into_iter().collect();
-                    !crate::text::terms(&text).iter().any(|t| old.contains(t))
+                    !crate::text::terms(rewrite).iter().any(|t| old.contains(t))
                 };
-                plans[fact] = Some(
-                    if text == r.memory || unrelated() || r.immutable || touched[m] {
-                        FactPlan::Add
-                    } else {
+                let safe = rewrite != r.memory && !unrelated() && !r.immutable && !touched[m];
+                plans[fact] = Some(match texts.get(fact) {
+                    Some(text) if safe => {
                         touched[m] = true;
-                        FactPlan::Update { memory: m, text }
-                    },
-                );
+                        FactPlan::Update {
+                            memory: m,
+                            text: text.clone(),
+                        }
+                    }
+                    _ => FactPlan::Add,
+                });
             }
             (Event::None, _) => plans[fact] = Some(FactPlan::None),
             _ => plans[fact] = Some(FactPlan::Add),
@@ -272,8 +278,8 @@ mod tests {
         }
     }
 
-    fn same(s: &str) -> String {
-        s.to_string()
+    fn texts(texts: &[&str]) -> Vec<String> {
+        texts.iter().map(|t| t.to_string()).collect()
     }
 
     /// A conversation after every memory of the tests was created.
@@ -287,31 +293,32 @@ mod tests {
             memory("Lives in Valencia", false),
             memory("Has a cat", false),
         ];
+        let facts = texts(&["Lives in Lisbon", "Has a cat named Tom"]);
         let old_chat = now() - chrono::Duration::days(3 * 365);
         let decisions = || {
             vec![
                 decision(0, Event::Delete, Some(0), None),
-                decision(1, Event::Update, Some(1), Some("Has a cat named Tom")),
+                decision(1, Event::Update, Some(1), Some("Has a cat, Tom")),
             ]
         };
         let plan = decide(
             vec![None, None],
+            &facts,
             &[0, 1],
             &shown,
             decisions(),
             old_chat,
-            same,
         );
         assert_eq!(plan.facts, vec![FactPlan::None, FactPlan::None]);
         assert!(plan.deletes.is_empty(), "the newer memory stays");
         // The same decisions from a conversation after the memories apply.
         let plan = decide(
             vec![None, None],
+            &facts,
             &[0, 1],
             &shown,
             decisions(),
             later(),
-            same,
         );
         assert_eq!(plan.deletes, vec![0]);
         assert_eq!(
@@ -335,11 +342,21 @@ mod tests {
             memory("Plays chess", false),
         ];
         // Facts 0..=5; 6 is an exact repeat found without the model.
+        let facts = texts(&[
+            "Moved to Lisbon",
+            "Blood type A",
+            "Likes green tea now",
+            "Likes black tea",
+            "Likes tea",
+            "I play chess",
+            "Plays chess",
+        ]);
         let mut known = vec![None; 7];
         known[6] = Some(FactPlan::None);
         let asked = [0, 1, 2, 3, 4, 5];
         let plan = decide(
             known,
+            &facts,
             &asked,
             &shown,
             vec![
@@ -348,8 +365,8 @@ mod tests {
                 // An immutable memory is never deleted, nor updated: the fact is added.
                 decision(1, Event::Delete, Some(1), None),
                 decision(1, Event::Update, Some(1), Some("Blood type A")),
-                // An update.
-                decision(2, Event::Update, Some(2), Some("Likes green tea")),
+                // An update: the memory takes the fact's text, not the model's.
+                decision(2, Event::Update, Some(2), Some("Likes tea, green now")),
                 // A second change of the same memory becomes an add.
                 decision(3, Event::Update, Some(2), Some("Likes black tea")),
                 // Known already.
@@ -361,7 +378,6 @@ mod tests {
                 decision(4, Event::Delete, Some(7), None),
             ],
             later(),
-            same,
         );
         assert_eq!(
             plan.facts,
@@ -370,7 +386,7 @@ mod tests {
                 FactPlan::Add,
                 FactPlan::Update {
                     memory: 2,
-                    text: "Likes green tea".into()
+                    text: "Likes green tea now".into()
                 },
                 FactPlan::Add,
                 FactPlan::None,
@@ -381,6 +397,8 @@ mod tests {
         assert_eq!(plan.deletes, vec![0]);
     }
 
+    /// An update whose text shares no word with the memory's (small models write a remark
+    /// in place of a hobby) is not about it: the fact is added, the memory stays.
     #[test]
     fn an_update_about_something_else_leaves_the_memory_and_adds_the_fact() {
         let shown = vec![
@@ -388,15 +406,15 @@ mod tests {
             memory("Lives in Oslo", false),
         ];
         let plan = decide(
-            vec![None, None],
-            &[0, 1],
+            vec![None, None, None],
+            &texts(&["Grey skies today!", "Moved to Bergen", "Swims on Mondays"]),
+            &[0, 1, 2],
             &shown,
             vec![
                 decision(0, Event::Update, Some(0), Some("Grey skies today!")),
                 decision(1, Event::Update, Some(1), Some("Lives in Bergen now")),
             ],
             later(),
-            same,
         );
         assert_eq!(
             plan.facts,
@@ -404,39 +422,13 @@ mod tests {
                 FactPlan::Add,
                 FactPlan::Update {
                     memory: 1,
-                    text: "Lives in Bergen now".into()
+                    text: "Moved to Bergen".into()
                 },
+                // Undecided: added.
+                FactPlan::Add,
             ]
         );
         assert!(plan.deletes.is_empty());
-    }
-
-    #[test]
-    fn undecided_facts_are_added_and_update_texts_are_annotated() {
-        let shown = vec![memory("Dentist on Monday", false)];
-        let plan = decide(
-            vec![None, None],
-            &[0, 1],
-            &shown,
-            vec![decision(
-                0,
-                Event::Update,
-                Some(0),
-                Some("Dentist tomorrow"),
-            )],
-            later(),
-            |t| format!("{t} (2026-03-05)"),
-        );
-        assert_eq!(
-            plan.facts,
-            vec![
-                FactPlan::Update {
-                    memory: 0,
-                    text: "Dentist tomorrow (2026-03-05)".into()
-                },
-                FactPlan::Add
-            ]
-        );
     }
 
     #[test]
