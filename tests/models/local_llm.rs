@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 use memlane::config::DEFAULT_LABELS;
 use memlane::llm::ChatRequest;
 use memlane::progress::Task;
+use memlane::record::HistoryEvent;
 use memlane::{Llm, LocalLlm, LocalLlmStats, Memory, Message, MiniLm};
 
 #[path = "../../examples/eval_extraction/cases.rs"]
@@ -243,6 +244,87 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
         "{:?}",
         hits.results
     );
+}
+
+/// Cases of the contradiction evaluation (its tuned half) run in the suite: a move, a
+/// corrected name, and a trip beside a home.
+const CONTRADICTIONS_IN_SUITE: [&str; 3] =
+    ["move-city-en", "sister-spelling-en", "voyage-prevu-fr"];
+
+/// `add` with inference through the real model, embedder, index and SQLite file keeps a
+/// user's memories consistent (the evaluation's rule): a superseding fact leaves no memory
+/// with the old value, and the old memory is superseded with its history kept (updated or
+/// deleted, its old text in the history); a compatible fact is kept beside the memory,
+/// which stays as it was.
+#[tokio::test]
+async fn contradiction_cases_end_with_the_current_fact_and_keep_compatible_ones() {
+    let cases: Vec<cases::Case> = cases::load("contradictions_tuned.json")
+        .into_iter()
+        .filter(|c| CONTRADICTIONS_IN_SUITE.contains(&c.id.as_str()))
+        .collect();
+    assert_eq!(cases.len(), CONTRADICTIONS_IN_SUITE.len());
+    let dir = tempfile::tempdir().unwrap();
+    let memory = memory(&dir).await;
+    for case in &cases {
+        let mut changed = Vec::new();
+        for turn in &case.turns {
+            let messages: Vec<Message> = turn
+                .messages
+                .iter()
+                .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
+                .collect();
+            let out = memory
+                .add(messages)
+                .user(case.id.as_str())
+                .timestamp(turn.at)
+                .await
+                .unwrap();
+            changed.extend(
+                out.results
+                    .into_iter()
+                    .filter(|r| r.event != HistoryEvent::Add)
+                    .map(|r| (r.id, r.event)),
+            );
+        }
+        let kept: Vec<String> = memory
+            .list()
+            .user(case.id.as_str())
+            .await
+            .unwrap()
+            .results
+            .into_iter()
+            .map(|r| r.memory)
+            .collect();
+        assert!(
+            !kept.iter().any(|m| cases::is_stale(m, &case.stale)),
+            "{}: an old value is kept: {kept:?}",
+            case.id
+        );
+        for fact in &case.facts {
+            assert!(
+                kept.iter()
+                    .any(|m| cases::is_right(m, std::slice::from_ref(fact), &case.stale)),
+                "{}: {fact:?} is lost: {kept:?}",
+                case.id
+            );
+        }
+        if case.stale.is_empty() {
+            assert_eq!(changed, [], "{}: {kept:?}", case.id);
+            continue;
+        }
+        // The old memory was updated or deleted, and its history has the old text.
+        let mut superseded = 0;
+        for (id, event) in changed {
+            assert!(matches!(event, HistoryEvent::Update | HistoryEvent::Delete));
+            let history = memory.history(id).await.unwrap();
+            superseded += usize::from(history.iter().any(|h| {
+                h.new_memory
+                    .as_deref()
+                    .is_some_and(|m| cases::is_stale(m, &case.stale))
+            }));
+        }
+        assert_eq!(superseded, 1, "{}: {kept:?}", case.id);
+    }
 }
 
 /// A model of the test's own: its counters see only the test's calls.
