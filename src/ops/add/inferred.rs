@@ -8,9 +8,10 @@
 //! 3. Facts with similar memories go to the model with those memories, numbered 0, 1, …
 //!    (never real ids): ADD, UPDATE, DELETE or NONE each. Facts with none are ADDed.
 //! 4. The decisions are made safe: an updated memory takes the fact's text; an immutable
-//!    memory is never changed (the fact is added instead); a memory is changed at most once
-//!    per call; a contradicted memory is deleted *and* the new fact is added, so a DELETE
-//!    never loses the fact.
+//!    memory is never changed, nor replaced by a fact said to be one more of its kind
+//!    ("also", "anche"; the fact is added instead); a memory is changed at most once per
+//!    call; a contradicted memory is deleted *and* the new fact is added, so a DELETE never
+//!    loses the fact.
 //! 5. Under the write gate, every memory the plan changes is re-read: if another call
 //!    changed it meanwhile, the whole add is a 409 and nothing is written. Otherwise all
 //!    inserts, updates and deletes commit together with their history (the input messages

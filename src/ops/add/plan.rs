@@ -50,6 +50,10 @@ pub(crate) struct Plan {
 ///   same thing (a remark on the weather put in place of a hobby): either way the fact is
 ///   added and the memory stays (small models write both when a fact is about something
 ///   else; asked for no text, they put such remarks in place of memories more often);
+/// - a fact its speaker marked as one more of its kind ("I also…", "anche", "ook": see
+///   [`ADDITIVE`]) adds to the memories and never takes one's place: an UPDATE or DELETE
+///   for it adds it, and the memory stays (small models replace a first cuisine with a
+///   second one the user liked "too");
 /// - a fact older than the memory it would update or delete (the conversation took place
 ///   before the memory's `created_at`, as when old chats are imported) never replaces it:
 ///   the memory stays and the fact, superseded, is not stored;
@@ -72,6 +76,11 @@ pub(crate) fn decide(
             .memory
             .and_then(|m| shown.get(m).map(|row| (m, &row.record)));
         if let (Event::Update | Event::Delete, Some((_, r))) = (d.event, target) {
+            if texts.get(fact).is_some_and(|t| additional(t)) {
+                tracing::debug!(memory = %r.id, "a fact marked as one more of its kind replaces nothing");
+                plans[fact].get_or_insert(FactPlan::Add);
+                continue;
+            }
             if r.created_at > spoken_at {
                 tracing::debug!(memory = %r.id, "an older fact does not replace a newer memory");
                 plans[fact].get_or_insert(FactPlan::None);
@@ -118,6 +127,30 @@ pub(crate) fn decide(
             .collect(),
         deletes,
     }
+}
+
+/// Words with which a speaker marks a fact as one more of its kind, in the languages memlane
+/// is evaluated in: English, French, German, Italian, Spanish, Portuguese and Dutch.
+pub(crate) const ADDITIVE: [&str; 10] = [
+    "also",
+    "too",
+    "aussi",
+    "également",
+    "auch",
+    "ebenfalls",
+    "anche",
+    "también",
+    "também",
+    "ook",
+];
+
+/// Whether a fact has one of the [`ADDITIVE`] words after its first word: a first "Also,"
+/// brings news ("Also, I moved to Porto"), and German's "Also" means "so".
+fn additional(fact: &str) -> bool {
+    fact.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .skip(1)
+        .any(|word| ADDITIVE.contains(&word.to_lowercase().as_str()))
 }
 
 /// What the caller gave `add`, checked, as the plan's writes need it.
@@ -429,6 +462,70 @@ mod tests {
             ]
         );
         assert!(plan.deletes.is_empty());
+    }
+
+    /// A fact its speaker marked as one more of its kind ("anche", "ook", "too") never
+    /// takes a memory's place, whatever the model decided; the same fact without the mark
+    /// does, and so does one with "Also" as its first word; a word that only contains one
+    /// ("Toots") is no mark.
+    #[test]
+    fn a_fact_said_to_be_one_more_of_its_kind_replaces_nothing() {
+        let shown = vec![
+            memory("Adoro la cucina giapponese", false),
+            memory("Ik ben timmerman in Utrecht", false),
+            memory("My dog is called Rex", false),
+        ];
+        let decisions = || {
+            vec![
+                decision(0, Event::Update, Some(0), Some("Adoro la cucina etiope")),
+                decision(1, Event::Delete, Some(1), None),
+                decision(2, Event::Update, Some(2), Some("My dog is called Toots")),
+            ]
+        };
+        let marked = texts(&[
+            "Mi piace anche la cucina etiope",
+            "Ik werk op zondag ook in het dierenasiel",
+            "We have a cat called Toots too",
+        ]);
+        let plan = decide(
+            vec![None; 3],
+            &marked,
+            &[0, 1, 2],
+            &shown,
+            decisions(),
+            later(),
+        );
+        assert_eq!(plan.facts, vec![FactPlan::Add; 3]);
+        assert!(plan.deletes.is_empty());
+        // Unmarked, or "Also" first: news, which may replace.
+        let unmarked = texts(&[
+            "Mi piace la cucina etiope",
+            "Ik werk in het dierenasiel",
+            "Also, my dog is called Toots",
+        ]);
+        let plan = decide(
+            vec![None; 3],
+            &unmarked,
+            &[0, 1, 2],
+            &shown,
+            decisions(),
+            later(),
+        );
+        assert_eq!(
+            plan.facts,
+            vec![
+                FactPlan::Update {
+                    memory: 0,
+                    text: "Mi piace la cucina etiope".into()
+                },
+                FactPlan::Add,
+                FactPlan::Update {
+                    memory: 2,
+                    text: "Also, my dog is called Toots".into()
+                },
+            ]
+        );
+        assert_eq!(plan.deletes, vec![1]);
     }
 
     #[test]
