@@ -532,6 +532,7 @@ every detail of them all, in their language, as one short sentence. Reply with o
 
 #[cfg(test)]
 mod tests {
+    #[cfg(feature = "local-llm")]
     use super::reconcile::{check_decisions, decisions_schema, Decisions};
     use super::*;
     use crate::llm::ScriptedLlm;
