@@ -266,35 +266,7 @@ async fn contradiction_cases_end_with_the_current_fact_and_keep_compatible_ones(
     let dir = tempfile::tempdir().unwrap();
     let memory = memory(&dir).await;
     for case in &cases {
-        let mut changed = Vec::new();
-        for turn in &case.turns {
-            let messages: Vec<Message> = turn
-                .messages
-                .iter()
-                .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
-                .collect();
-            let out = memory
-                .add(messages)
-                .user(case.id.as_str())
-                .timestamp(turn.at)
-                .await
-                .unwrap();
-            changed.extend(
-                out.results
-                    .into_iter()
-                    .filter(|r| r.event != HistoryEvent::Add)
-                    .map(|r| (r.id, r.event)),
-            );
-        }
-        let kept: Vec<String> = memory
-            .list()
-            .user(case.id.as_str())
-            .await
-            .unwrap()
-            .results
-            .into_iter()
-            .map(|r| r.memory)
-            .collect();
+        let (kept, changed) = add_case_changing(&memory, case).await;
         assert!(
             !kept.iter().any(|m| cases::is_stale(m, &case.stale)),
             "{}: an old value is kept: {kept:?}",
@@ -331,20 +303,35 @@ async fn contradiction_cases_end_with_the_current_fact_and_keep_compatible_ones(
 /// Runs a labelled conversation's adds for its user, each at its time, and returns the
 /// user's live memories. Shared with the llama.cpp provider's tests.
 pub(crate) async fn add_case(memory: &Memory, case: &cases::Case) -> Vec<String> {
+    add_case_changing(memory, case).await.0
+}
+
+/// [`add_case`], with the memories its adds updated or deleted: (id, event).
+async fn add_case_changing(
+    memory: &Memory,
+    case: &cases::Case,
+) -> (Vec<String>, Vec<(uuid::Uuid, HistoryEvent)>) {
+    let mut changed = Vec::new();
     for turn in &case.turns {
         let messages: Vec<Message> = turn
             .messages
             .iter()
             .map(|(role, text)| Message::new(role.as_str(), text.as_str()))
             .collect();
-        memory
+        let out = memory
             .add(messages)
             .user(case.id.as_str())
             .timestamp(turn.at)
             .await
             .unwrap();
+        changed.extend(
+            out.results
+                .into_iter()
+                .filter(|r| r.event != HistoryEvent::Add)
+                .map(|r| (r.id, r.event)),
+        );
     }
-    memory
+    let kept = memory
         .list()
         .user(case.id.as_str())
         .await
@@ -352,7 +339,8 @@ pub(crate) async fn add_case(memory: &Memory, case: &cases::Case) -> Vec<String>
         .results
         .into_iter()
         .map(|r| r.memory)
-        .collect()
+        .collect();
+    (kept, changed)
 }
 
 fn private_llm() -> LocalLlm {
