@@ -131,7 +131,7 @@ pub(crate) fn decide(
 
 /// Words with which a speaker marks a fact as one more of its kind, in the languages memlane
 /// is evaluated in: English, French, German, Italian, Spanish, Portuguese and Dutch.
-pub(crate) const ADDITIVE: [&str; 10] = [
+const ADDITIVE: [&str; 10] = [
     "also",
     "too",
     "aussi",
