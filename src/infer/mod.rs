@@ -262,12 +262,96 @@ pub(crate) async fn extract_facts(
         check_facts(&f.facts)
     })
     .await?;
-    let facts = clean_facts(parsed.value.facts, labels);
+    let mut facts = said_by_the_user(
+        not_copied(
+            clean_facts(parsed.value.facts, labels),
+            &instructions,
+            &prompt,
+        ),
+        messages,
+    );
+    for i in translated(&facts, messages) {
+        // Asked to write such a fact again, a small model translates it again, or copies its
+        // whole message; the user's own words are better, and take no time.
+        if let Some(words) = own_words(&facts[i].text, messages) {
+            tracing::debug!(target: "memlane", "a translated fact is kept in the user's words");
+            facts[i].text = words;
+        }
+    }
     Ok(Parsed {
-        value: said_by_the_user(not_copied(facts, &instructions, &prompt), messages),
+        value: facts,
         usage: parsed.usage,
         model: parsed.model,
     })
+}
+
+/// The part of the user's messages a translated fact says: of the clauses (split at . ! ?
+/// : ; , and line breaks) of two words or more, the one with most of the fact's words
+/// other than English function words (names, numbers, words shared across languages), the
+/// shortest of equals. None if no clause has any.
+fn own_words(fact: &str, messages: &[Message]) -> Option<String> {
+    let words: std::collections::HashSet<String> =
+        crate::text::query_terms(fact).into_iter().collect();
+    messages
+        .iter()
+        .filter(|m| m.role == "user")
+        .flat_map(|m| {
+            m.content
+                .split(['.', '!', '?', ':', ';', ',', '\n', '。', '！', '？'])
+        })
+        .map(str::trim)
+        .filter(|clause| clause.split_whitespace().nth(1).is_some())
+        .map(|clause| {
+            let shared = crate::text::query_terms(clause)
+                .iter()
+                .filter(|t| words.contains(*t))
+                .count();
+            (shared, std::cmp::Reverse(clause.len()), clause)
+        })
+        .filter(|(shared, _, _)| *shared > 0)
+        .max()
+        .map(|(_, _, clause)| clause.to_owned())
+}
+
+/// English words that are seldom words of the other languages a user may write in (no
+/// "a", "in", "is", "me", "was" …), with the pieces of English contractions ("I'm", "it's",
+/// "we've"): what betrays a fact translated into English.
+const ENGLISH: &[&str] = &[
+    "and", "are", "been", "for", "has", "have", "her", "his", "i", "it", "ll", "m", "my", "our",
+    "re", "s", "that", "the", "their", "this", "ve", "were", "with", "your",
+];
+
+/// The facts (their indexes) a model translated into English: written mostly in words the
+/// conversation does not have (two or more, and more than half, numbers aside: dates are
+/// written out in digits), two of them [`ENGLISH`] words. The prompt forbids translating,
+/// and a small model does it, into English, with the less common languages. A paraphrase
+/// in its message's language has the language's own small words, not these.
+fn translated(facts: &[Fact], messages: &[Message]) -> Vec<usize> {
+    // The roles are words the model reads too: "The user is a dentist" is not a translation.
+    let said: std::collections::HashSet<String> = messages
+        .iter()
+        .flat_map(|m| crate::text::terms(&format!("{} {}", m.role, m.content)))
+        .collect();
+    facts
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| {
+            let words: Vec<String> = crate::text::keywords(&f.text)
+                .into_iter()
+                .filter(|w| !w.chars().any(|c| c.is_ascii_digit()))
+                .collect();
+            let unsaid: Vec<&String> = words
+                .iter()
+                .filter(|w| !said.contains(&crate::text::terms(w).concat()))
+                .collect();
+            let english = unsaid
+                .iter()
+                .filter(|w| ENGLISH.contains(&w.as_str()))
+                .count();
+            english >= 2 && unsaid.len() * 2 > words.len()
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Has a model that keeps prompt prefixes read the fixed part of both prompts of `add`
@@ -697,6 +781,67 @@ mod tests {
                 "You got married in June",
                 "The user is a dentist",
                 "東京に住んでいます"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_translated_fact_is_kept_in_the_users_own_words() {
+        let llm = ScriptedLlm::new([r#"{"facts": [
+            {"text": "Moos is the correct name for our cat", "categories": ["pets"]},
+            {"text": "Ik zwem graag"},
+            {"text": "I'm 34"},
+            {"text": "I have a job as a baker"}]}"#]);
+        let conversation = [
+            Message::user("Onze kat heet Pluis."),
+            Message::assistant("Leuk! Moos mooier?"),
+            Message::user(
+                "Foutje: onze kat heet eigenlijk Moos, niet Pluis. Ik zwem graag.\n\
+                 Ik ben 34; ik werk als bakker.",
+            ),
+        ];
+        let labels = [Label::new("pets", "")];
+        let facts = extract_facts(&llm, &conversation, at(), "", &labels)
+            .await
+            .unwrap();
+        let texts: Vec<&str> = facts.value.iter().map(|f| f.text.as_str()).collect();
+        // The clause with the fact's name or number, never the assistant's words; a
+        // translation with none of the user's words ("bakker" is not "baker") stays.
+        assert_eq!(
+            texts,
+            [
+                "onze kat heet eigenlijk Moos",
+                "Ik zwem graag",
+                "Ik ben 34",
+                "I have a job as a baker"
+            ]
+        );
+        assert_eq!(facts.value[0].categories, ["pets"]);
+        assert_eq!(llm.requests().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn facts_in_the_words_of_the_conversation_are_kept_as_written() {
+        // A paraphrase keeps most of its message's words, or its language's small words; the
+        // user is "user" to the model.
+        let llm = ScriptedLlm::new([
+            r#"{"facts": [{"text": "User loves hiking at the weekend"}, {"text": "I'm moving to Porto in 2026-05"}, {"text": "Tigre es el nombre del gato adoptado"}]}"#,
+        ]);
+        let conversation = [
+            Message::user("I go hiking every weekend. We move to Porto in May!"),
+            Message::assistant("Lovely."),
+            Message::user("¡Ayer adoptamos un gato! Se llama Tigre."),
+        ];
+        let facts = extract_facts(&llm, &conversation, at(), "", &[])
+            .await
+            .unwrap();
+        let texts: Vec<&str> = facts.value.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "User loves hiking at the weekend",
+                "I'm moving to Porto in 2026-05",
+                "Tigre es el nombre del gato adoptado"
             ]
         );
     }

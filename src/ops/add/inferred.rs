@@ -1,8 +1,9 @@
 //! `add` with inference: extract facts, reconcile them with what the owner already has,
 //! and commit every change of the call in one transaction.
 //!
-//! 1. The model extracts facts, guided by the project's policy and labels. Relative dates
-//!    it left in a fact get their absolute date appended ([`dates::annotate`]).
+//! 1. The model extracts facts, guided by the project's policy and labels. A fact it
+//!    translated into English is kept in the user's own words; relative dates it left in a
+//!    fact get their absolute date appended ([`dates::annotate`]).
 //! 2. Each fact is embedded and searched (hybrid) among the owner's live memories. A fact
 //!    whose text a memory already has is known (NONE) without asking the model.
 //! 3. Facts with similar memories go to the model with those memories, numbered 0, 1, …
