@@ -756,27 +756,37 @@ mod tests {
         );
     }
 
+    /// The facts `extract_facts` keeps from a model that replies `reply` (once: a second
+    /// call would fail) to a conversation.
+    async fn extracted(reply: &str, conversation: &[Message], labels: &[Label]) -> Vec<Fact> {
+        let llm = ScriptedLlm::new([reply]);
+        extract_facts(&llm, conversation, at(), "", labels)
+            .await
+            .unwrap()
+            .value
+    }
+
+    fn texts(facts: &[Fact]) -> Vec<&str> {
+        facts.iter().map(|f| f.text.as_str()).collect()
+    }
+
     /// Facts in the assistant's words are dropped, and so are one-word facts; facts in the
     /// user's words, or in words of neither (a translation), stay.
     #[tokio::test]
     async fn facts_the_user_did_not_say_are_dropped() {
-        let llm = ScriptedLlm::new([r#"{"facts": [
+        let reply = r#"{"facts": [
             {"text": "The capital of Australia is Canberra"},
             {"text": "You got married in June"},
             {"text": "The user is a dentist"},
             {"text": "Cheers!"},
-            {"text": "東京に住んでいます"}]}"#]);
+            {"text": "東京に住んでいます"}]}"#;
         let conversation = [
             Message::user("Is Sydney the capital of Australia? I got married in June!"),
             Message::assistant("No, the capital of Australia is Canberra. Congratulations to you!"),
             Message::user("Soy dentista. Cheers! 東京に住んでいます"),
         ];
-        let facts = extract_facts(&llm, &conversation, at(), "", &[])
-            .await
-            .unwrap();
-        let texts: Vec<&str> = facts.value.iter().map(|f| f.text.as_str()).collect();
         assert_eq!(
-            texts,
+            texts(&extracted(reply, &conversation, &[]).await),
             [
                 "You got married in June",
                 "The user is a dentist",
@@ -787,11 +797,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_translated_fact_is_kept_in_the_users_own_words() {
-        let llm = ScriptedLlm::new([r#"{"facts": [
+        let reply = r#"{"facts": [
             {"text": "Moos is the correct name for our cat", "categories": ["pets"]},
             {"text": "Ik zwem graag"},
             {"text": "I'm 34"},
-            {"text": "I have a job as a baker"}]}"#]);
+            {"text": "I have a job as a baker"}]}"#;
         let conversation = [
             Message::user("Onze kat heet Pluis."),
             Message::assistant("Leuk! Moos mooier?"),
@@ -800,15 +810,11 @@ mod tests {
                  Ik ben 34; ik werk als bakker.",
             ),
         ];
-        let labels = [Label::new("pets", "")];
-        let facts = extract_facts(&llm, &conversation, at(), "", &labels)
-            .await
-            .unwrap();
-        let texts: Vec<&str> = facts.value.iter().map(|f| f.text.as_str()).collect();
+        let facts = extracted(reply, &conversation, &[Label::new("pets", "")]).await;
         // The clause with the fact's name or number, never the assistant's words; a
         // translation with none of the user's words ("bakker" is not "baker") stays.
         assert_eq!(
-            texts,
+            texts(&facts),
             [
                 "onze kat heet eigenlijk Moos",
                 "Ik zwem graag",
@@ -816,28 +822,23 @@ mod tests {
                 "I have a job as a baker"
             ]
         );
-        assert_eq!(facts.value[0].categories, ["pets"]);
-        assert_eq!(llm.requests().len(), 1);
+        assert_eq!(facts[0].categories, ["pets"]);
     }
 
     #[tokio::test]
     async fn facts_in_the_words_of_the_conversation_are_kept_as_written() {
         // A paraphrase keeps most of its message's words, or its language's small words; the
         // user is "user" to the model.
-        let llm = ScriptedLlm::new([
-            r#"{"facts": [{"text": "User loves hiking at the weekend"}, {"text": "I'm moving to Porto in 2026-05"}, {"text": "Tigre es el nombre del gato adoptado"}]}"#,
-        ]);
+        let reply = r#"{"facts": [{"text": "User loves hiking at the weekend"},
+            {"text": "I'm moving to Porto in 2026-05"},
+            {"text": "Tigre es el nombre del gato adoptado"}]}"#;
         let conversation = [
             Message::user("I go hiking every weekend. We move to Porto in May!"),
             Message::assistant("Lovely."),
             Message::user("¡Ayer adoptamos un gato! Se llama Tigre."),
         ];
-        let facts = extract_facts(&llm, &conversation, at(), "", &[])
-            .await
-            .unwrap();
-        let texts: Vec<&str> = facts.value.iter().map(|f| f.text.as_str()).collect();
         assert_eq!(
-            texts,
+            texts(&extracted(reply, &conversation, &[]).await),
             [
                 "User loves hiking at the weekend",
                 "I'm moving to Porto in 2026-05",
