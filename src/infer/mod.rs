@@ -286,9 +286,10 @@ pub(crate) async fn extract_facts(
 }
 
 /// The part of the user's messages a translated fact says: of the clauses (split at . ! ?
-/// : ; , and line breaks) of two words or more, the one with most of the fact's words
-/// other than English function words (names, numbers, words shared across languages), the
-/// shortest of equals. None if no clause has any.
+/// : ; and line breaks, not at commas, which would cut "Teacher, 12 years" to a fragment)
+/// of two words or more, the one with most of the fact's words other than English function
+/// words (names, numbers, words shared across languages), the shortest of equals. None if
+/// no clause has any.
 fn own_words(fact: &str, messages: &[Message]) -> Option<String> {
     let words: std::collections::HashSet<String> =
         crate::text::query_terms(fact).into_iter().collect();
@@ -297,7 +298,7 @@ fn own_words(fact: &str, messages: &[Message]) -> Option<String> {
         .filter(|m| m.role == "user")
         .flat_map(|m| {
             m.content
-                .split(['.', '!', '?', ':', ';', ',', '\n', '。', '！', '？'])
+                .split(['.', '!', '?', ':', ';', '\n', '。', '！', '？'])
         })
         .map(str::trim)
         .filter(|clause| clause.split_whitespace().nth(1).is_some())
@@ -801,25 +802,28 @@ mod tests {
             {"text": "Moos is the correct name for our cat", "categories": ["pets"]},
             {"text": "Ik zwem graag"},
             {"text": "I'm 34"},
-            {"text": "I have a job as a baker"}]}"#;
+            {"text": "I have a job as a baker"},
+            {"text": "I have been a teacher for 12 years"}]}"#;
         let conversation = [
             Message::user("Onze kat heet Pluis."),
             Message::assistant("Leuk! Moos mooier?"),
             Message::user(
                 "Foutje: onze kat heet eigenlijk Moos, niet Pluis. Ik zwem graag.\n\
-                 Ik ben 34; ik werk als bakker.",
+                 Ik ben 34; ik werk als bakker.\nTeacher, 12 years.",
             ),
         ];
         let facts = extracted(reply, &conversation, &[Label::new("pets", "")]).await;
-        // The clause with the fact's name or number, never the assistant's words; a
-        // translation with none of the user's words ("bakker" is not "baker") stays.
+        // The clause with the fact's name or number, never the assistant's words, whole
+        // between commas; a translation with none of the user's words ("bakker" is not
+        // "baker") stays.
         assert_eq!(
             texts(&facts),
             [
-                "onze kat heet eigenlijk Moos",
+                "onze kat heet eigenlijk Moos, niet Pluis",
                 "Ik zwem graag",
                 "Ik ben 34",
-                "I have a job as a baker"
+                "I have a job as a baker",
+                "Teacher, 12 years"
             ]
         );
         assert_eq!(facts[0].categories, ["pets"]);
