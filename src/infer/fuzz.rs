@@ -3,8 +3,9 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 
+use super::extract::{check_facts, clean_facts, Facts};
 use super::reconcile::{check_decisions, Decisions};
-use super::{check_facts, clean_facts, dates, Digest, Facts};
+use super::{dates, Digest};
 use crate::config::ProjectConfig;
 use crate::llm::parse::recover_json;
 
