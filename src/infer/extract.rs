@@ -174,13 +174,19 @@ pub(crate) async fn extract_facts(
         ),
         messages,
     );
-    for i in translated(&facts, messages) {
+    let foreign = translated(&facts, messages);
+    for &i in &foreign {
         // Asked to write such a fact again, a small model translates it again, or copies its
         // whole message; the user's own words are better, and take no time.
         if let Some(words) = own_words(&facts[i].text, messages) {
             tracing::debug!(target: "memlane", "a translated fact is kept in the user's words");
             facts[i].text = words;
         }
+    }
+    if !foreign.is_empty() {
+        // Two translations of one clause are one fact.
+        let mut seen = std::collections::HashSet::new();
+        facts.retain(|f| seen.insert(f.text.to_lowercase()));
     }
     Ok(Parsed {
         value: facts,
@@ -517,7 +523,8 @@ mod tests {
             {"text": "Ik zwem graag"},
             {"text": "I'm 34"},
             {"text": "I have a job as a baker"},
-            {"text": "I have been a teacher for 12 years"}]}"#;
+            {"text": "I have been a teacher for 12 years"},
+            {"text": "The name of our cat is Moos"}]}"#;
         let conversation = [
             Message::user("Onze kat heet Pluis."),
             Message::assistant("Leuk! Moos mooier?"),
@@ -528,8 +535,8 @@ mod tests {
         ];
         let facts = extracted(reply, &conversation, &[Label::new("pets", "")]).await;
         // The clause with the fact's name or number, never the assistant's words, whole
-        // between commas; a translation with none of the user's words ("bakker" is not
-        // "baker") stays.
+        // between commas, once; a translation with none of the user's words ("bakker" is
+        // not "baker") stays.
         assert_eq!(
             texts(&facts),
             [
