@@ -166,33 +166,27 @@ pub(crate) async fn extract_facts(
         check_facts(&f.facts)
     })
     .await?;
-    let mut facts = said_by_the_user(
-        not_copied(
-            clean_facts(parsed.value.facts, labels),
-            &instructions,
-            &prompt,
-        ),
-        messages,
-    );
-    let foreign = translated(&facts, messages);
-    for &i in &foreign {
-        // Asked to write such a fact again, a small model translates it again, or copies its
-        // whole message; the user's own words are better, and take no time.
+    let facts = clean_facts(in_users_words(parsed.value.facts, messages), labels);
+    Ok(Parsed {
+        value: said_by_the_user(not_copied(facts, &instructions, &prompt), messages),
+        usage: parsed.usage,
+        model: parsed.model,
+    })
+}
+
+/// The facts, with each one the model translated into English ([`translated`]) replaced by
+/// the user's own words for it ([`own_words`]) where their messages have them. Asked to
+/// write such a fact again, a small model translates it again or copies its whole message;
+/// the user's words are better, and take no time. This runs before the facts are tidied,
+/// so two translations of one clause end as one fact.
+fn in_users_words(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
+    for i in translated(&facts, messages) {
         if let Some(words) = own_words(&facts[i].text, messages) {
             tracing::debug!(target: "memlane", "a translated fact is kept in the user's words");
             facts[i].text = words;
         }
     }
-    if !foreign.is_empty() {
-        // Two translations of one clause are one fact.
-        let mut seen = std::collections::HashSet::new();
-        facts.retain(|f| seen.insert(f.text.to_lowercase()));
-    }
-    Ok(Parsed {
-        value: facts,
-        usage: parsed.usage,
-        model: parsed.model,
-    })
+    facts
 }
 
 /// The part of the user's messages a translated fact says: of the clauses (split at . ! ?
