@@ -6,7 +6,7 @@
 //! `cargo run --release --example eval_contradictions` (after `scripts/fetch-models.sh`),
 //! with the local model, or any OpenAI-compatible server when `OPENAI_API_KEY` or
 //! `OPENAI_BASE_URL` is set (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
-//! `-- --set tuned|untuned` runs one half; `-- --only ID[,ID…]` some cases only;
+//! `-- --set tuned|untuned` runs one half (`dev`: the development cases); `-- --only ID[,ID…]` some cases only;
 //! `-- --unconstrained` lets the model write its answers freely (no schema), to compare;
 //! `--features llama -- --llama` runs the local model on llama.cpp (`LlamaCppLlm`), about
 //! twice as fast.
@@ -17,7 +17,9 @@
 //! user; the first states the old fact and an unrelated one that must survive. Later turns
 //! never repeat an old value, so a live memory that holds one (a stale term) can only be
 //! the old memory kept, or merged into a text that states both. `tuned` is the half
-//! memlane's reconciliation was developed on; `untuned` is never tuned on.
+//! memlane's reconciliation was developed on; `untuned` is never tuned on. `dev`
+//! (`contradictions_dev.json`) holds 20 more cases written later to tune on, apart from
+//! both halves and never in their figures.
 //!
 //! A case **ends consistent** when no live memory holds a stale term and every labelled
 //! fact is stated. A fact is **lost** when no live memory states it without a stale term.
@@ -40,6 +42,9 @@ use memlane::Memory;
 enum Half {
     Tuned,
     Untuned,
+    /// Cases written after the two halves, to tune on as well (`--set dev` only): more
+    /// failures to learn from, without touching the half that is never tuned on.
+    Dev,
 }
 
 impl Half {
@@ -47,6 +52,7 @@ impl Half {
         match self {
             Half::Tuned => "tuned",
             Half::Untuned => "untuned",
+            Half::Dev => "dev",
         }
     }
 
@@ -178,10 +184,11 @@ async fn main() -> memlane::Result<()> {
     let halves = match args.set.as_deref() {
         Some("tuned") => vec![Half::Tuned],
         Some("untuned") => vec![Half::Untuned],
+        Some("dev") => vec![Half::Dev],
         None => vec![Half::Tuned, Half::Untuned],
         Some(other) => {
             return Err(memlane::Error::invalid(format!(
-                "--set takes tuned or untuned, not {other}"
+                "--set takes tuned, untuned or dev, not {other}"
             )))
         }
     };
