@@ -192,8 +192,8 @@ fn in_users_words(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
 /// The part of the user's messages a translated fact says: of the clauses (split at . ! ?
 /// : ; and line breaks, not at commas, which would cut "Teacher, 12 years" to a fragment)
 /// of two words or more, the one with most of the fact's words other than English function
-/// words (names, numbers, words shared across languages), the shortest of equals. None if
-/// no clause has any.
+/// words (names, numbers, words shared across languages, words [`alike`] across them), the
+/// shortest of equals. None if no clause has any.
 fn own_words(fact: &str, messages: &[Message]) -> Option<String> {
     let words: std::collections::HashSet<String> =
         crate::text::query_terms(fact).into_iter().collect();
@@ -207,15 +207,34 @@ fn own_words(fact: &str, messages: &[Message]) -> Option<String> {
         .map(str::trim)
         .filter(|clause| clause.split_whitespace().nth(1).is_some())
         .map(|clause| {
-            let shared = crate::text::query_terms(clause)
+            let terms = crate::text::query_terms(clause);
+            let shared = words
                 .iter()
-                .filter(|t| words.contains(*t))
+                .filter(|w| terms.iter().any(|t| alike(w, t)))
                 .count();
             (shared, std::cmp::Reverse(clause.len()), clause)
         })
         .filter(|(shared, _, _)| *shared > 0)
         .max()
         .map(|(_, _, clause)| clause.to_owned())
+}
+
+/// Whether two terms are one word, or look like one word in two languages: five letters
+/// or more each, with half their letter trigrams shared (Dice ≥ 0.5), as "guitar" and
+/// "gitarre", "professor" and "professora", "clinic" and "clínica".
+fn alike(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let trigrams = |w: &str| -> std::collections::HashSet<Vec<char>> {
+        let chars: Vec<char> = w.chars().collect();
+        chars.windows(3).map(<[char]>::to_vec).collect()
+    };
+    if a.chars().count() < 5 || b.chars().count() < 5 {
+        return false;
+    }
+    let (a, b) = (trigrams(a), trigrams(b));
+    4 * a.intersection(&b).count() >= a.len() + b.len()
 }
 
 /// English words that are seldom words of the other languages a user may write in (no
@@ -228,15 +247,26 @@ const ENGLISH: &[&str] = &[
 
 /// The facts (their indexes) a model translated into English: written mostly in words the
 /// conversation does not have (two or more, and more than half, numbers aside: dates are
-/// written out in digits), two of them [`ENGLISH`] words. The prompt forbids translating,
-/// and a small model does it, into English, with the less common languages. A paraphrase
-/// in its message's language has the language's own small words, not these.
+/// written out in digits), two of them [`ENGLISH`] words; or, when the user wrote five
+/// words or more and no English one, one of them, and half of its words unsaid ("I play guitar" for
+/// "Ich spiele Gitarre"). The prompt forbids translating, and a small model does it, into
+/// English, with the less common languages. A paraphrase in its message's language has
+/// the language's own small words, not these.
 fn translated(facts: &[Fact], messages: &[Message]) -> Vec<usize> {
     // The roles are words the model reads too: "The user is a dentist" is not a translation.
     let said: std::collections::HashSet<String> = messages
         .iter()
         .flat_map(|m| crate::text::terms(&format!("{} {}", m.role, m.content)))
         .collect();
+    // A user who writes five words or more and no English one: one English word in a fact
+    // mostly in words they did not say (half is enough) betrays it. A shorter message
+    // ("cashews too") says too little of its language.
+    let users: Vec<String> = messages
+        .iter()
+        .filter(|m| m.role == "user")
+        .flat_map(|m| crate::text::keywords(&m.content))
+        .collect();
+    let english_user = users.len() < 5 || users.iter().any(|w| ENGLISH.contains(&w.as_str()));
     facts
         .iter()
         .enumerate()
@@ -253,7 +283,11 @@ fn translated(facts: &[Fact], messages: &[Message]) -> Vec<usize> {
                 .iter()
                 .filter(|w| ENGLISH.contains(&w.as_str()))
                 .count();
-            english >= 2 && unsaid.len() * 2 > words.len()
+            if english_user {
+                english >= 2 && unsaid.len() * 2 > words.len()
+            } else {
+                english >= 1 && unsaid.len() >= 2 && unsaid.len() * 2 >= words.len()
+            }
         })
         .map(|(i, _)| i)
         .collect()
@@ -517,28 +551,33 @@ mod tests {
             {"text": "Ik zwem graag"},
             {"text": "I'm 34"},
             {"text": "I have a job as a baker"},
+            {"text": "I bake bread for a living"},
             {"text": "I have been a teacher for 12 years"},
+            {"text": "I play guitar"},
             {"text": "The name of our cat is Moos"}]}"#;
         let conversation = [
             Message::user("Onze kat heet Pluis."),
             Message::assistant("Leuk! Moos mooier?"),
             Message::user(
                 "Foutje: onze kat heet eigenlijk Moos, niet Pluis. Ik zwem graag.\n\
-                 Ik ben 34; ik werk als bakker.\nTeacher, 12 years.",
+                 Ik ben 34; ik werk als bakker.\nTeacher, 12 years. Ich spiele Gitarre.",
             ),
         ];
         let facts = extracted(reply, &conversation, &[Label::new("pets", "")]).await;
-        // The clause with the fact's name or number, never the assistant's words, whole
-        // between commas, once; a translation with none of the user's words ("bakker" is
-        // not "baker") stays.
+        // The clause with the fact's name, number or a word alike ("baker", "bakker"),
+        // never the assistant's words, whole between commas, once; a translation with none
+        // of the user's words stays. A user who writes no English word betrays a
+        // translation with one.
         assert_eq!(
             texts(&facts),
             [
                 "onze kat heet eigenlijk Moos, niet Pluis",
                 "Ik zwem graag",
                 "Ik ben 34",
-                "I have a job as a baker",
-                "Teacher, 12 years"
+                "ik werk als bakker",
+                "I bake bread for a living",
+                "Teacher, 12 years",
+                "Ich spiele Gitarre"
             ]
         );
         assert_eq!(facts[0].categories, ["pets"]);
