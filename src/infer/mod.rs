@@ -19,7 +19,7 @@ mod extract;
 mod reconcile;
 
 pub(crate) use extract::{extract_facts, Fact};
-pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
+pub(crate) use reconcile::{reconcile, supersedes, Decision, Event, Existing};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
 
@@ -114,8 +114,9 @@ fn label_names(labels: &[Label]) -> Value {
     }
 }
 
-/// Has a model that keeps prompt prefixes read the fixed part of both prompts of `add`
-/// with inference (extraction, for this project's policy and labels, and reconciliation),
+/// Has a model that keeps prompt prefixes read the fixed part of the prompts of `add` with
+/// inference (extraction, for this project's policy and labels, reconciliation, and its
+/// second look),
 /// each with a one-line question and a one-token reply, so that the first real call reads
 /// only its own conversation. A model that keeps none is left alone.
 pub(crate) async fn warm(llm: &dyn Llm, policy: &str, labels: &[Label]) -> Result<()> {
@@ -125,6 +126,7 @@ pub(crate) async fn warm(llm: &dyn Llm, policy: &str, labels: &[Label]) -> Resul
     for mut chat in [
         extract::extraction_prefix(policy, labels).0,
         reconcile::reconcile_prefix(),
+        reconcile::second_look_prefix(),
     ] {
         chat.push(Message::user("Hello"));
         llm.chat(ChatRequest::new(chat).max_tokens(1)).await?;

@@ -198,6 +198,176 @@ pub(crate) async fn reconcile(
     })
 }
 
+/// The two questions of a second look at one memory and one new fact (see [`supersedes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Question {
+    /// Is the memory no longer true because of the fact?
+    Replaced,
+    /// Can the memory still be true beside the fact?
+    BothTrue,
+}
+
+impl Question {
+    fn text(self) -> &'static str {
+        match self {
+            Question::Replaced => "Replaced?",
+            Question::BothTrue => "Both true?",
+        }
+    }
+}
+
+/// Worked examples of the second look, as (memory, new fact, question, answer): a move, a
+/// new car, a new job and a corrected day replace; a visit, one more hobby, child or job
+/// and a remark do not. Asked both ways, so that neither answer is the habit.
+const SECOND_LOOK_EXAMPLES: [(&str, &str, Question, bool); 12] = [
+    (
+        "I live in Hull",
+        "I'm spending a few days with my niece in Kilkenny",
+        Question::Replaced,
+        false,
+    ),
+    (
+        "I live in Hull",
+        "I'm spending a few days with my niece in Kilkenny",
+        Question::BothTrue,
+        true,
+    ),
+    (
+        "My car is a red Seat Ibiza",
+        "I sold my car and bought a Kia Niro",
+        Question::Replaced,
+        true,
+    ),
+    (
+        "My car is a red Seat Ibiza",
+        "I sold my car and bought a Kia Niro",
+        Question::BothTrue,
+        false,
+    ),
+    (
+        "Juego al ajedrez los martes",
+        "Ahora también hago boxeo",
+        Question::BothTrue,
+        true,
+    ),
+    (
+        "Juego al ajedrez los martes",
+        "Ahora también hago boxeo",
+        Question::Replaced,
+        false,
+    ),
+    (
+        "Trabajo de cartero en Lugo",
+        "Ahora trabajo de bombero",
+        Question::BothTrue,
+        false,
+    ),
+    (
+        "Trabajo de cartero en Lugo",
+        "Ahora trabajo de bombero",
+        Question::Replaced,
+        true,
+    ),
+    (
+        "I have a daughter, Ines",
+        "My son Tomas starts school in May",
+        Question::Replaced,
+        false,
+    ),
+    (
+        "Mein Zahnarzttermin ist am Montag",
+        "Der Termin ist doch am Mittwoch",
+        Question::BothTrue,
+        false,
+    ),
+    (
+        "Mein Zahnarzttermin ist am Montag",
+        "Der Termin ist doch am Mittwoch",
+        Question::Replaced,
+        true,
+    ),
+    (
+        "Sou enfermeira",
+        "Aos sábados trabalho numa livraria",
+        Question::BothTrue,
+        true,
+    ),
+];
+
+/// Token budget of a second look's reply: `{"answer": "yes"}`.
+const SECOND_LOOK_TOKENS: u32 = 16;
+
+fn second_look_question(memory: &str, fact: &str, question: Question) -> String {
+    format!("Memory: {memory}\nNew fact: {fact}\n{}", question.text())
+}
+
+fn yes_no(yes: bool) -> String {
+    format!(r#"{{"answer": "{}"}}"#, if yes { "yes" } else { "no" })
+}
+
+/// The part of a second look's chat that is the same in every call: the instructions and
+/// the worked examples of both questions, so that one kept prefix serves both.
+pub(super) fn second_look_prefix() -> Vec<Message> {
+    let system = "You keep a person's memories current. You see one of their memories, a new \
+fact they just told you, and a question about the two. Answer \"yes\" or \"no\".\n\
+\"Replaced?\" asks whether the memory is no longer true because of the new fact: they moved, \
+changed job, car, partner, team or diet, stopped something, or corrected the memory.\n\
+\"Both true?\" asks whether the memory can still be true beside the new fact: a trip or \
+visit, one more hobby, job, child, pet or language, or something unrelated.\n\
+Reply with JSON only: {\"answer\": \"yes\"} or {\"answer\": \"no\"}.";
+    let mut chat = vec![Message::new("system", system)];
+    for (memory, fact, question, yes) in SECOND_LOOK_EXAMPLES {
+        chat.push(Message::user(second_look_question(memory, fact, question)));
+        chat.push(Message::new("assistant", yes_no(yes)));
+    }
+    chat
+}
+
+#[derive(Debug, Deserialize)]
+struct Answer {
+    answer: String,
+}
+
+/// One yes/no question about a memory and a fact.
+async fn ask(llm: &dyn Llm, memory: &str, fact: &str, question: Question) -> Result<Parsed<bool>> {
+    let mut chat = second_look_prefix();
+    chat.push(Message::user(second_look_question(memory, fact, question)));
+    let schema = answer(json!({"answer": {"enum": ["yes", "no"]}}), &["answer"]);
+    chat_json::<Answer, _>(llm, chat, schema, SECOND_LOOK_TOKENS, |a| {
+        match a.answer.as_str() {
+            "yes" | "no" => Ok(()),
+            other => Err(format!("answer {other:?}: answer \"yes\" or \"no\"")),
+        }
+    })
+    .await
+    .map(|p| Parsed {
+        value: p.value.answer == "yes",
+        usage: p.usage,
+        model: p.model,
+    })
+}
+
+/// A second look at a fact the reconciliation added beside a similar memory: whether the
+/// fact supersedes the memory. Asked as two narrow questions, put opposite ways: the memory
+/// is replaced, and it cannot be true beside the fact. Only when both answers say so (the
+/// second is asked only after a yes to the first). A small model that keeps an old fact
+/// beside a new one in a decision over many memories often sees the change when shown one
+/// memory; each question alone leans to "yes".
+pub(crate) async fn supersedes(llm: &dyn Llm, memory: &str, fact: &str) -> Result<Parsed<bool>> {
+    let replaced = ask(llm, memory, fact, Question::Replaced).await?;
+    if !replaced.value {
+        return Ok(replaced);
+    }
+    let both = ask(llm, memory, fact, Question::BothTrue).await?;
+    let mut usage = replaced.usage;
+    usage += both.usage;
+    Ok(Parsed {
+        value: !both.value,
+        usage,
+        model: both.model,
+    })
+}
+
 pub(super) fn check_decisions(
     decisions: &[Decision],
     facts: usize,
@@ -281,6 +451,40 @@ mod tests {
         );
         assert!(question.contains(r#"{"memory":0,"text":"Lives in Oslo","fixed":true}"#));
         assert!(question.contains(r#"{"fact":0,"text":"Visits Rome"}"#));
+    }
+
+    /// A fact supersedes a memory only when the model says it replaced the memory and that
+    /// both cannot be true; the second question is asked only after a yes to the first.
+    /// Both questions share everything before the question itself.
+    #[tokio::test]
+    async fn a_second_look_needs_both_answers_to_agree() {
+        let yes = r#"{"answer": "yes"}"#;
+        let no = r#"{"answer": "no"}"#;
+        let cases = [
+            (vec![yes, no], true),
+            (vec![yes, yes], false),
+            (vec![no], false),
+        ];
+        for (replies, expected) in cases {
+            let llm = ScriptedLlm::new(replies.clone());
+            let looked = supersedes(&llm, "Lives in Hull", "Moved to York")
+                .await
+                .unwrap();
+            assert_eq!(looked.value, expected, "{replies:?}");
+            let requests = llm.requests();
+            assert_eq!(requests.len(), replies.len(), "{replies:?}");
+            let first = &requests[0].messages;
+            let question = &first.last().unwrap().content;
+            assert_eq!(
+                question,
+                "Memory: Lives in Hull\nNew fact: Moved to York\nReplaced?"
+            );
+            if let Some(second) = requests.get(1) {
+                let (last, prefix) = second.messages.split_last().unwrap();
+                assert_eq!(prefix, &first[..first.len() - 1]);
+                assert!(last.content.ends_with("\nBoth true?"), "{}", last.content);
+            }
+        }
     }
 
     #[test]

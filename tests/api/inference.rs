@@ -298,6 +298,50 @@ async fn immutable_memories_are_never_changed_by_inference() {
     assert_eq!(llm.requests().len(), 5);
 }
 
+/// An UPDATE whose text only restates its memory gets a second look: when the model then
+/// says the fact replaced the memory and both cannot be true, the memory takes the fact's
+/// text, with its history; when it says both can be true, both stay.
+#[tokio::test]
+async fn a_second_look_settles_a_doubtful_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let update = json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 0,
+                                       "text": "Alice lives in Lisbon"}]})
+    .to_string();
+    let (yes, no) = (r#"{"answer": "yes"}"#, r#"{"answer": "no"}"#);
+    for (looks, superseded) in [([yes, no], true), ([yes, yes], false)] {
+        let llm = ScriptedLlm::new([
+            facts(&["Alice lives in Lisbon"]),
+            facts(&["Alice lives in Porto now"]),
+            update.clone(),
+            looks[0].to_string(),
+            looks[1].to_string(),
+        ]);
+        let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+        let user = format!("alice-{superseded}");
+        let first = memory.add("I live in Lisbon").user(&user).await.unwrap();
+        let second = memory.add("Porto now!").user(&user).await.unwrap();
+        assert_eq!(llm.pending(), 0, "both questions were asked");
+        let question = llm.requests()[3].messages.last().unwrap().content.clone();
+        assert!(
+            question.contains("Memory: Alice lives in Lisbon\nNew fact: Alice lives in Porto now"),
+            "{question}"
+        );
+        if superseded {
+            assert_eq!(second.results[0].event, HistoryEvent::Update);
+            assert_eq!(second.results[0].id, first.results[0].id);
+            assert_eq!(live(&memory, &user).await, vec!["Alice lives in Porto now"]);
+            assert_eq!(memory.history(first.results[0].id).await.unwrap().len(), 2);
+        } else {
+            assert_eq!(second.results[0].event, HistoryEvent::Add);
+            assert_eq!(
+                live(&memory, &user).await,
+                vec!["Alice lives in Lisbon", "Alice lives in Porto now"]
+            );
+        }
+        drop(memory);
+    }
+}
+
 #[tokio::test]
 async fn a_failed_reconciliation_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -174,7 +174,20 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         decisions = decided.value;
         trace_decisions(&decisions, &neighbours, &existing);
     }
-    let plan = plan::decide(known, &texts, &asked, &existing, decisions, spoken_at);
+    let mut plan = plan::decide(known, &texts, &asked, &existing, decisions, spoken_at);
+    // A second look at each UPDATE whose text failed the plan's checks: the memory the
+    // model named, alone with the fact.
+    for (fact, m) in plan.second_looks() {
+        let looked = infer::supersedes(&*llm, &existing[m].record.memory, &texts[fact]).await?;
+        usage += looked.usage;
+        if looked.value && plan.supersede(fact, m, &texts[fact]) {
+            tracing::debug!(
+                target: "memlane",
+                memory = %existing[m].record.id,
+                "a second look: the fact supersedes the memory"
+            );
+        }
+    }
 
     // Updated texts need vectors, read with the memory's context as `update` does.
     let update_texts: Vec<String> = plan

@@ -31,6 +31,10 @@ pub(crate) struct Plan {
     pub(crate) facts: Vec<FactPlan>,
     /// Memories (indexes into those shown) contradicted by a fact, to delete.
     pub(crate) deletes: Vec<usize>,
+    /// UPDATEs whose text failed the checks of [`decide`], as (fact, memory): their facts
+    /// are added, unless a second look finds that they supersede the memory after all
+    /// ([`Plan::second_looks`]).
+    pub(crate) doubtful: Vec<(usize, usize)>,
 }
 
 /// Applies the model's decisions for the facts that were asked about (`asked[i]` is the
@@ -45,11 +49,13 @@ pub(crate) struct Plan {
 /// - a memory is changed at most once per call (a second UPDATE becomes an ADD);
 /// - a DELETE removes the contradicted memory and leaves the fact to be added, so that a
 ///   contradiction never loses the new fact;
-/// - an UPDATE whose text (the model's) leaves the memory's text as it was carries nothing
-///   of the fact, and one whose text shares no word with the memory's is not about the
-///   same thing (a remark on the weather put in place of a hobby): either way the fact is
-///   added and the memory stays (small models write both when a fact is about something
-///   else; asked for no text, they put such remarks in place of memories more often);
+/// - an UPDATE whose text (the model's) brings no word of the new facts into the memory's
+///   ([`carries_news`]) carries nothing of the fact, and one whose text shares no word
+///   with the memory's is not about the same thing (a remark on the weather put in place
+///   of a hobby): either way the fact is added and the memory stays (small models write
+///   both when a fact is about something else; asked for no text, they put such remarks
+///   in place of memories more often). Such an UPDATE is kept as doubtful, for a second
+///   look ([`Plan::second_looks`]);
 /// - a fact its speaker marked as one more of its kind ("I also…", "anche", "ook": see
 ///   [`ADDITIVE`]) adds to the memories and never takes one's place: an UPDATE or DELETE
 ///   for it adds it, and the memory stays (small models replace a first cuisine with a
@@ -68,6 +74,7 @@ pub(crate) fn decide(
 ) -> Plan {
     let mut touched = vec![false; shown.len()];
     let mut deletes = Vec::new();
+    let mut doubtful = Vec::new();
     for d in decisions {
         let Some(&fact) = asked.get(d.fact) else {
             continue;
@@ -99,12 +106,15 @@ pub(crate) fn decide(
             _ if plans[fact].is_some() => {}
             (Event::Update, Some((m, r))) => {
                 let rewrite = d.text.as_deref().unwrap_or("").trim();
-                let unrelated = || {
-                    let old: std::collections::HashSet<String> =
-                        crate::text::terms(&r.memory).into_iter().collect();
-                    !crate::text::terms(rewrite).iter().any(|t| old.contains(t))
-                };
-                let safe = rewrite != r.memory && !unrelated() && !r.immutable && !touched[m];
+                let old: std::collections::HashSet<String> =
+                    crate::text::terms(&r.memory).into_iter().collect();
+                let rewritten = crate::text::terms(rewrite);
+                let unrelated = !rewritten.iter().any(|t| old.contains(t));
+                let checked = carries_news(&rewritten, &old, texts) && !unrelated;
+                if !checked && !r.immutable && !touched[m] {
+                    doubtful.push((fact, m));
+                }
+                let safe = checked && !r.immutable && !touched[m];
                 plans[fact] = Some(match texts.get(fact) {
                     Some(text) if safe => {
                         touched[m] = true;
@@ -126,6 +136,63 @@ pub(crate) fn decide(
             .map(|p| p.unwrap_or(FactPlan::Add))
             .collect(),
         deletes,
+        doubtful,
+    }
+}
+
+/// Whether an UPDATE's text (its `rewritten` terms) carries news into the memory (its
+/// `old` terms): a word of one of the call's new facts that the memory lacks, a number or
+/// a word of three letters or more. A text that only restates the memory, or changes a
+/// small word of it ("Ik speel de zondag hockey" for "Ik speel elke zondag hockey" beside
+/// a new hobby), says the fact is about something else.
+fn carries_news(
+    rewritten: &[String],
+    old: &std::collections::HashSet<String>,
+    facts: &[String],
+) -> bool {
+    let said: std::collections::HashSet<String> =
+        facts.iter().flat_map(|f| crate::text::terms(f)).collect();
+    rewritten.iter().any(|t| {
+        !old.contains(t)
+            && said.contains(t)
+            && (t.chars().count() >= 3 || t.chars().any(|c| c.is_ascii_digit()))
+    })
+}
+
+impl Plan {
+    /// The doubtful UPDATEs worth a second look (see [`crate::infer::supersedes`]), as
+    /// (fact, memory): the fact is still to be added and nothing else changes the memory.
+    /// A small model names the right memory for a change more often than it writes its
+    /// text well ("Ich wohne in Köln" for a move to Freiburg); a decision over many
+    /// memories is checked over one.
+    pub(crate) fn second_looks(&self) -> Vec<(usize, usize)> {
+        self.doubtful
+            .iter()
+            .copied()
+            .filter(|&(fact, m)| self.facts.get(fact) == Some(&FactPlan::Add) && !self.touches(m))
+            .collect()
+    }
+
+    /// Whether the plan changes memory `m` (an update or a delete).
+    pub(crate) fn touches(&self, m: usize) -> bool {
+        self.deletes.contains(&m)
+            || self
+                .facts
+                .iter()
+                .any(|p| matches!(p, FactPlan::Update { memory, .. } if *memory == m))
+    }
+
+    /// Fact `fact`, which the plan adds, takes the place of memory `m` instead, unless the
+    /// plan already changes that memory. Whether it did.
+    pub(crate) fn supersede(&mut self, fact: usize, m: usize, text: &str) -> bool {
+        if self.touches(m) || self.facts.get(fact) != Some(&FactPlan::Add) {
+            return false;
+        }
+        self.facts[fact] = FactPlan::Update {
+            memory: m,
+            text: text.to_owned(),
+        };
+        true
     }
 }
 
@@ -464,6 +531,124 @@ mod tests {
         assert!(plan.deletes.is_empty());
     }
 
+    /// An UPDATE stands only when its text brings a word of the new facts into the memory:
+    /// a new value, a number; not a small word changed, nor a word the facts lack.
+    #[test]
+    fn an_update_must_bring_news_from_the_facts() {
+        let shown = vec![
+            memory("Ik speel elke zondag hockey", false),
+            memory("I'm 34", false),
+            memory("Lives in Oslo", false),
+            memory("Works at a bakery", false),
+        ];
+        let facts = texts(&[
+            "Daarnaast ben ik begonnen met schilderen de",
+            "I'm actually 43",
+            "Moved to Bergen",
+            "Got a new job",
+        ]);
+        let plan = decide(
+            vec![None; 4],
+            &facts,
+            &[0, 1, 2, 3],
+            &shown,
+            vec![
+                decision(0, Event::Update, Some(0), Some("Ik speel de zondag hockey")),
+                decision(1, Event::Update, Some(1), Some("I'm 43")),
+                decision(2, Event::Update, Some(2), Some("Lives in Bergen")),
+                decision(3, Event::Update, Some(3), Some("Works at a bank")),
+            ],
+            later(),
+        );
+        assert_eq!(
+            plan.facts,
+            vec![
+                FactPlan::Add,
+                FactPlan::Update {
+                    memory: 1,
+                    text: "I'm actually 43".into()
+                },
+                FactPlan::Update {
+                    memory: 2,
+                    text: "Moved to Bergen".into()
+                },
+                // "bank" is the model's, not the user's.
+                FactPlan::Add,
+            ]
+        );
+    }
+
+    /// An UPDATE whose text fails the checks is doubtful: its fact is added and it gets a
+    /// second look, while its memory is mutable and nothing else changes it; a superseding
+    /// fact takes the memory's place only while no other fact has.
+    #[test]
+    fn a_doubtful_update_gets_a_second_look() {
+        let shown = vec![
+            memory("Ich wohne in Köln", false),
+            memory("Has a dog", true),
+            memory("Swims on Sundays", false),
+            memory("Plays chess", false),
+        ];
+        let facts = texts(&[
+            "Wir sind nach Freiburg gezogen",
+            "Has a cat",
+            "Swims on Mondays",
+            "Grey skies today",
+            "Plays the piano",
+        ]);
+        let mut plan = decide(
+            vec![None; 5],
+            &facts,
+            &[0, 1, 2, 3, 4],
+            &shown,
+            vec![
+                // No word shared with the memory.
+                decision(
+                    0,
+                    Event::Update,
+                    Some(0),
+                    Some("Wir sind nach Freiburg gezogen"),
+                ),
+                decision(1, Event::Update, Some(1), Some("Has a dog")),
+                decision(2, Event::Update, Some(2), Some("Swims on Mondays")),
+                // Memory 2 is taken by then.
+                decision(3, Event::Update, Some(2), Some("Swims on Sundays")),
+                // Restates its memory.
+                decision(4, Event::Update, Some(3), Some("Plays chess")),
+            ],
+            later(),
+        );
+        assert_eq!(plan.doubtful, vec![(0, 0), (4, 3)]);
+        assert_eq!(plan.second_looks(), vec![(0, 0), (4, 3)]);
+        assert!(plan.supersede(0, 0, "Wir sind nach Freiburg gezogen"));
+        assert!(
+            !plan.supersede(4, 0, "Plays the piano"),
+            "memory 0 is taken"
+        );
+        assert!(
+            !plan.supersede(2, 3, "Swims on Mondays"),
+            "fact 2 is no addition"
+        );
+        assert_eq!(
+            plan.facts,
+            vec![
+                FactPlan::Update {
+                    memory: 0,
+                    text: "Wir sind nach Freiburg gezogen".into()
+                },
+                FactPlan::Add,
+                FactPlan::Update {
+                    memory: 2,
+                    text: "Swims on Mondays".into()
+                },
+                FactPlan::Add,
+                FactPlan::Add,
+            ]
+        );
+        // Fact 0 is no longer added.
+        assert_eq!(plan.second_looks(), vec![(4, 3)]);
+    }
+
     /// A fact its speaker marked as one more of its kind ("anche", "ook", "too") never
     /// takes a memory's place, whatever the model decided; the same fact without the mark
     /// does, and so does one with "Also" as its first word; a word that only contains one
@@ -532,6 +717,7 @@ mod tests {
     fn a_plan_becomes_writes_with_digests_history_input_and_credits() {
         let shown = vec![memory("Likes tea", false), memory("Lives in Madrid", false)];
         let plan = Plan {
+            doubtful: Vec::new(),
             facts: vec![
                 FactPlan::Add,
                 FactPlan::Update {
