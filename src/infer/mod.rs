@@ -249,7 +249,7 @@ mod tests {
     #[cfg(feature = "local-llm")]
     use super::extract::{check_facts, facts_schema, Facts, MAX_FACTS};
     #[cfg(feature = "local-llm")]
-    use super::reconcile::{check_decisions, decisions_schema, Decisions};
+    use super::reconcile::{check_decisions, decisions_schema, yes_no_schema, Decisions};
     use super::*;
     use crate::llm::ScriptedLlm;
 
@@ -281,8 +281,10 @@ mod tests {
         let scripted = ScriptedLlm::new([
             "{",
             "{",
+            "{",
             r#"{"facts": [{"text": "I like tea"}]}"#,
             r#"{"decisions": [{"fact": 0, "event": "ADD"}]}"#,
+            r#"{"answer": "no"}"#,
         ]);
         let llm = Keeping(scripted.clone());
         let labels = vec![Label::new("food", "what they eat and drink")];
@@ -303,9 +305,16 @@ mod tests {
         reconcile(&llm, &["I like tea".into()], &existing, at())
             .await
             .unwrap();
+        supersedes(&llm, "Drinks coffee", "I like tea")
+            .await
+            .unwrap();
         let requests = scripted.requests();
-        assert_eq!(requests.len(), 4);
-        for (warming, real) in [(&requests[0], &requests[2]), (&requests[1], &requests[3])] {
+        assert_eq!(requests.len(), 6);
+        for (warming, real) in [
+            (&requests[0], &requests[3]),
+            (&requests[1], &requests[4]),
+            (&requests[2], &requests[5]),
+        ] {
             let (kept, last) = warming.messages.split_at(warming.messages.len() - 1);
             assert_eq!(kept, &real.messages[..real.messages.len() - 1]);
             assert_eq!(last[0].role, "user");
@@ -421,6 +430,19 @@ mod tests {
         ] {
             agree(&schema, reply, false);
         }
-        assert!(seen[0] >= 21 && seen[1] >= 12, "{seen:?}");
+
+        // A second look's answer: yes or no, nothing else.
+        let schema = yes_no_schema();
+        for (reply, read) in [
+            (r#"{"answer": "yes"}"#, true),
+            (r#"{"answer": "no"}"#, true),
+            (r#"{"answer": "maybe"}"#, false),
+            (r#"{"answer": true}"#, false),
+            (r#"{"answer": "yes", "why": "moved"}"#, false),
+            (r#"{}"#, false),
+        ] {
+            agree(&schema, reply, read);
+        }
+        assert!(seen[0] >= 25 && seen[1] >= 14, "{seen:?}");
     }
 }

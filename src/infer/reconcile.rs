@@ -328,16 +328,21 @@ struct Answer {
     answer: String,
 }
 
+/// The schema of a second look's reply: `{"answer": "yes"}` or `{"answer": "no"}`.
+pub(super) fn yes_no_schema() -> Value {
+    answer(json!({"answer": {"enum": ["yes", "no"]}}), &["answer"])
+}
+
 /// One yes/no question about a memory and a fact.
 async fn ask(llm: &dyn Llm, memory: &str, fact: &str, question: Question) -> Result<Parsed<bool>> {
     let mut chat = second_look_prefix();
     chat.push(Message::user(second_look_question(memory, fact, question)));
-    let schema = answer(json!({"answer": {"enum": ["yes", "no"]}}), &["answer"]);
-    chat_json::<Answer, _>(llm, chat, schema, SECOND_LOOK_TOKENS, |a| {
-        match a.answer.as_str() {
-            "yes" | "no" => Ok(()),
-            other => Err(format!("answer {other:?}: answer \"yes\" or \"no\"")),
-        }
+    chat_json::<Answer, _>(llm, chat, yes_no_schema(), SECOND_LOOK_TOKENS, |a| match a
+        .answer
+        .as_str()
+    {
+        "yes" | "no" => Ok(()),
+        other => Err(format!("answer {other:?}: answer \"yes\" or \"no\"")),
     })
     .await
     .map(|p| Parsed {
