@@ -336,7 +336,7 @@ async fn reconciliation_decisions_are_events_by_id_without_text() {
     let hates =
         json!({"facts": [{"text": format!("Cannot stand {SECRET} at all"), "categories": []}]});
     let decision = json!({"decisions": [
-        {"fact": 0, "event": "UPDATE", "memory": 0, "text": format!("Really hates {SECRET}")}
+        {"fact": 0, "event": "UPDATE", "memory": 0, "text": format!("Cannot stand {SECRET} at all")}
     ]});
     let (memory, first) = ana_dislikes_the_secret(
         dir.path(),
