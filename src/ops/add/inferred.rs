@@ -68,9 +68,9 @@ impl Memory {
     /// Has a local language model read the fixed part of the prompts of `add` with
     /// inference now, so that the first `add` reads only its conversation: the extraction
     /// instructions and worked examples for this project's policy and labels (about 500
-    /// tokens), and the reconciliation's. Call it at start-up, beside other work; on this
-    /// machine it takes as long as a first `add` would have waited for it (see the
-    /// README's `llm_speed` table).
+    /// tokens), the reconciliation's and its second look's. Call it at start-up, beside
+    /// other work; on this machine it takes as long as a first `add` would have waited
+    /// for it (see the README's `llm_speed` table).
     ///
     /// It makes one short call per prompt, stores nothing and charges no credits. With a
     /// model that does not keep prompt prefixes (an OpenAI-protocol server), it does
