@@ -1,6 +1,7 @@
 //! Reconciliation: for each new fact, whether it adds to, updates, contradicts or repeats
 //! the owner's similar memories, as the model decides it under a schema that allows one
-//! decision per fact.
+//! decision per fact; and the second look at one memory and one fact ([`supersedes`]) for
+//! a decision the checks doubt.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -218,7 +219,7 @@ impl Question {
 
 /// Worked examples of the second look, as (memory, new fact, question, answer): a move, a
 /// new car, a new job and a corrected day replace; a visit, one more hobby, child or job
-/// and a remark do not. Asked both ways, so that neither answer is the habit.
+/// do not. Mostly asked both ways, so that neither answer is the habit.
 const SECOND_LOOK_EXAMPLES: [(&str, &str, Question, bool); 12] = [
     (
         "I live in Hull",

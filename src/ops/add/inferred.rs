@@ -12,7 +12,9 @@
 //!    memory is never changed, nor replaced by a fact said to be one more of its kind
 //!    ("also", "anche"; the fact is added instead); a memory is changed at most once per
 //!    call; a contradicted memory is deleted *and* the new fact is added, so a DELETE never
-//!    loses the fact.
+//!    loses the fact. An UPDATE whose text brings no news or shares no word with its memory
+//!    adds the fact instead, unless a second look at that memory alone finds the fact
+//!    supersedes it ([`infer::supersedes`]).
 //! 5. Under the write gate, every memory the plan changes is re-read: if another call
 //!    changed it meanwhile, the whole add is a 409 and nothing is written. Otherwise all
 //!    inserts, updates and deletes commit together with their history (the input messages

@@ -542,7 +542,7 @@ mod tests {
             memory("Works at a bakery", false),
         ];
         let facts = texts(&[
-            "Daarnaast ben ik begonnen met schilderen de",
+            "Daarnaast ben ik begonnen met schilderen in de tuin",
             "I'm actually 43",
             "Moved to Bergen",
             "Got a new job",
