@@ -226,13 +226,13 @@ fn alike(a: &str, b: &str) -> bool {
     if a == b {
         return true;
     }
+    if a.chars().count() < 5 || b.chars().count() < 5 {
+        return false;
+    }
     let trigrams = |w: &str| -> std::collections::HashSet<Vec<char>> {
         let chars: Vec<char> = w.chars().collect();
         chars.windows(3).map(<[char]>::to_vec).collect()
     };
-    if a.chars().count() < 5 || b.chars().count() < 5 {
-        return false;
-    }
     let (a, b) = (trigrams(a), trigrams(b));
     4 * a.intersection(&b).count() >= a.len() + b.len()
 }
@@ -248,10 +248,10 @@ const ENGLISH: &[&str] = &[
 /// The facts (their indexes) a model translated into English: written mostly in words the
 /// conversation does not have (two or more, and more than half, numbers aside: dates are
 /// written out in digits), two of them [`ENGLISH`] words; or, when the user wrote five
-/// words or more and no English one, one of them, and half of its words unsaid ("I play guitar" for
-/// "Ich spiele Gitarre"). The prompt forbids translating, and a small model does it, into
-/// English, with the less common languages. A paraphrase in its message's language has
-/// the language's own small words, not these.
+/// words or more and no English one, one of them, with half of its words unsaid ("I play
+/// guitar" for "Ich spiele Gitarre"). The prompt forbids translating, and a small model
+/// does it, into English, with the less common languages. A paraphrase in its message's
+/// language has the language's own small words, not these.
 fn translated(facts: &[Fact], messages: &[Message]) -> Vec<usize> {
     // The roles are words the model reads too: "The user is a dentist" is not a translation.
     let said: std::collections::HashSet<String> = messages

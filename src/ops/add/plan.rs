@@ -75,6 +75,9 @@ pub(crate) fn decide(
     let mut touched = vec![false; shown.len()];
     let mut deletes = Vec::new();
     let mut doubtful = Vec::new();
+    // The words of the call's new facts, which an UPDATE's text must bring news from.
+    let said: std::collections::HashSet<String> =
+        texts.iter().flat_map(|f| crate::text::terms(f)).collect();
     for d in decisions {
         let Some(&fact) = asked.get(d.fact) else {
             continue;
@@ -110,7 +113,7 @@ pub(crate) fn decide(
                     crate::text::terms(&r.memory).into_iter().collect();
                 let rewritten = crate::text::terms(rewrite);
                 let unrelated = !rewritten.iter().any(|t| old.contains(t));
-                let checked = carries_news(&rewritten, &old, texts) && !unrelated;
+                let checked = carries_news(&rewritten, &old, &said) && !unrelated;
                 if !checked && !r.immutable && !touched[m] {
                     doubtful.push((fact, m));
                 }
@@ -141,17 +144,15 @@ pub(crate) fn decide(
 }
 
 /// Whether an UPDATE's text (its `rewritten` terms) carries news into the memory (its
-/// `old` terms): a word of one of the call's new facts that the memory lacks, a number or
-/// a word of three letters or more. A text that only restates the memory, or changes a
+/// `old` terms): a word of one of the call's new facts (their terms, `said`) that the
+/// memory lacks, a number or a word of three letters or more. A text that only restates the memory, or changes a
 /// small word of it ("Ik speel de zondag hockey" for "Ik speel elke zondag hockey" beside
 /// a new hobby), says the fact is about something else.
 fn carries_news(
     rewritten: &[String],
     old: &std::collections::HashSet<String>,
-    facts: &[String],
+    said: &std::collections::HashSet<String>,
 ) -> bool {
-    let said: std::collections::HashSet<String> =
-        facts.iter().flat_map(|f| crate::text::terms(f)).collect();
     rewritten.iter().any(|t| {
         !old.contains(t)
             && said.contains(t)
