@@ -166,6 +166,9 @@ async fn reconciliation_never_lets_an_older_fact_replace_a_newer_memory() {
         // The same contradiction from a conversation after the memory does replace it.
         facts(&["Ann lives in Lisbon"]),
         json!({"decisions": [{"fact": 0, "event": "DELETE", "memory": 0}]}).to_string(),
+        // A second look confirms it: replaced, and not both true.
+        r#"{"answer": "yes"}"#.to_string(),
+        r#"{"answer": "no"}"#.to_string(),
     ]));
     let memory = open_with_llm(&dir.path().join("m.db"), 256, Some(llm as Arc<dyn Llm>)).await;
     memory.add("I live in Valencia").user("ann").await.unwrap();

@@ -167,46 +167,62 @@ async fn an_update_keeps_the_id_and_records_its_input() {
 }
 
 #[tokio::test]
-async fn a_contradiction_deletes_the_old_memory_and_adds_the_new_fact() {
+async fn a_contradiction_replaces_the_old_memory_once_a_second_look_agrees() {
     let dir = tempfile::tempdir().unwrap();
-    let llm = ScriptedLlm::new([
-        facts(&["Alice lives in Lisbon"]),
-        facts(&["Alice lives in Porto"]),
-        json!({"decisions": [{"fact": 0, "event": "DELETE", "memory": 0}]}).to_string(),
-    ]);
-    let memory = open(&dir, Some(Arc::new(llm))).await;
-    let old = memory
-        .add("I live in Lisbon")
-        .user("alice")
-        .await
-        .unwrap()
-        .results[0]
-        .id;
-    let out = memory
-        .add("I moved to Porto last month")
-        .user("alice")
-        .await
-        .unwrap();
-    let events: Vec<(HistoryEvent, &str)> = out
-        .results
-        .iter()
-        .map(|r| (r.event, r.memory.as_str()))
-        .collect();
-    assert_eq!(
-        events,
-        vec![
-            (HistoryEvent::Add, "Alice lives in Porto"),
-            (HistoryEvent::Delete, "Alice lives in Lisbon"),
-        ]
-    );
-    assert_eq!(live(&memory, "alice").await, vec!["Alice lives in Porto"]);
-    let history = memory.history(old).await.unwrap();
-    assert_eq!(history.last().map(|h| h.event), Some(HistoryEvent::Delete));
-    assert_eq!(
-        history.last().map(|h| h.input.clone()),
-        Some(vec![Message::user("I moved to Porto last month")])
-    );
-    assert_eq!(memory.get(old).await.unwrap_err().status(), 404);
+    let delete = json!({"decisions": [{"fact": 0, "event": "DELETE", "memory": 0}]}).to_string();
+    let (yes, no) = (r#"{"answer": "yes"}"#, r#"{"answer": "no"}"#);
+    for (looks, replaced) in [(&[yes, no][..], true), (&[no][..], false)] {
+        let mut script = vec![
+            facts(&["Alice lives in Lisbon"]),
+            facts(&["Alice lives in Porto"]),
+            delete.clone(),
+        ];
+        script.extend(looks.iter().map(|a| a.to_string()));
+        let llm = ScriptedLlm::new(script);
+        let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+        let user = format!("alice-{replaced}");
+        let old = memory
+            .add("I live in Lisbon")
+            .user(&user)
+            .await
+            .unwrap()
+            .results[0]
+            .id;
+        let out = memory
+            .add("I moved to Porto last month")
+            .user(&user)
+            .await
+            .unwrap();
+        assert_eq!(llm.pending(), 0, "every question was asked");
+        let events: Vec<(HistoryEvent, &str)> = out
+            .results
+            .iter()
+            .map(|r| (r.event, r.memory.as_str()))
+            .collect();
+        if replaced {
+            assert_eq!(events, vec![(HistoryEvent::Update, "Alice lives in Porto")]);
+            assert_eq!(out.results[0].id, old);
+            assert_eq!(
+                out.results[0].previous_memory.as_deref(),
+                Some("Alice lives in Lisbon")
+            );
+            assert_eq!(live(&memory, &user).await, vec!["Alice lives in Porto"]);
+            let history = memory.history(old).await.unwrap();
+            assert_eq!(history.last().map(|h| h.event), Some(HistoryEvent::Update));
+            assert_eq!(
+                history.last().map(|h| h.input.clone()),
+                Some(vec![Message::user("I moved to Porto last month")])
+            );
+        } else {
+            // A DELETE the second look does not confirm loses nothing.
+            assert_eq!(events, vec![(HistoryEvent::Add, "Alice lives in Porto")]);
+            assert_eq!(
+                live(&memory, &user).await,
+                vec!["Alice lives in Lisbon", "Alice lives in Porto"]
+            );
+        }
+        drop(memory);
+    }
 }
 
 #[tokio::test]

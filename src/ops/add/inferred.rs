@@ -11,13 +11,14 @@
 //! 4. The decisions are made safe: an updated memory takes the fact's text; an immutable
 //!    memory is never changed, nor replaced by a fact said to be one more of its kind
 //!    ("also", "anche"; the fact is added instead); a memory is changed at most once per
-//!    call; a contradicted memory is deleted *and* the new fact is added, so a DELETE never
-//!    loses the fact. An UPDATE whose text brings no news or shares no word with its memory
-//!    adds the fact instead, unless a second look at that memory alone finds the fact
-//!    supersedes it ([`infer::supersedes`]).
+//!    call; a fact replaces only a memory found for it; an UPDATE whose text states the
+//!    old memory beside the news adds the fact. A DELETE, and an UPDATE whose text brings
+//!    no news or shares no word with its memory, add the fact, unless a second look at
+//!    that memory alone finds the fact supersedes it ([`infer::supersedes`]): then the
+//!    fact takes the memory's place, its history kept.
 //! 5. Under the write gate, every memory the plan changes is re-read: if another call
 //!    changed it meanwhile, the whole add is a 409 and nothing is written. Otherwise all
-//!    inserts, updates and deletes commit together with their history (the input messages
+//!    inserts and updates commit together with their history (the input messages
 //!    included) and credit charge.
 
 use std::collections::HashMap;
@@ -176,7 +177,13 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         decisions = decided.value;
         trace_decisions(&decisions, &neighbours, &existing);
     }
-    let mut plan = plan::decide(known, &texts, &asked, &existing, decisions, spoken_at);
+    let found: Vec<Vec<usize>> = neighbours
+        .iter()
+        .map(|own| own.iter().map(|&(m, _)| m).collect())
+        .collect();
+    let mut plan = plan::decide(
+        known, &texts, &asked, &existing, &found, decisions, spoken_at,
+    );
     // A second look at each UPDATE whose text failed the plan's checks: the memory the
     // model named, alone with the fact.
     for (fact, m) in plan.second_looks() {

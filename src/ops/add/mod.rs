@@ -65,12 +65,11 @@ pub struct AddedMemory {
     /// Its text.
     pub memory: String,
     /// What happened to it: `ADD` for a new memory; with inference also `UPDATE` (an
-    /// existing memory now says more; same id) and `DELETE` (an existing memory was
-    /// contradicted by a new fact, which is added too).
+    /// existing memory now holds a new fact that supersedes it; same id, history kept).
     pub event: HistoryEvent,
     /// Its metadata, `core` included.
     pub metadata: Map<String, Value>,
-    /// The text before this call, for `UPDATE` and `DELETE`.
+    /// The text before this call, for `UPDATE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_memory: Option<String>,
 }
@@ -134,9 +133,9 @@ impl Memory {
     ///
     /// With inference a language model extracts the facts worth keeping, following the
     /// project's [configuration](crate::config::ProjectConfig), and reconciles each with
-    /// the owner's similar memories: `ADD`, `UPDATE`, `DELETE` (a contradicted memory; the
-    /// new fact is added too) or nothing (already known). Immutable memories are never
-    /// changed. Every change of one call commits together, or none does.
+    /// the owner's similar memories: `ADD`, `UPDATE` (the fact takes the place of a memory
+    /// it supersedes) or nothing (already known). Immutable memories are never changed.
+    /// Every change of one call commits together, or none does.
     ///
     /// Without inference each message is stored verbatim as one memory, its role kept in
     /// the history and as `metadata.role` (unless the caller's metadata has a `role`), and

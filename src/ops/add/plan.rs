@@ -29,11 +29,9 @@ pub(crate) enum FactPlan {
 pub(crate) struct Plan {
     /// One entry per fact.
     pub(crate) facts: Vec<FactPlan>,
-    /// Memories (indexes into those shown) contradicted by a fact, to delete.
-    pub(crate) deletes: Vec<usize>,
-    /// UPDATEs whose text failed the checks of [`decide`], as (fact, memory): their facts
-    /// are added, unless a second look finds that they supersede the memory after all
-    /// ([`Plan::second_looks`]).
+    /// DELETEs, and UPDATEs whose text failed the checks of [`decide`], as (fact, memory):
+    /// their facts are added, unless a second look finds that they supersede the memory
+    /// after all ([`Plan::second_looks`]).
     pub(crate) doubtful: Vec<(usize, usize)>,
 }
 
@@ -47,8 +45,9 @@ pub(crate) struct Plan {
 /// - an immutable memory is never changed: a DELETE of it is skipped, an UPDATE of it
 ///   becomes an ADD of the fact;
 /// - a memory is changed at most once per call (a second UPDATE becomes an ADD);
-/// - a DELETE removes the contradicted memory and leaves the fact to be added, so that a
-///   contradiction never loses the new fact;
+/// - a DELETE adds the fact and keeps the memory it names as doubtful: a second look
+///   decides whether the fact takes its place (a small model deletes a hobby for a new
+///   job, and a fact that supersedes a memory says what replaced it);
 /// - an UPDATE whose text (the model's) brings no word of the new facts into the memory's
 ///   ([`carries_news`]) carries nothing of the fact, and one whose text shares no word
 ///   with the memory's is not about the same thing (a remark on the weather put in place
@@ -63,17 +62,21 @@ pub(crate) struct Plan {
 /// - a fact older than the memory it would update or delete (the conversation took place
 ///   before the memory's `created_at`, as when old chats are imported) never replaces it:
 ///   the memory stays and the fact, superseded, is not stored;
+/// - a fact replaces only a memory found for it (`found[i]`: the memories the search found
+///   for the fact the model calls `i`): an UPDATE or DELETE of another memory adds the
+///   fact and leaves that memory as it was (a small model puts a new job in place of two
+///   cats found for another fact);
 /// - a fact the model did not decide on is added.
 pub(crate) fn decide(
     mut plans: Vec<Option<FactPlan>>,
     texts: &[String],
     asked: &[usize],
     shown: &[Row],
+    found: &[Vec<usize>],
     decisions: Vec<Decision>,
     spoken_at: DateTime<Utc>,
 ) -> Plan {
     let mut touched = vec![false; shown.len()];
-    let mut deletes = Vec::new();
     let mut doubtful = Vec::new();
     // The words of the call's new facts, which an UPDATE's text must bring news from.
     let said: std::collections::HashSet<String> =
@@ -97,13 +100,21 @@ pub(crate) fn decide(
                 continue;
             }
         }
+        let stranger = target.is_some_and(|(m, _)| {
+            !found
+                .get(d.fact)
+                .is_some_and(|memories| memories.contains(&m))
+        });
         match (d.event, target) {
+            (Event::Update | Event::Delete, Some((_, r))) if stranger => {
+                tracing::debug!(memory = %r.id, "a fact replaces only a memory found for it");
+                plans[fact].get_or_insert(FactPlan::Add);
+            }
             (Event::Delete, Some((m, r))) => {
                 if r.immutable || touched[m] {
                     tracing::debug!(memory = %r.id, "DELETE skipped: immutable or already changed");
-                } else {
-                    touched[m] = true;
-                    deletes.push(m);
+                } else if plans[fact].is_none() {
+                    doubtful.push((fact, m));
                 }
             }
             _ if plans[fact].is_some() => {}
@@ -114,10 +125,13 @@ pub(crate) fn decide(
                 let rewritten = crate::text::terms(rewrite);
                 let unrelated = !rewritten.iter().any(|t| old.contains(t));
                 let checked = carries_news(&rewritten, &old, &said) && !unrelated;
+                // News beside all of the old: the model took the two for compatible.
+                let both =
+                    checked && keeps_both(&r.memory, texts.get(fact).map_or("", |t| t), &rewritten);
                 if !checked && !r.immutable && !touched[m] {
                     doubtful.push((fact, m));
                 }
-                let safe = checked && !r.immutable && !touched[m];
+                let safe = checked && !both && !r.immutable && !touched[m];
                 plans[fact] = Some(match texts.get(fact) {
                     Some(text) if safe => {
                         touched[m] = true;
@@ -138,9 +152,23 @@ pub(crate) fn decide(
             .into_iter()
             .map(|p| p.unwrap_or(FactPlan::Add))
             .collect(),
-        deletes,
         doubtful,
     }
+}
+
+/// Whether an UPDATE's text (its `rewritten` terms) keeps all that the memory says and its
+/// fact does not: every word of the memory worth matching (a number, or three letters or
+/// more, not an English function word) that the fact lacks. Such a text states both the
+/// old and the new ("I work as a nurse and volunteer at the food bank"): the model took
+/// them for compatible, and the fact adds to the memory instead of taking its place.
+fn keeps_both(memory: &str, fact: &str, rewritten: &[String]) -> bool {
+    let fact: std::collections::HashSet<String> = crate::text::terms(fact).into_iter().collect();
+    let mut own = crate::text::query_terms(memory)
+        .into_iter()
+        .filter(|t| !fact.contains(t))
+        .filter(|t| t.chars().count() >= 3 || t.chars().any(|c| c.is_ascii_digit()))
+        .peekable();
+    own.peek().is_some() && own.all(|t| rewritten.contains(&t))
 }
 
 /// Whether an UPDATE's text (its `rewritten` terms) carries news into the memory (its
@@ -174,13 +202,11 @@ impl Plan {
             .collect()
     }
 
-    /// Whether the plan changes memory `m` (an update or a delete).
+    /// Whether the plan updates memory `m`.
     pub(crate) fn touches(&self, m: usize) -> bool {
-        self.deletes.contains(&m)
-            || self
-                .facts
-                .iter()
-                .any(|p| matches!(p, FactPlan::Update { memory, .. } if *memory == m))
+        self.facts
+            .iter()
+            .any(|p| matches!(p, FactPlan::Update { memory, .. } if *memory == m))
     }
 
     /// Fact `fact`, which the plan adds, takes the place of memory `m` instead, unless the
@@ -240,7 +266,7 @@ pub(crate) struct Context {
 /// The writes of a plan.
 #[derive(Debug)]
 pub(crate) struct Writes {
-    /// Inserts, updates and deletes, in the order of the facts, deletes last.
+    /// Inserts and updates, in the order of the facts.
     pub(crate) writes: Vec<Write>,
     /// Credits the writes cost (the model call's price not included).
     pub(crate) credits: u64,
@@ -300,14 +326,6 @@ pub(crate) fn writes(
                 out.credits += prices.update;
             }
         }
-    }
-    for row in plan.deletes.iter().filter_map(|&m| shown.get(m)) {
-        out.writes.push(Write::Delete {
-            id: row.record.id,
-            at: cx.at,
-            input: cx.messages.clone(),
-            expect: Some(row.version),
-        });
     }
     out
 }
@@ -383,6 +401,11 @@ mod tests {
         texts.iter().map(|t| t.to_string()).collect()
     }
 
+    /// Every memory shown found for every fact asked about (the tests have fewer of each).
+    fn anywhere() -> Vec<Vec<usize>> {
+        vec![(0..8).collect(); 8]
+    }
+
     /// A conversation after every memory of the tests was created.
     fn later() -> DateTime<Utc> {
         now() + chrono::Duration::days(1)
@@ -407,21 +430,23 @@ mod tests {
             &facts,
             &[0, 1],
             &shown,
+            &anywhere(),
             decisions(),
             old_chat,
         );
         assert_eq!(plan.facts, vec![FactPlan::None, FactPlan::None]);
-        assert!(plan.deletes.is_empty(), "the newer memory stays");
+        assert!(plan.doubtful.is_empty(), "the newer memory stays");
         // The same decisions from a conversation after the memories apply.
         let plan = decide(
             vec![None, None],
             &facts,
             &[0, 1],
             &shown,
+            &anywhere(),
             decisions(),
             later(),
         );
-        assert_eq!(plan.deletes, vec![0]);
+        assert_eq!(plan.doubtful, vec![(0, 0)]);
         assert_eq!(
             plan.facts,
             vec![
@@ -460,8 +485,9 @@ mod tests {
             &facts,
             &asked,
             &shown,
+            &anywhere(),
             vec![
-                // A contradiction: the memory goes, the fact is added.
+                // A contradiction: the fact is added, the memory gets a second look.
                 decision(0, Event::Delete, Some(0), None),
                 // An immutable memory is never deleted, nor updated: the fact is added.
                 decision(1, Event::Delete, Some(1), None),
@@ -495,7 +521,7 @@ mod tests {
                 FactPlan::None,
             ]
         );
-        assert_eq!(plan.deletes, vec![0]);
+        assert_eq!(plan.doubtful, vec![(0, 0), (5, 3)]);
     }
 
     /// An update whose text shares no word with the memory's (small models write a remark
@@ -511,6 +537,7 @@ mod tests {
             &texts(&["Grey skies today!", "Moved to Bergen", "Swims on Mondays"]),
             &[0, 1, 2],
             &shown,
+            &anywhere(),
             vec![
                 decision(0, Event::Update, Some(0), Some("Grey skies today!")),
                 decision(1, Event::Update, Some(1), Some("Lives in Bergen now")),
@@ -529,7 +556,7 @@ mod tests {
                 FactPlan::Add,
             ]
         );
-        assert!(plan.deletes.is_empty());
+        assert_eq!(plan.doubtful, vec![(0, 0)], "the remark gets a second look");
     }
 
     /// An UPDATE stands only when its text brings a word of the new facts into the memory:
@@ -553,6 +580,7 @@ mod tests {
             &facts,
             &[0, 1, 2, 3],
             &shown,
+            &anywhere(),
             vec![
                 decision(0, Event::Update, Some(0), Some("Ik speel de zondag hockey")),
                 decision(1, Event::Update, Some(1), Some("I'm 43")),
@@ -602,6 +630,7 @@ mod tests {
             &facts,
             &[0, 1, 2, 3, 4],
             &shown,
+            &anywhere(),
             vec![
                 // No word shared with the memory.
                 decision(
@@ -678,11 +707,12 @@ mod tests {
             &marked,
             &[0, 1, 2],
             &shown,
+            &anywhere(),
             decisions(),
             later(),
         );
         assert_eq!(plan.facts, vec![FactPlan::Add; 3]);
-        assert!(plan.deletes.is_empty());
+        assert!(plan.doubtful.is_empty());
         // Unmarked, or "Also" first: news, which may replace.
         let unmarked = texts(&[
             "Mi piace la cucina etiope",
@@ -694,6 +724,7 @@ mod tests {
             &unmarked,
             &[0, 1, 2],
             &shown,
+            &anywhere(),
             decisions(),
             later(),
         );
@@ -711,7 +742,104 @@ mod tests {
                 },
             ]
         );
-        assert_eq!(plan.deletes, vec![1]);
+        assert_eq!(plan.doubtful, vec![(1, 1)]);
+    }
+
+    /// An UPDATE whose text keeps all of the memory beside the news says both hold: the
+    /// fact is added and the memory stays. One that drops the old value is a change.
+    #[test]
+    fn an_update_that_states_both_adds_the_fact() {
+        let shown = vec![
+            memory("I'm a software engineer at a bank", false),
+            memory("My book club meets on Wednesdays", false),
+        ];
+        let facts = texts(&[
+            "I mentor students at a coding bootcamp",
+            "The book club is on Thursdays",
+        ]);
+        let plan = decide(
+            vec![None; 2],
+            &facts,
+            &[0, 1],
+            &shown,
+            &anywhere(),
+            vec![
+                decision(
+                    0,
+                    Event::Update,
+                    Some(0),
+                    Some("I'm a software engineer at a bank and mentor students"),
+                ),
+                decision(
+                    1,
+                    Event::Update,
+                    Some(1),
+                    Some("My book club meets on Thursdays"),
+                ),
+            ],
+            later(),
+        );
+        assert_eq!(
+            plan.facts,
+            vec![
+                FactPlan::Add,
+                FactPlan::Update {
+                    memory: 1,
+                    text: "The book club is on Thursdays".into()
+                }
+            ]
+        );
+        assert!(plan.doubtful.is_empty(), "the model's answer was clear");
+    }
+
+    #[test]
+    fn a_fact_replaces_only_a_memory_found_for_it() {
+        let shown = vec![
+            memory("Trabajo de camarera en un hotel", false),
+            memory("Tengo dos gatos", false),
+        ];
+        let facts = texts(&[
+            "Por fin dejé el hotel",
+            "Now I am a receptionist at a dental clinic",
+        ]);
+        // Fact 0 found both memories; fact 1 found the job only.
+        let found = vec![vec![0, 1], vec![0]];
+        let decisions = vec![
+            decision(0, Event::Delete, Some(0), None),
+            decision(
+                1,
+                Event::Update,
+                Some(1),
+                Some("Now I am a receptionist, two cats"),
+            ),
+        ];
+        let plan = decide(
+            vec![None; 2],
+            &facts,
+            &[0, 1],
+            &shown,
+            &found,
+            decisions,
+            later(),
+        );
+        assert_eq!(plan.facts, vec![FactPlan::Add, FactPlan::Add]);
+        assert_eq!(
+            plan.doubtful,
+            vec![(0, 0)],
+            "a second look at the memory found for its fact only"
+        );
+        // A DELETE of a memory not found for its fact is no question either.
+        let plan = decide(
+            vec![None; 2],
+            &facts,
+            &[0, 1],
+            &shown,
+            &found,
+            vec![decision(1, Event::Delete, Some(1), None)],
+            later(),
+        );
+        assert!(plan.doubtful.is_empty());
+        assert_eq!(plan.facts, vec![FactPlan::Add, FactPlan::Add]);
     }
 
     #[test]
@@ -727,7 +855,6 @@ mod tests {
                 },
                 FactPlan::None,
             ],
-            deletes: vec![1],
         };
         let facts = [fact("Moved to Lisbon"), fact("Likes green tea"), fact("x")];
         let at = now();
@@ -762,7 +889,7 @@ mod tests {
             out.credits, 8,
             "one add and one update; the model call is not here"
         );
-        assert_eq!(out.writes.len(), 3);
+        assert_eq!(out.writes.len(), 2);
         let Write::Insert(new) = &out.writes[0] else {
             panic!("{:?}", out.writes[0])
         };
@@ -792,11 +919,6 @@ mod tests {
         assert_eq!(
             update.categories,
             Some(vec!["food".into(), "travel".into()])
-        );
-        assert!(
-            matches!(&out.writes[2], Write::Delete { id, expect: Some(3), .. } if *id == shown[1].record.id),
-            "{:?}",
-            out.writes[2]
         );
     }
 }
