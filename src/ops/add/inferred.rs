@@ -184,8 +184,8 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     let mut plan = plan::decide(
         known, &texts, &asked, &existing, &found, decisions, spoken_at,
     );
-    // A second look at each UPDATE whose text failed the plan's checks: the memory the
-    // model named, alone with the fact.
+    // A second look at each DELETE, and at each UPDATE whose text failed the plan's
+    // checks: the memory the model named, alone with the fact.
     for (fact, m) in plan.second_looks() {
         let looked = infer::supersedes(&*llm, &existing[m].record.memory, &texts[fact]).await?;
         usage += looked.usage;
