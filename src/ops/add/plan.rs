@@ -411,6 +411,26 @@ mod tests {
         now() + chrono::Duration::days(1)
     }
 
+    /// [`decide`] for facts none of which is known yet, all asked about in their order,
+    /// from a conversation after the memories.
+    fn decided(
+        facts: &[String],
+        shown: &[Row],
+        found: &[Vec<usize>],
+        decisions: Vec<Decision>,
+    ) -> Plan {
+        let asked: Vec<usize> = (0..facts.len()).collect();
+        decide(
+            vec![None; facts.len()],
+            facts,
+            &asked,
+            shown,
+            found,
+            decisions,
+            later(),
+        )
+    }
+
     #[test]
     fn an_older_fact_never_replaces_a_newer_memory() {
         let shown = vec![
@@ -437,15 +457,7 @@ mod tests {
         assert_eq!(plan.facts, vec![FactPlan::None, FactPlan::None]);
         assert!(plan.doubtful.is_empty(), "the newer memory stays");
         // The same decisions from a conversation after the memories apply.
-        let plan = decide(
-            vec![None, None],
-            &facts,
-            &[0, 1],
-            &shown,
-            &anywhere(),
-            decisions(),
-            later(),
-        );
+        let plan = decided(&facts, &shown, &anywhere(), decisions());
         assert_eq!(plan.doubtful, vec![(0, 0)]);
         assert_eq!(
             plan.facts,
@@ -532,17 +544,14 @@ mod tests {
             memory("Swims on Sundays", false),
             memory("Lives in Oslo", false),
         ];
-        let plan = decide(
-            vec![None, None, None],
+        let plan = decided(
             &texts(&["Grey skies today!", "Moved to Bergen", "Swims on Mondays"]),
-            &[0, 1, 2],
             &shown,
             &anywhere(),
             vec![
                 decision(0, Event::Update, Some(0), Some("Grey skies today!")),
                 decision(1, Event::Update, Some(1), Some("Lives in Bergen now")),
             ],
-            later(),
         );
         assert_eq!(
             plan.facts,
@@ -575,10 +584,8 @@ mod tests {
             "Moved to Bergen",
             "Got a new job",
         ]);
-        let plan = decide(
-            vec![None; 4],
+        let plan = decided(
             &facts,
-            &[0, 1, 2, 3],
             &shown,
             &anywhere(),
             vec![
@@ -587,7 +594,6 @@ mod tests {
                 decision(2, Event::Update, Some(2), Some("Lives in Bergen")),
                 decision(3, Event::Update, Some(3), Some("Works at a bank")),
             ],
-            later(),
         );
         assert_eq!(
             plan.facts,
@@ -625,10 +631,8 @@ mod tests {
             "Grey skies today",
             "Plays the piano",
         ]);
-        let mut plan = decide(
-            vec![None; 5],
+        let mut plan = decided(
             &facts,
-            &[0, 1, 2, 3, 4],
             &shown,
             &anywhere(),
             vec![
@@ -646,7 +650,6 @@ mod tests {
                 // Restates its memory.
                 decision(4, Event::Update, Some(3), Some("Plays chess")),
             ],
-            later(),
         );
         assert_eq!(plan.doubtful, vec![(0, 0), (4, 3)]);
         assert_eq!(plan.second_looks(), vec![(0, 0), (4, 3)]);
@@ -702,15 +705,7 @@ mod tests {
             "Ik werk op zondag ook in het dierenasiel",
             "We have a cat called Toots too",
         ]);
-        let plan = decide(
-            vec![None; 3],
-            &marked,
-            &[0, 1, 2],
-            &shown,
-            &anywhere(),
-            decisions(),
-            later(),
-        );
+        let plan = decided(&marked, &shown, &anywhere(), decisions());
         assert_eq!(plan.facts, vec![FactPlan::Add; 3]);
         assert!(plan.doubtful.is_empty());
         // Unmarked, or "Also" first: news, which may replace.
@@ -719,15 +714,7 @@ mod tests {
             "Ik werk in het dierenasiel",
             "Also, my dog is called Toots",
         ]);
-        let plan = decide(
-            vec![None; 3],
-            &unmarked,
-            &[0, 1, 2],
-            &shown,
-            &anywhere(),
-            decisions(),
-            later(),
-        );
+        let plan = decided(&unmarked, &shown, &anywhere(), decisions());
         assert_eq!(
             plan.facts,
             vec![
@@ -757,10 +744,8 @@ mod tests {
             "I mentor students at a coding bootcamp",
             "The book club is on Thursdays",
         ]);
-        let plan = decide(
-            vec![None; 2],
+        let plan = decided(
             &facts,
-            &[0, 1],
             &shown,
             &anywhere(),
             vec![
@@ -777,7 +762,6 @@ mod tests {
                     Some("My book club meets on Thursdays"),
                 ),
             ],
-            later(),
         );
         assert_eq!(
             plan.facts,
@@ -813,15 +797,7 @@ mod tests {
                 Some("Now I am a receptionist, two cats"),
             ),
         ];
-        let plan = decide(
-            vec![None; 2],
-            &facts,
-            &[0, 1],
-            &shown,
-            &found,
-            decisions,
-            later(),
-        );
+        let plan = decided(&facts, &shown, &found, decisions);
         assert_eq!(plan.facts, vec![FactPlan::Add, FactPlan::Add]);
         assert_eq!(
             plan.doubtful,
@@ -829,14 +805,11 @@ mod tests {
             "a second look at the memory found for its fact only"
         );
         // A DELETE of a memory not found for its fact is no question either.
-        let plan = decide(
-            vec![None; 2],
+        let plan = decided(
             &facts,
-            &[0, 1],
             &shown,
             &found,
             vec![decision(1, Event::Delete, Some(1), None)],
-            later(),
         );
         assert!(plan.doubtful.is_empty());
         assert_eq!(plan.facts, vec![FactPlan::Add, FactPlan::Add]);
