@@ -222,7 +222,7 @@ fn own_words(fact: &str, messages: &[Message]) -> Option<String> {
 /// Whether two terms are one word, or look like one word in two languages: five letters
 /// or more each, with half their letter trigrams shared (Dice ≥ 0.5), as "guitar" and
 /// "gitarre", "professor" and "professora", "clinic" and "clínica".
-fn alike(a: &str, b: &str) -> bool {
+pub(super) fn alike(a: &str, b: &str) -> bool {
     if a == b {
         return true;
     }

@@ -19,7 +19,7 @@ mod extract;
 mod reconcile;
 
 pub(crate) use extract::{extract_facts, Fact};
-pub(crate) use reconcile::{reconcile, supersedes, Decision, Event, Existing};
+pub(crate) use reconcile::{outdates, reconcile, supersedes, Decision, Event, Existing};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
 
@@ -127,6 +127,7 @@ pub(crate) async fn warm(llm: &dyn Llm, policy: &str, labels: &[Label]) -> Resul
         extract::extraction_prefix(policy, labels).0,
         reconcile::reconcile_prefix(),
         reconcile::second_look_prefix(),
+        reconcile::answers_prefix(),
     ] {
         chat.push(Message::user("Hello"));
         llm.chat(ChatRequest::new(chat).max_tokens(1)).await?;
@@ -249,7 +250,9 @@ mod tests {
     #[cfg(feature = "local-llm")]
     use super::extract::{check_facts, facts_schema, Facts, MAX_FACTS};
     #[cfg(feature = "local-llm")]
-    use super::reconcile::{check_decisions, decisions_schema, yes_no_schema, Decisions};
+    use super::reconcile::{
+        answers_schema, check_decisions, decisions_schema, yes_no_schema, Decisions,
+    };
     use super::*;
     use crate::llm::ScriptedLlm;
 
@@ -282,9 +285,11 @@ mod tests {
             "{",
             "{",
             "{",
+            "{",
             r#"{"facts": [{"text": "I like tea"}]}"#,
             r#"{"decisions": [{"fact": 0, "event": "ADD"}]}"#,
             r#"{"answer": "no"}"#,
+            r#"{"question": "What do they drink?", "before": "coffee", "now": "tea"}"#,
         ]);
         let llm = Keeping(scripted.clone());
         let labels = vec![Label::new("food", "what they eat and drink")];
@@ -308,12 +313,16 @@ mod tests {
         supersedes(&llm, "Drinks coffee", "I like tea")
             .await
             .unwrap();
+        reconcile::answers(&llm, "Drinks coffee", "I like tea")
+            .await
+            .unwrap();
         let requests = scripted.requests();
-        assert_eq!(requests.len(), 6);
+        assert_eq!(requests.len(), 8);
         for (warming, real) in [
-            (&requests[0], &requests[3]),
-            (&requests[1], &requests[4]),
-            (&requests[2], &requests[5]),
+            (&requests[0], &requests[4]),
+            (&requests[1], &requests[5]),
+            (&requests[2], &requests[6]),
+            (&requests[3], &requests[7]),
         ] {
             let (kept, last) = warming.messages.split_at(warming.messages.len() - 1);
             assert_eq!(kept, &real.messages[..real.messages.len() - 1]);
@@ -443,6 +452,37 @@ mod tests {
         ] {
             agree(&schema, reply, read);
         }
-        assert!(seen[0] >= 25 && seen[1] >= 14, "{seen:?}");
+
+        // The answers of a closer look: the three strings, nothing else.
+        let schema = answers_schema();
+        for (reply, read) in [
+            (
+                r#"{"question": "Where?", "before": "Hull", "now": "York"}"#,
+                true,
+            ),
+            (r#"{"question": "", "before": "", "now": ""}"#, true),
+            (r#"{"question": "Where?", "before": "Hull"}"#, false),
+            (
+                r#"{"question": "Where?", "before": "Hull", "now": 3}"#,
+                false,
+            ),
+            (
+                r#"{"question": "Where?", "before": "Hull", "now": "York", "why": "moved"}"#,
+                false,
+            ),
+        ] {
+            assert_eq!(
+                serde_json::from_str::<reconcile::Answers>(reply).is_ok()
+                    && serde_json::from_str::<serde_json::Map<String, Value>>(reply).is_ok_and(
+                        |o| o
+                            .keys()
+                            .all(|k| ["question", "before", "now"].contains(&k.as_str()))
+                    ),
+                read,
+                "{reply}"
+            );
+            agree(&schema, reply, read);
+        }
+        assert!(seen[0] >= 28 && seen[1] >= 16, "{seen:?}");
     }
 }

@@ -26,7 +26,7 @@ pub const MAX_PROMPT_TOKENS: usize = 4096;
 
 /// Prompt prefixes kept read for reuse (see [`Prefixes`]): a few, such as extraction's and
 /// reconciliation's instructions with their examples.
-pub(super) const PREFIXES: usize = 4;
+pub(super) const PREFIXES: usize = 5;
 
 /// A prefix longer than this many tokens is not kept: each token read holds about
 /// 56 KB of keys and values (28 layers, 2 key/value heads of 128 dimensions, f32).

@@ -270,6 +270,10 @@ async fn immutable_memories_are_never_changed_by_inference() {
     let chosen = Arc::clone(&event);
     let llm = ScriptedLlm::from_fn(move |request| {
         let prompt = &request.messages.last().unwrap().content;
+        // A closer look at a mutable memory beside an added fact: not replaced.
+        if prompt.starts_with("Memory: ") {
+            return Ok(r#"{"answer": "no"}"#.into());
+        }
         let list = prompt
             .split("Existing memories:\n")
             .nth(1)
@@ -311,7 +315,15 @@ async fn immutable_memories_are_never_changed_by_inference() {
     let record = memory.get(fixed).await.unwrap();
     assert_eq!(record.memory, "Alice is allergic to peanuts");
     assert_eq!(memory.history(fixed).await.unwrap().len(), 1);
-    assert_eq!(llm.requests().len(), 5);
+    // Three extractions, two reconciliations, and a closer look at the memory of the second
+    // add, never at the fixed one.
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 6);
+    assert_eq!(
+        requests[5].messages.last().unwrap().content,
+        "Memory: Alice is no longer allergic to peanuts\n\
+         New fact: Alice is allergic to peanuts and cashews\nReplaced?"
+    );
 }
 
 /// An UPDATE whose text only restates its memory gets a second look: when the model then
@@ -349,6 +361,61 @@ async fn a_second_look_settles_a_doubtful_update() {
             assert_eq!(memory.history(first.results[0].id).await.unwrap().len(), 2);
         } else {
             assert_eq!(second.results[0].event, HistoryEvent::Add);
+            assert_eq!(
+                live(&memory, &user).await,
+                vec!["Alice lives in Lisbon", "Alice lives in Porto now"]
+            );
+        }
+        drop(memory);
+    }
+}
+
+/// A fact the model adds beside a similar memory gets a closer look at that memory: when
+/// the second look says it is replaced and the answer to the memory's question changes,
+/// the memory takes the fact's text, with its history; when the answer keeps what it was,
+/// or the second look says no, both stay.
+#[tokio::test]
+async fn a_closer_look_settles_a_fact_added_beside_an_outdated_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let add = json!({"decisions": [{"fact": 0, "event": "ADD"}]}).to_string();
+    let (yes, no) = (r#"{"answer": "yes"}"#, r#"{"answer": "no"}"#);
+    let answers = |now: &str| {
+        json!({"question": "Where does she live?", "before": "Lisbon", "now": now}).to_string()
+    };
+    let porto = answers("Porto");
+    let both = answers("Lisbon, visiting Porto");
+    for (case, (looks, superseded)) in [
+        (vec![yes, no, porto.as_str()], true),
+        (vec![yes, no, both.as_str()], false),
+        (vec![no], false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut script = vec![
+            facts(&["Alice lives in Lisbon"]),
+            facts(&["Alice lives in Porto now"]),
+            add.clone(),
+        ];
+        script.extend(looks.iter().map(|l| l.to_string()));
+        let llm = ScriptedLlm::new(script);
+        let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+        let user = format!("alice-{case}");
+        let first = memory.add("I live in Lisbon").user(&user).await.unwrap();
+        let second = memory.add("Porto now!").user(&user).await.unwrap();
+        assert_eq!(llm.pending(), 0, "{looks:?}: every question was asked");
+        let question = llm.requests()[3].messages.last().unwrap().content.clone();
+        assert!(
+            question.contains("Memory: Alice lives in Lisbon\nNew fact: Alice lives in Porto now"),
+            "{question}"
+        );
+        if superseded {
+            assert_eq!(second.results[0].event, HistoryEvent::Update);
+            assert_eq!(second.results[0].id, first.results[0].id);
+            assert_eq!(live(&memory, &user).await, vec!["Alice lives in Porto now"]);
+            assert_eq!(memory.history(first.results[0].id).await.unwrap().len(), 2);
+        } else {
+            assert_eq!(second.results[0].event, HistoryEvent::Add, "{looks:?}");
             assert_eq!(
                 live(&memory, &user).await,
                 vec!["Alice lives in Lisbon", "Alice lives in Porto now"]

@@ -15,7 +15,9 @@
 //!    old memory beside the news adds the fact. A DELETE, and an UPDATE whose text brings
 //!    no news or shares no word with its memory, add the fact, unless a second look at
 //!    that memory alone finds the fact supersedes it ([`infer::supersedes`]): then the
-//!    fact takes the memory's place, its history kept.
+//!    fact takes the memory's place, its history kept. A fact still added gets a closer
+//!    look at its two most relevant memories ([`infer::outdates`]), and takes the place of
+//!    the first it outdates.
 //! 5. Under the write gate, every memory the plan changes is re-read: if another call
 //!    changed it meanwhile, the whole add is a 409 and nothing is written. Otherwise all
 //!    inserts and updates commit together with their history (the input messages
@@ -195,6 +197,26 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
                 memory = %existing[m].record.id,
                 "a second look: the fact supersedes the memory"
             );
+        }
+    }
+
+    // A closer look beside each fact the model added: its most relevant memories, one at a
+    // time, until one is outdated.
+    for (fact, memories) in plan.closer_looks(&texts, &asked, &existing, &found, spoken_at) {
+        for m in memories {
+            if plan.touches(m) {
+                continue;
+            }
+            let looked = infer::outdates(&*llm, &existing[m].record.memory, &texts[fact]).await?;
+            usage += looked.usage;
+            if looked.value && plan.supersede(fact, m, &texts[fact]) {
+                tracing::debug!(
+                    target: "memlane",
+                    memory = %existing[m].record.id,
+                    "a closer look: the added fact outdates the memory"
+                );
+                break;
+            }
         }
     }
 

@@ -202,6 +202,47 @@ impl Plan {
             .collect()
     }
 
+    /// The memories worth a closer look ([`crate::infer::outdates`]) beside each fact the
+    /// plan adds although the model was asked about it, as (fact, memories): the two most
+    /// relevant memories found for it (`found[i]`, most relevant first, for the fact the
+    /// model calls `i`, which is fact `asked[i]`) that it may replace: not immutable, not
+    /// newer than the fact, not changed by the plan and not already given a second look
+    /// with it. A fact marked as one more
+    /// of its kind gets none. A small model keeps an old home, job or diet beside the new
+    /// one as readily as it keeps a hobby beside a move.
+    pub(crate) fn closer_looks(
+        &self,
+        texts: &[String],
+        asked: &[usize],
+        shown: &[Row],
+        found: &[Vec<usize>],
+        spoken_at: DateTime<Utc>,
+    ) -> Vec<(usize, Vec<usize>)> {
+        asked
+            .iter()
+            .zip(found)
+            .filter(|&(&fact, _)| {
+                self.facts.get(fact) == Some(&FactPlan::Add)
+                    && texts.get(fact).is_some_and(|t| !additional(t))
+            })
+            .map(|(&fact, memories)| {
+                let memories = memories
+                    .iter()
+                    .copied()
+                    .filter(|&m| {
+                        shown.get(m).is_some_and(|row| {
+                            !row.record.immutable && row.record.created_at <= spoken_at
+                        }) && !self.doubtful.contains(&(fact, m))
+                            && !self.touches(m)
+                    })
+                    .take(CLOSER_LOOKS)
+                    .collect();
+                (fact, memories)
+            })
+            .filter(|(_, memories): &(usize, Vec<usize>)| !memories.is_empty())
+            .collect()
+    }
+
     /// Whether the plan updates memory `m`.
     pub(crate) fn touches(&self, m: usize) -> bool {
         self.facts
@@ -222,6 +263,9 @@ impl Plan {
         true
     }
 }
+
+/// Most memories given a closer look beside one added fact ([`Plan::closer_looks`]).
+const CLOSER_LOOKS: usize = 2;
 
 /// Words with which a speaker marks a fact as one more of its kind, in the languages memlane
 /// is evaluated in: English, French, German, Italian, Spanish, Portuguese and Dutch.
@@ -610,6 +654,74 @@ mod tests {
                 // "bank" is the model's, not the user's.
                 FactPlan::Add,
             ]
+        );
+    }
+
+    /// Each fact the model was asked about and the plan adds gets a closer look at its two
+    /// most relevant memories that it may replace: none that is immutable, newer than the
+    /// conversation, updated by another fact, or already given a second look with it; none
+    /// for a fact marked as one more of its kind, nor for a fact the plan updates with.
+    #[test]
+    fn an_added_fact_gets_a_closer_look_at_its_nearest_replaceable_memories() {
+        let mut shown = vec![
+            memory("J'habite à Lille", false),
+            memory("Je cours le dimanche", false),
+            memory("Je suis végétarien", true),
+            memory("J'ai un chat", false),
+            memory("Je joue du violon", false),
+        ];
+        shown[3].record.created_at = later() + chrono::Duration::days(1);
+        let facts = texts(&[
+            "On s'est installés à Bordeaux",
+            "Je mange de nouveau de la viande",
+            "Je fais aussi du judo",
+            "Il fait chaud",
+            "Je joue du violoncelle",
+            "Je cours le samedi",
+        ]);
+        let found = vec![
+            // Most relevant first.
+            vec![0, 1, 4],
+            vec![2, 3, 1],
+            vec![4],
+            vec![],
+            vec![4, 0],
+            vec![1],
+        ];
+        let plan = decided(
+            &facts,
+            &shown,
+            &found,
+            vec![
+                decision(0, Event::Add, None, None),
+                decision(1, Event::Add, None, None),
+                decision(2, Event::Add, None, None),
+                decision(3, Event::Add, None, None),
+                // Restates its memory: doubtful, given a second look instead.
+                decision(4, Event::Update, Some(4), Some("Je joue du violon")),
+                decision(5, Event::Update, Some(1), Some("Je cours le samedi")),
+            ],
+        );
+        assert_eq!(plan.doubtful, vec![(4, 4)]);
+        let asked: Vec<usize> = (0..facts.len()).collect();
+        assert_eq!(
+            plan.closer_looks(&facts, &asked, &shown, &found, later()),
+            vec![(0, vec![0, 4]), (4, vec![0])]
+        );
+        // Facts are numbered as the model was asked about them; undecided, they are added.
+        let asked = [5, 0, 1, 2, 3, 4];
+        let plan = decide(
+            vec![None; facts.len()],
+            &facts,
+            &asked,
+            &shown,
+            &found,
+            vec![decision(1, Event::Add, None, None)],
+            later(),
+        );
+        assert_eq!(
+            plan.closer_looks(&facts, &asked, &shown, &found, later())[0],
+            (5, vec![0, 1])
         );
     }
 
