@@ -25,8 +25,8 @@ fn private() -> LlamaCppLlm {
 /// llama.cpp reads the token ids of memlane's tokenizer (built from the GGUF) as its own:
 /// its greedy reply to a question is candle's, word for word.
 /// `warm_up` has the model read the fixed part of the three prompts of `add` with
-/// inference (extraction, for the project's own labels, reconciliation and its second
-/// look), so that the first `add` reads only its conversation.
+/// inference (extraction, for the project's own labels, reconciliation, its second look
+/// and the closer look's question), so that the first `add` reads only its conversation.
 #[tokio::test]
 async fn warming_up_leaves_the_first_add_only_its_conversation_to_read() {
     let llm = private();
@@ -44,8 +44,9 @@ async fn warming_up_leaves_the_first_add_only_its_conversation_to_read() {
         .unwrap();
     memory.warm_up().await.unwrap();
     let warmed = llm.stats();
-    // Three calls; they share only the chat template's opening tokens.
-    assert!(warmed.calls == 3 && warmed.reused_tokens < 15, "{warmed:?}");
+    // Four calls; they share only the chat template's opening tokens (and the second look
+    // and the closer look's question, a word or two of their instructions).
+    assert!(warmed.calls == 4 && warmed.reused_tokens < 30, "{warmed:?}");
     memory
         .add(vec![Message::user("I grow tomatoes on my balcony.")])
         .user("wren")
