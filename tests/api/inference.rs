@@ -326,6 +326,48 @@ async fn immutable_memories_are_never_changed_by_inference() {
     );
 }
 
+/// Alice says she lives in Lisbon, then in Porto, as `user` of a store in `dir`: the model
+/// decides the second add with `decision` and answers the looks that follow with `looks`.
+/// Every look is asked, the first about the Lisbon memory and the Porto fact; the Porto
+/// fact takes the Lisbon memory's place, its history kept, exactly when `superseded`, and
+/// otherwise both stay.
+async fn lisbon_then_porto(
+    dir: &tempfile::TempDir,
+    user: &str,
+    decision: &str,
+    looks: &[&str],
+    superseded: bool,
+) {
+    let mut script = vec![
+        facts(&["Alice lives in Lisbon"]),
+        facts(&["Alice lives in Porto now"]),
+        decision.to_string(),
+    ];
+    script.extend(looks.iter().map(|l| l.to_string()));
+    let llm = ScriptedLlm::new(script);
+    let memory = open(dir, Some(Arc::new(llm.clone()))).await;
+    let first = memory.add("I live in Lisbon").user(user).await.unwrap();
+    let second = memory.add("Porto now!").user(user).await.unwrap();
+    assert_eq!(llm.pending(), 0, "{looks:?}: every question was asked");
+    let question = llm.requests()[3].messages.last().unwrap().content.clone();
+    assert!(
+        question.contains("Memory: Alice lives in Lisbon\nNew fact: Alice lives in Porto now"),
+        "{question}"
+    );
+    if superseded {
+        assert_eq!(second.results[0].event, HistoryEvent::Update);
+        assert_eq!(second.results[0].id, first.results[0].id);
+        assert_eq!(live(&memory, user).await, vec!["Alice lives in Porto now"]);
+        assert_eq!(memory.history(first.results[0].id).await.unwrap().len(), 2);
+    } else {
+        assert_eq!(second.results[0].event, HistoryEvent::Add, "{looks:?}");
+        assert_eq!(
+            live(&memory, user).await,
+            vec!["Alice lives in Lisbon", "Alice lives in Porto now"]
+        );
+    }
+}
+
 /// An UPDATE whose text only restates its memory gets a second look: when the model then
 /// says the fact replaced the memory and both cannot be true, the memory takes the fact's
 /// text, with its history; when it says both can be true, both stay.
@@ -337,36 +379,8 @@ async fn a_second_look_settles_a_doubtful_update() {
     .to_string();
     let (yes, no) = (r#"{"answer": "yes"}"#, r#"{"answer": "no"}"#);
     for (looks, superseded) in [([yes, no], true), ([yes, yes], false)] {
-        let llm = ScriptedLlm::new([
-            facts(&["Alice lives in Lisbon"]),
-            facts(&["Alice lives in Porto now"]),
-            update.clone(),
-            looks[0].to_string(),
-            looks[1].to_string(),
-        ]);
-        let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
         let user = format!("alice-{superseded}");
-        let first = memory.add("I live in Lisbon").user(&user).await.unwrap();
-        let second = memory.add("Porto now!").user(&user).await.unwrap();
-        assert_eq!(llm.pending(), 0, "both questions were asked");
-        let question = llm.requests()[3].messages.last().unwrap().content.clone();
-        assert!(
-            question.contains("Memory: Alice lives in Lisbon\nNew fact: Alice lives in Porto now"),
-            "{question}"
-        );
-        if superseded {
-            assert_eq!(second.results[0].event, HistoryEvent::Update);
-            assert_eq!(second.results[0].id, first.results[0].id);
-            assert_eq!(live(&memory, &user).await, vec!["Alice lives in Porto now"]);
-            assert_eq!(memory.history(first.results[0].id).await.unwrap().len(), 2);
-        } else {
-            assert_eq!(second.results[0].event, HistoryEvent::Add);
-            assert_eq!(
-                live(&memory, &user).await,
-                vec!["Alice lives in Lisbon", "Alice lives in Porto now"]
-            );
-        }
-        drop(memory);
+        lisbon_then_porto(&dir, &user, &update, &looks, superseded).await;
     }
 }
 
@@ -382,8 +396,7 @@ async fn a_closer_look_settles_a_fact_added_beside_an_outdated_memory() {
     let answers = |now: &str| {
         json!({"question": "Where does she live?", "before": "Lisbon", "now": now}).to_string()
     };
-    let porto = answers("Porto");
-    let both = answers("Lisbon, visiting Porto");
+    let (porto, both) = (answers("Porto"), answers("Lisbon, visiting Porto"));
     for (case, (looks, superseded)) in [
         (vec![yes, no, porto.as_str()], true),
         (vec![yes, no, both.as_str()], false),
@@ -392,36 +405,8 @@ async fn a_closer_look_settles_a_fact_added_beside_an_outdated_memory() {
     .into_iter()
     .enumerate()
     {
-        let mut script = vec![
-            facts(&["Alice lives in Lisbon"]),
-            facts(&["Alice lives in Porto now"]),
-            add.clone(),
-        ];
-        script.extend(looks.iter().map(|l| l.to_string()));
-        let llm = ScriptedLlm::new(script);
-        let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
         let user = format!("alice-{case}");
-        let first = memory.add("I live in Lisbon").user(&user).await.unwrap();
-        let second = memory.add("Porto now!").user(&user).await.unwrap();
-        assert_eq!(llm.pending(), 0, "{looks:?}: every question was asked");
-        let question = llm.requests()[3].messages.last().unwrap().content.clone();
-        assert!(
-            question.contains("Memory: Alice lives in Lisbon\nNew fact: Alice lives in Porto now"),
-            "{question}"
-        );
-        if superseded {
-            assert_eq!(second.results[0].event, HistoryEvent::Update);
-            assert_eq!(second.results[0].id, first.results[0].id);
-            assert_eq!(live(&memory, &user).await, vec!["Alice lives in Porto now"]);
-            assert_eq!(memory.history(first.results[0].id).await.unwrap().len(), 2);
-        } else {
-            assert_eq!(second.results[0].event, HistoryEvent::Add, "{looks:?}");
-            assert_eq!(
-                live(&memory, &user).await,
-                vec!["Alice lives in Lisbon", "Alice lives in Porto now"]
-            );
-        }
-        drop(memory);
+        lisbon_then_porto(&dir, &user, &add, &looks, superseded).await;
     }
 }
 

@@ -191,11 +191,14 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     for (fact, m) in plan.second_looks() {
         let looked = infer::supersedes(&*llm, &existing[m].record.memory, &texts[fact]).await?;
         usage += looked.usage;
-        if looked.value && plan.supersede(fact, m, &texts[fact]) {
-            tracing::debug!(
-                target: "memlane",
-                memory = %existing[m].record.id,
-                "a second look: the fact supersedes the memory"
+        if looked.value {
+            settle(
+                &mut plan,
+                fact,
+                &existing[m],
+                m,
+                &texts[fact],
+                "a second look",
             );
         }
     }
@@ -209,12 +212,16 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
             }
             let looked = infer::outdates(&*llm, &existing[m].record.memory, &texts[fact]).await?;
             usage += looked.usage;
-            if looked.value && plan.supersede(fact, m, &texts[fact]) {
-                tracing::debug!(
-                    target: "memlane",
-                    memory = %existing[m].record.id,
-                    "a closer look: the added fact outdates the memory"
-                );
+            if looked.value
+                && settle(
+                    &mut plan,
+                    fact,
+                    &existing[m],
+                    m,
+                    &texts[fact],
+                    "a closer look",
+                )
+            {
                 break;
             }
         }
@@ -283,6 +290,17 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         outcome.credits_remaining,
         usage,
     ))
+}
+
+/// Fact `fact` takes the place of memory `m` (`row`), which a look found it supersedes,
+/// unless the plan already changes that memory; whether it did. Traced at debug level with
+/// the look's name and the memory's id.
+fn settle(plan: &mut plan::Plan, fact: usize, row: &Row, m: usize, text: &str, look: &str) -> bool {
+    let settled = plan.supersede(fact, m, text);
+    if settled {
+        tracing::debug!(target: "memlane", memory = %row.record.id, "{look}: the fact supersedes the memory");
+    }
+    settled
 }
 
 /// At debug level, each decision of the model: the fact (its number among those asked
