@@ -299,7 +299,7 @@ const SECOND_LOOK_EXAMPLES: [(&str, &str, Question, bool); 12] = [
 const SECOND_LOOK_TOKENS: u32 = 16;
 
 fn second_look_question(memory: &str, fact: &str, question: Question) -> String {
-    format!("Memory: {memory}\nNew fact: {fact}\n{}", question.text())
+    format!("{}\n{}", memory_and_fact(memory, fact), question.text())
 }
 
 fn yes_no(yes: bool) -> String {
@@ -454,6 +454,7 @@ const ANSWER_EXAMPLES: [(&str, &str, &str, &str, &str); 10] = [
 /// Token budget of the reply of [`answers`]: a question and two short answers.
 const ANSWER_TOKENS: u32 = 64;
 
+/// A memory and a new fact, as the second look and the closer look's question show them.
 fn memory_and_fact(memory: &str, fact: &str) -> String {
     format!("Memory: {memory}\nNew fact: {fact}")
 }
