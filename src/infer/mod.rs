@@ -16,6 +16,7 @@ use crate::record::Message;
 
 pub(crate) mod dates;
 mod extract;
+pub(crate) mod places;
 mod reconcile;
 
 pub(crate) use extract::{extract_facts, Fact};

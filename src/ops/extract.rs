@@ -184,12 +184,12 @@ impl<'a> ExtractRequest<'a> {
         )
         .await?;
         let d = parsed.value;
-        let summary = infer::dates::annotate(&d.summary, spoken_at);
-        let key_facts: Vec<String> = d
-            .key_facts
-            .iter()
-            .map(|f| infer::dates::annotate(f.trim(), spoken_at))
-            .collect();
+        let here = infer::places::greeted_place(&self.messages);
+        let resolve = |text: &str| {
+            infer::places::annotate(&infer::dates::annotate(text, spoken_at), here.as_ref())
+        };
+        let summary = resolve(&d.summary);
+        let key_facts: Vec<String> = d.key_facts.iter().map(|f| resolve(f.trim())).collect();
         let core = ExtractedCore {
             summary,
             entities: d.entities,

@@ -453,6 +453,67 @@ async fn relative_dates_are_stored_as_absolute_dates() {
     );
 }
 
+/// A "here" in a fact is stored with the place the user's greeting names, and the model
+/// decides on the fact as the user said it: the stay replaces the earlier one (the model
+/// here says so), and no question shows the place in parentheses.
+#[tokio::test]
+async fn a_here_is_stored_with_the_place_the_greeting_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::from_fn(|request| {
+        let last = request.messages.last().map_or("", |m| m.content.as_str());
+        let schema = request
+            .schema
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        Ok(if last.ends_with("Replaced?") {
+            r#"{"answer": "yes"}"#.to_string()
+        } else if last.ends_with("Both true?") {
+            r#"{"answer": "no"}"#.to_string()
+        } else if schema.contains("decisions") {
+            json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 0,
+                                  "text": "I'm here for the festival until Sunday"}]})
+            .to_string()
+        } else if last.contains("Edinburgh") {
+            facts(&["I'm here for the festival until Sunday"])
+        } else {
+            facts(&["I'm here for the opera tonight"])
+        })
+    });
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let first = memory
+        .add("I'm here for the opera tonight")
+        .user("alice")
+        .await
+        .unwrap();
+    let second = memory
+        .add(vec![
+            Message::user("Hello from Edinburgh! I'm here for the festival until Sunday."),
+            Message::assistant("Enjoy the shows!"),
+        ])
+        .user("alice")
+        .await
+        .unwrap();
+    assert_eq!(second.results.len(), 1);
+    assert_eq!(second.results[0].event, HistoryEvent::Update);
+    assert_eq!(second.results[0].id, first.results[0].id);
+    assert_eq!(
+        live(&memory, "alice").await,
+        vec!["I'm here (Edinburgh) for the festival until Sunday"]
+    );
+    let requests = llm.requests();
+    assert!(requests.len() >= 3, "extraction twice, then reconciliation");
+    for request in &requests {
+        for message in &request.messages {
+            assert!(
+                !message.content.contains("(Edinburgh)"),
+                "{}",
+                message.content
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn without_a_model_add_stores_verbatim_unless_inference_is_asked_for() {
     let dir = tempfile::tempdir().unwrap();
@@ -486,6 +547,29 @@ async fn without_a_model_add_stores_verbatim_unless_inference_is_asked_for() {
     assert!(
         llm.requests().is_empty(),
         "bad input never reaches the model"
+    );
+}
+
+#[tokio::test]
+async fn extract_resolves_a_here_from_the_greeting() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest = json!({
+        "summary": "Alice is here on holiday",
+        "entities": ["Alice"],
+        "tags": ["travel"],
+        "key_facts": ["Alice is here until Friday", "Alice loves temples"],
+        "importance": 5
+    })
+    .to_string();
+    let memory = open(&dir, Some(Arc::new(ScriptedLlm::new([digest])))).await;
+    let out = memory
+        .extract("Greetings from Kyoto! I'm here until Friday, loving the temples.")
+        .await
+        .unwrap();
+    assert_eq!(out.core.summary, "Alice is here (Kyoto) on holiday");
+    assert_eq!(
+        out.core.key_facts,
+        vec!["Alice is here (Kyoto) until Friday", "Alice loves temples"]
     );
 }
 

@@ -3,7 +3,8 @@
 //!
 //! 1. The model extracts facts, guided by the project's policy and labels. A fact it
 //!    translated into English is kept in the user's own words; relative dates it left in a
-//!    fact get their absolute date appended ([`dates::annotate`]).
+//!    fact get their absolute date appended ([`dates::annotate`]), and a "here" the place
+//!    the user's greeting names ([`places::annotate`]).
 //! 2. Each fact is embedded and searched (hybrid) among the owner's live memories. A fact
 //!    whose text a memory already has is known (NONE) without asking the model.
 //! 3. Facts with similar memories go to the model with those memories, numbered 0, 1, …
@@ -32,7 +33,7 @@ use uuid::Uuid;
 use super::plan::{self, Context, FactPlan};
 use super::{AddResult, AddedMemory};
 use crate::error::{Error, Result};
-use crate::infer::{self, dates, Existing, Fact};
+use crate::infer::{self, dates, places, Existing, Fact};
 use crate::llm::{Llm, Usage};
 use crate::memory::Memory;
 use crate::record::{content_hash, indexed_text, Owners};
@@ -121,6 +122,18 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
             usage,
         ));
     }
+    // The facts as the model reads them, and as they are stored, embedded and searched:
+    // with the place a "here" means. The model decides on the user's words: told the
+    // place, it took a stay for a move.
+    let said: Vec<String> = facts.iter().map(|f| f.text.clone()).collect();
+    let here = places::greeted_place(&cx.messages);
+    let facts: Vec<Fact> = facts
+        .into_iter()
+        .map(|mut f| {
+            f.text = places::annotate(&f.text, here.as_ref());
+            f
+        })
+        .collect();
     let texts: Vec<String> = facts.iter().map(|f| f.text.clone()).collect();
     let vectors = memory.embed_documents(&texts).await?;
 
@@ -166,7 +179,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     // The model decides for the facts that have neighbours.
     let mut decisions = Vec::new();
     if !asked.is_empty() {
-        let asked_texts: Vec<String> = asked.iter().map(|&i| texts[i].clone()).collect();
+        let asked_texts: Vec<String> = asked.iter().map(|&i| said[i].clone()).collect();
         let shown: Vec<Existing> = existing
             .iter()
             .map(|row| Existing {
@@ -184,12 +197,12 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         .map(|own| own.iter().map(|&(m, _)| m).collect())
         .collect();
     let mut plan = plan::decide(
-        known, &texts, &asked, &existing, &found, decisions, spoken_at,
+        known, &said, &asked, &existing, &found, decisions, spoken_at,
     );
     // A second look at each DELETE, and at each UPDATE whose text failed the plan's
     // checks: the memory the model named, alone with the fact.
     for (fact, m) in plan.second_looks() {
-        let looked = infer::supersedes(&*llm, &existing[m].record.memory, &texts[fact]).await?;
+        let looked = infer::supersedes(&*llm, &existing[m].record.memory, &said[fact]).await?;
         usage += looked.usage;
         if looked.value {
             settle(
@@ -205,12 +218,12 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 
     // A closer look beside each fact the model added: its most relevant memories, one at a
     // time, until one is outdated.
-    for (fact, memories) in plan.closer_looks(&texts, &asked, &existing, &found, spoken_at) {
+    for (fact, memories) in plan.closer_looks(&said, &asked, &existing, &found, spoken_at) {
         for m in memories {
             if plan.touches(m) {
                 continue;
             }
-            let looked = infer::outdates(&*llm, &existing[m].record.memory, &texts[fact]).await?;
+            let looked = infer::outdates(&*llm, &existing[m].record.memory, &said[fact]).await?;
             usage += looked.usage;
             if looked.value
                 && settle(
@@ -226,6 +239,9 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
             }
         }
     }
+
+    // An UPDATE stores its fact as the new memories do, its "here" resolved.
+    plan.store_as(&texts);
 
     // Updated texts need vectors, read with the memory's context as `update` does.
     let update_texts: Vec<String> = plan

@@ -189,6 +189,16 @@ fn carries_news(
 }
 
 impl Plan {
+    /// Each UPDATE's text made its fact's text as stored (`texts`, one per fact): the
+    /// plan was decided on the facts as the model read them.
+    pub(crate) fn store_as(&mut self, texts: &[String]) {
+        for (plan, stored) in self.facts.iter_mut().zip(texts) {
+            if let FactPlan::Update { text, .. } = plan {
+                text.clone_from(stored);
+            }
+        }
+    }
+
     /// The doubtful UPDATEs worth a second look (see [`crate::infer::supersedes`]), as
     /// (fact, memory): the fact is still to be added and nothing else changes the memory.
     /// A small model names the right memory for a change more often than it writes its
