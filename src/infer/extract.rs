@@ -238,11 +238,12 @@ pub(super) fn alike(a: &str, b: &str) -> bool {
 }
 
 /// English words that are seldom words of the other languages a user may write in (no
-/// "a", "in", "is", "me", "was" …), with the pieces of English contractions ("I'm", "it's",
-/// "we've"): what betrays a fact translated into English.
+/// "a", "am", "in", "is", "me", "of", "on", "was" …), with the pieces of English
+/// contractions ("I'm", "it's", "we've"): what betrays a fact translated into English.
 const ENGLISH: &[&str] = &[
-    "and", "are", "been", "for", "has", "have", "her", "his", "i", "it", "ll", "m", "my", "our",
-    "re", "s", "that", "the", "their", "this", "ve", "were", "with", "your",
+    "and", "are", "at", "been", "for", "from", "has", "have", "her", "his", "i", "it", "just",
+    "ll", "m", "my", "now", "our", "re", "s", "since", "that", "the", "their", "this", "to", "ve",
+    "were", "who", "with", "your",
 ];
 
 /// The facts (their indexes) a model translated into English: written mostly in words the
@@ -581,6 +582,23 @@ mod tests {
             ]
         );
         assert_eq!(facts[0].categories, ["pets"]);
+    }
+
+    #[tokio::test]
+    async fn a_fact_half_translated_is_kept_in_the_users_own_words() {
+        // English words without a pronoun or article of English's own ("now", "at").
+        let reply = r#"{"facts": [{"text": "¡Hola! Por fin dejé el hotel"},
+            {"text": "now am receptionist at a dental clinic"}]}"#;
+        let conversation = [Message::user(
+            "¡Hola! Por fin dejé el hotel: ahora soy recepcionista en una clínica dental.",
+        )];
+        assert_eq!(
+            texts(&extracted(reply, &conversation, &[]).await),
+            [
+                "¡Hola! Por fin dejé el hotel",
+                "ahora soy recepcionista en una clínica dental"
+            ]
+        );
     }
 
     #[tokio::test]

@@ -252,8 +252,12 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
 /// extracts in English, and memlane keeps in the user's words), a festival beside a home
 /// (whose "here" takes its place from the greeting), and a new job in German (which the
 /// model adds beside the old one, settled by a closer look).
-const CONTRADICTIONS_IN_SUITE: [&str; 4] =
-    ["umzug-de", "katnaam-nl", "visit-vs-home-en", "lokfuehrer-de"];
+const CONTRADICTIONS_IN_SUITE: [&str; 4] = [
+    "umzug-de",
+    "katnaam-nl",
+    "visit-vs-home-en",
+    "lokfuehrer-de",
+];
 
 /// `add` with inference through the real model, embedder, index and SQLite file keeps a
 /// user's memories consistent (the evaluation's rule): a superseding fact leaves no memory
