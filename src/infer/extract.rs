@@ -238,13 +238,18 @@ pub(super) fn alike(a: &str, b: &str) -> bool {
 }
 
 /// English words that are seldom words of the other languages a user may write in (no
-/// "a", "am", "in", "is", "me", "of", "on", "was" …), with the pieces of English
-/// contractions ("I'm", "it's", "we've"): what betrays a fact translated into English.
+/// "a", "in", "is", "me", "was" …), with the pieces of English contractions ("I'm", "it's",
+/// "we've"): what betrays a fact translated into English.
 const ENGLISH: &[&str] = &[
-    "and", "are", "at", "been", "for", "from", "has", "have", "her", "his", "i", "it", "just",
-    "ll", "m", "my", "now", "our", "re", "s", "since", "that", "the", "their", "this", "to", "ve",
-    "were", "who", "with", "your",
+    "and", "are", "been", "for", "has", "have", "her", "his", "i", "it", "ll", "m", "my", "our",
+    "re", "s", "that", "the", "their", "this", "ve", "were", "with", "your",
 ];
+
+/// English words of none of those languages either ("am", "of" and "on" are German, Dutch
+/// and French), but too common in an English fact to betray one when the user may have
+/// written English: they count only when the user wrote no English word ("now am
+/// receptionist at a dental clinic" for "ahora soy recepcionista en una clínica dental").
+const ENGLISH_TOO: &[&str] = &["at", "from", "just", "now", "since", "to", "who"];
 
 /// The facts (their indexes) a model translated into English: written mostly in words the
 /// conversation does not have (two or more, and more than half, numbers aside: dates are
@@ -267,7 +272,10 @@ fn translated(facts: &[Fact], messages: &[Message]) -> Vec<usize> {
         .filter(|m| m.role == "user")
         .flat_map(|m| crate::text::keywords(&m.content))
         .collect();
-    let english_user = users.len() < 5 || users.iter().any(|w| ENGLISH.contains(&w.as_str()));
+    let english_user = users.len() < 5
+        || users
+            .iter()
+            .any(|w| ENGLISH.contains(&w.as_str()) || ENGLISH_TOO.contains(&w.as_str()));
     facts
         .iter()
         .enumerate()
@@ -282,7 +290,10 @@ fn translated(facts: &[Fact], messages: &[Message]) -> Vec<usize> {
                 .collect();
             let english = unsaid
                 .iter()
-                .filter(|w| ENGLISH.contains(&w.as_str()))
+                .filter(|w| {
+                    ENGLISH.contains(&w.as_str())
+                        || (!english_user && ENGLISH_TOO.contains(&w.as_str()))
+                })
                 .count();
             if english_user {
                 english >= 2 && unsaid.len() * 2 > words.len()
@@ -586,7 +597,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_fact_half_translated_is_kept_in_the_users_own_words() {
-        // English words without a pronoun or article of English's own ("now", "at").
+        // English words without a pronoun or article of English's own ("now", "at"), from a
+        // user who wrote none.
         let reply = r#"{"facts": [{"text": "¡Hola! Por fin dejé el hotel"},
             {"text": "now am receptionist at a dental clinic"}]}"#;
         let conversation = [Message::user(
