@@ -171,16 +171,22 @@ fn greeted_places(text: &str) -> Vec<(String, usize)> {
     out
 }
 
-/// The place "here" means in one conversation, and the words for "here" that mean it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The place "here" means in one conversation, and the language of the greeting that
+/// named it.
 pub(crate) struct Here {
     place: String,
-    /// The words of the greeting's language, and English's.
-    words: Vec<&'static str>,
+    tongue: &'static Tongue,
 }
 
-/// The one place the user's greetings in `messages` name, with the words for "here" of
-/// its greeting's language and English's; `None` when they name none, or more than one.
+impl Here {
+    /// Whether `word` (lowercase) says "here" in the greeting's language or in English.
+    fn says_here(&self, word: &str) -> bool {
+        word == "here" || self.tongue.here.contains(&word)
+    }
+}
+
+/// The one place the user's greetings in `messages` name, with its greeting's language;
+/// `None` when they name none, or more than one.
 pub(crate) fn greeted_place(messages: &[Message]) -> Option<Here> {
     let mut found: Vec<(String, usize)> = Vec::new();
     for m in messages
@@ -196,18 +202,12 @@ pub(crate) fn greeted_place(messages: &[Message]) -> Option<Here> {
             }
         }
     }
-    match found.as_slice() {
-        [(place, tongue)] => {
-            let mut words = TONGUES[*tongue].here.to_vec();
-            if !words.contains(&"here") {
-                words.push("here");
-            }
-            Some(Here {
-                place: place.clone(),
-                words,
-            })
-        }
-        _ => None,
+    match <[_; 1]>::try_from(found) {
+        Ok([(place, tongue)]) => Some(Here {
+            place,
+            tongue: &TONGUES[tongue],
+        }),
+        Err(_) => None,
     }
 }
 
@@ -215,9 +215,10 @@ pub(crate) fn greeted_place(messages: &[Message]) -> Option<Here> {
 /// parentheses; unchanged when there is no such place or word, or the fact names the place
 /// already.
 pub(crate) fn annotate(text: &str, here: Option<&Here>) -> String {
-    let Some(Here { place, words }) = here else {
+    let Some(here) = here else {
         return text.to_owned();
     };
+    let place = &here.place;
     let lower = text.to_lowercase();
     if place
         .split(' ')
@@ -228,14 +229,11 @@ pub(crate) fn annotate(text: &str, here: Option<&Here>) -> String {
     }
     let Some((start, word)) = super::dates::words(text)
         .into_iter()
-        .find(|(_, w)| words.contains(&w.to_lowercase().as_str()))
+        .find(|(_, w)| here.says_here(&w.to_lowercase()))
     else {
         return text.to_owned();
     };
     let end = start + word.len();
-    if text[end..].trim_start().starts_with('(') {
-        return text.to_owned();
-    }
     let mut out = text.to_owned();
     out.insert_str(end, &format!(" ({place})"));
     out
@@ -347,7 +345,7 @@ mod tests {
                 )],
                 "Ma sœur, qui est médecin, vient me voir",
             ),
-            // Annotated already.
+            // Annotated already: the fact names the place.
             (
                 &[user("Hello from York! I'm here until Monday.")],
                 "I'm here (York) until Monday",
