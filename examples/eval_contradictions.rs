@@ -18,7 +18,7 @@
 //! never repeat an old value, so a live memory that holds one (a stale term) can only be
 //! the old memory kept, or merged into a text that states both. `tuned` is the half
 //! memlane's reconciliation was developed on; `untuned` is never tuned on. `dev`
-//! (`contradictions_dev.json`) holds 26 more cases written later to tune on, apart from
+//! (`contradictions_dev.json`) holds 38 more cases written later to tune on, apart from
 //! both halves and never in their figures.
 //!
 //! A case **ends consistent** when no live memory holds a stale term and every labelled
