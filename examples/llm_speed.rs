@@ -12,8 +12,8 @@
 //! 2. times the quickstart's two `add`s with inference (a first chat, then a move that
 //!    contradicts it), each run in a new store: `MEMLANE_LLM_RUNS` runs (default 5) on a
 //!    model just loaded, which has read nothing, then as many on one model that has served
-//!    them once, which starts each call from the longest prefix of it read before (the
-//!    instructions and worked examples). In between, as many runs on a model just loaded
+//!    them once, which reads each call's instructions and worked examples from what it kept
+//!    of them. In between, as many runs on a model just loaded
 //!    whose store was warmed up (`Memory::warm_up`, timed apart). Answers are decoded
 //!    under their JSON schemas, as by default.
 //!

@@ -76,9 +76,9 @@ pub(super) struct Core {
 
 /// The model's arithmetic, as [`Core::run`] drives it through one call.
 pub(super) trait Backend {
-    /// Reads a prompt from its start, reusing what is kept of the longest prefix it shares
-    /// with an earlier prompt, and keeps its own first `keep` tokens (its instructions and
-    /// examples), if any, for later calls. Returns the scores of the next token, one per
+    /// Reads a prompt from its start, reusing what is kept of its first `keep` tokens (its
+    /// instructions and examples) when an earlier call kept exactly those, and keeps them
+    /// for later calls otherwise. Returns the scores of the next token, one per
     /// token of the vocabulary, and how many tokens were reused.
     fn read_prompt(&mut self, tokens: &[u32], keep: Option<usize>) -> Result<(Vec<f32>, usize)>;
 

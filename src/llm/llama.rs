@@ -25,17 +25,15 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 
-use super::decoding::{
-    Backend, CancelOnDrop, Core, Decoding, LocalLlmStats, MAX_PREFIX_TOKENS, PREFIXES,
-};
+use super::decoding::{Backend, CancelOnDrop, Core, Decoding, LocalLlmStats, PREFIXES};
 use super::prefixes::Prefixes;
 use super::{ChatRequest, ChatResponse, Llm};
 use crate::error::{Error, Result};
 
 /// Tokens read in one llama.cpp batch.
 const BATCH: usize = 512;
-/// The working sequence of the key/value cache; the kept prefixes are the sequences after it.
-const WORKING: i32 = 0;
+/// The sequence of calls that keep no prefix; the kept prefixes are the sequences after it.
+const SCRATCH: i32 = 0;
 
 /// llama.cpp's global state, set up once per process.
 static BACKEND: OnceLock<std::result::Result<LlamaBackend, String>> = OnceLock::new();
@@ -68,6 +66,11 @@ fn backend() -> Result<&'static LlamaBackend> {
 /// Calls are served one at a time by a thread that holds the model; dropping the future of
 /// [`chat`](Llm::chat) stops the call before its next token. The thread ends when the last
 /// clone is dropped.
+///
+/// A reply depends on its request alone, not on the calls served before it: each kept
+/// prefix has cells of its own in llama.cpp's cache, so a call's tokens sit in the same
+/// places whatever came before. That costs memory: the cache holds six sequences of 5,120
+/// tokens, about 840 MiB of keys and values for the pinned model.
 ///
 /// ```no_run
 /// # async fn run() -> memlane::Result<()> {
@@ -185,14 +188,17 @@ fn serve(
             return;
         }
     };
-    // The working sequence holds a whole call; each kept prefix shares its cells with the
-    // calls that start from it (a unified cache copies a sequence without copying cells).
-    let cells = super::MAX_PROMPT_TOKENS + 1024 + (PREFIXES + 1) * MAX_PREFIX_TOKENS;
+    // Each sequence has cells of its own (a stream of llama.cpp's cache) for a whole call: a
+    // kept prefix, and the call that starts from it after it. A call's cells then hold only
+    // its prefix and itself, in the same places whatever calls came before, so its reply is
+    // the same too (in one cache shared by all sequences, where a call's tokens go depends on
+    // what the others hold, and so does how the model's sums round).
+    let cells = (PREFIXES + 1) * (super::MAX_PROMPT_TOKENS + 1024);
     let params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(cells as u32))
         .with_n_batch(BATCH as u32)
-        .with_n_seq_max(PREFIXES as u32 + 2)
-        .with_kv_unified(true)
+        .with_n_seq_max(PREFIXES as u32 + 1)
+        .with_kv_unified(false)
         .with_n_threads(threads)
         .with_n_threads_batch(threads);
     let mut context = match model.new_context(backend, params) {
@@ -207,13 +213,14 @@ fn serve(
     }
     let mut kept = Kept {
         prefixes: Prefixes::new(PREFIXES),
-        free: (1..=PREFIXES as i32 + 1).collect(),
+        free: (1..=PREFIXES as i32).collect(),
     };
     while let Ok(job) = queue.recv() {
         let mut turn = LlamaTurn {
             context: &mut context,
             kept: &mut kept,
             batch: LlamaBatch::new(BATCH, 1),
+            seq: SCRATCH,
             position: 0,
             batch_start: 0,
         };
@@ -223,7 +230,8 @@ fn serve(
     }
 }
 
-/// The prefixes kept in the cache: each in a sequence of its own.
+/// The prefixes kept in the cache: each in a sequence of its own, which holds nothing else
+/// between calls.
 struct Kept {
     prefixes: Prefixes<i32>,
     /// Sequences that hold no prefix.
@@ -246,7 +254,9 @@ struct LlamaTurn<'a, 'm> {
     context: &'a mut LlamaContext<'m>,
     kept: &'a mut Kept,
     batch: LlamaBatch<'static>,
-    /// Where the next token goes in the working sequence.
+    /// The sequence the call reads into: its prefix's, or [`SCRATCH`].
+    seq: i32,
+    /// Where the next token goes in that sequence.
     position: usize,
     /// Where the last batch of the last read began in the tokens it read.
     batch_start: usize,
@@ -260,7 +270,7 @@ fn llama_err(what: &str, e: impl std::fmt::Display) -> Error {
 }
 
 impl LlamaTurn<'_, '_> {
-    /// Reads `tokens` into the working sequence after what it holds; returns the scores
+    /// Reads `tokens` into the call's sequence after what it holds; returns the scores
     /// of the token after the last one for [`Scores::Last`], and has llama.cpp work out
     /// those after each token of the last batch for [`Scores::Each`].
     fn read(&mut self, tokens: &[u32], scores: Scores) -> Result<Option<Vec<f32>>> {
@@ -280,7 +290,7 @@ impl LlamaTurn<'_, '_> {
                 let position = i32::try_from(self.position + i)
                     .map_err(|_| Error::internal("position past i32"))?;
                 self.batch
-                    .add(LlamaToken::new(token as i32), position, &[WORKING], wanted)
+                    .add(LlamaToken::new(token as i32), position, &[self.seq], wanted)
                     .map_err(|e| llama_err("batch tokens", e))?;
             }
             self.context
@@ -301,32 +311,47 @@ impl LlamaTurn<'_, '_> {
 impl Backend for LlamaTurn<'_, '_> {
     fn read_prompt(&mut self, tokens: &[u32], keep: Option<usize>) -> Result<(Vec<f32>, usize)> {
         let end = keep.unwrap_or(0);
-        self.context
-            .clear_kv_cache_seq(Some(WORKING as u32), None, None)
-            .map_err(|e| llama_err("clear its cache", e))?;
-        let start = match self.kept.prefixes.longest(&tokens[..end]) {
-            Some((shared, &seq)) => {
-                self.context
-                    .copy_kv_cache_seq(seq, WORKING, None, Some(shared as u32))
-                    .map_err(|e| llama_err("reuse a prefix", e))?;
-                shared
+        let kept = (end > 0)
+            .then(|| self.kept.prefixes.get(&tokens[..end]).copied())
+            .flatten();
+        let start = match kept {
+            Some(seq) => {
+                self.seq = seq;
+                end
             }
-            None => 0,
+            None if end > 0 => {
+                // A sequence for this prefix: a free one, or the least recently used
+                // prefix's.
+                let seq = match self.kept.free.pop() {
+                    Some(seq) => seq,
+                    None => self
+                        .kept
+                        .prefixes
+                        .make_room()
+                        .ok_or_else(|| Error::internal("no sequence for a prefix"))?,
+                };
+                self.seq = seq;
+                0
+            }
+            None => {
+                self.seq = SCRATCH;
+                0
+            }
         };
+        // What the last call on this sequence read after its prefix goes (all of it for a
+        // prefix read anew).
+        self.context
+            .clear_kv_cache_seq(Some(self.seq as u32), Some(start as u32), None)
+            .map_err(|e| llama_err("clear its cache", e))?;
         self.position = start;
         if start < end {
-            // The rest of the prefix to keep, kept for the calls after this one.
-            self.read(&tokens[start..end], Scores::None)?;
-            if let Some(seq) = self.kept.free.pop() {
-                self.context
-                    .copy_kv_cache_seq(WORKING, seq, None, Some(end as u32))
-                    .map_err(|e| llama_err("keep a prefix", e))?;
-                for gone in self.kept.prefixes.keep(tokens[..end].to_vec(), seq) {
-                    self.context
-                        .clear_kv_cache_seq(Some(gone as u32), None, None)
-                        .map_err(|e| llama_err("drop a prefix", e))?;
-                    self.kept.free.push(gone);
-                }
+            // The prefix, kept for the calls after this one once it is read whole.
+            if let Err(e) = self.read(&tokens[..end], Scores::None) {
+                self.kept.free.push(self.seq);
+                return Err(e);
+            }
+            for gone in self.kept.prefixes.keep(tokens[..end].to_vec(), self.seq) {
+                self.kept.free.push(gone);
             }
         }
         let scores = self
@@ -356,7 +381,7 @@ impl Backend for LlamaTurn<'_, '_> {
         let from = self.position.saturating_sub(n);
         let from = u32::try_from(from).map_err(|_| Error::internal("position past u32"))?;
         self.context
-            .clear_kv_cache_seq(Some(WORKING as u32), Some(from), None)
+            .clear_kv_cache_seq(Some(self.seq as u32), Some(from), None)
             .map_err(|e| llama_err("forget guessed tokens", e))?;
         self.position = from as usize;
         Ok(())

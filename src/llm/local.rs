@@ -43,8 +43,9 @@ const PINNED_ID: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";
 ///
 /// The model keeps what it read of the last few chats that open with a system message
 /// (everything before their last message, up to 1,024 tokens each, about 56 KB a token)
-/// and starts a call from the longest prefix it shares with one of them, so instructions
-/// that do not change are read once. memlane's extraction and reconciliation prompts are
+/// and a call that opens with one of them reads only the rest, so instructions that do not
+/// change are read once. Only a whole kept prefix is reused, never a start shared with
+/// one: read in other pieces, a prefix rounds differently. memlane's extraction and reconciliation prompts are
 /// instructions and worked examples that never change, then the question with its date,
 /// so every call after the first reads only the question. [`stats`](Self::stats) counts
 /// the tokens reused.
@@ -276,8 +277,11 @@ impl Backend for CandleTurn<'_> {
     fn read_prompt(&mut self, tokens: &[u32], keep: Option<usize>) -> Result<(Vec<f32>, usize)> {
         let model = self.model;
         let end = keep.unwrap_or(0);
-        let (mut cache, start) = match self.prefixes.longest(&tokens[..end]) {
-            Some((shared, kept)) => (kept.prefix(shared), shared),
+        let kept = (end > 0)
+            .then(|| self.prefixes.get(&tokens[..end]))
+            .flatten();
+        let (mut cache, start) = match kept {
+            Some(kept) => (kept.prefix(end), end),
             None => (model.cache(), 0),
         };
         if start < end {

@@ -4,8 +4,12 @@
 //! system message, memlane's extraction and reconciliation prompts with their worked
 //! examples), and on a CPU reading them again costs as much as reading the conversation
 //! after them. The model keeps what it read of each recent chat's fixed part (everything
-//! before its last message: its key/value cache) and starts a call from the longest prefix
-//! it shares with one of them, so a call reads only what is new.
+//! before its last message: its key/value cache), and a call whose fixed part is one of
+//! them reads only its last message.
+//!
+//! Only a whole fixed part is reused, never a shared start of one: a prefix read in other
+//! pieces, or beside other tokens, rounds differently, and a reply would then depend on
+//! which calls came before it rather than on its prompt alone.
 
 /// The caches of recently read prefixes, keyed by their tokens; the most recently used
 /// last. Generic over the cache so that its rules are tested without a model.
@@ -23,19 +27,19 @@ impl<C> Prefixes<C> {
         }
     }
 
-    /// The kept prefix that shares the most leading tokens with `tokens`, with how many it
-    /// shares (at least one), now the most recently used.
-    pub(crate) fn longest(&mut self, tokens: &[u32]) -> Option<(usize, &C)> {
-        let (at, shared) = self
-            .entries
-            .iter()
-            .enumerate()
-            .map(|(i, (kept, _))| (i, shared_len(kept, tokens)))
-            .filter(|&(_, shared)| shared > 0)
-            .max_by_key(|&(i, shared)| (shared, i))?;
+    /// What was kept of exactly `tokens`, now the most recently used.
+    pub(crate) fn get(&mut self, tokens: &[u32]) -> Option<&C> {
+        let at = self.entries.iter().position(|(kept, _)| kept == tokens)?;
         let entry = self.entries.remove(at);
         self.entries.push(entry);
-        self.entries.last().map(|(_, cache)| (shared, cache))
+        self.entries.last().map(|(_, cache)| cache)
+    }
+
+    /// Takes out the least recently used prefix's cache when `capacity` are kept, to make
+    /// room for one more.
+    pub(crate) fn make_room(&mut self) -> Option<C> {
+        (self.entries.len() >= self.capacity && !self.entries.is_empty())
+            .then(|| self.entries.remove(0).1)
     }
 
     /// Keeps `cache` as what was read of `tokens`: it replaces a prefix of the same tokens,
@@ -60,27 +64,21 @@ impl<C> Prefixes<C> {
     }
 }
 
-/// How many leading tokens `a` and `b` share.
-fn shared_len(a: &[u32], b: &[u32]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_longest_shared_prefix_wins_and_sharing_nothing_finds_nothing() {
+    fn only_a_whole_kept_prefix_is_found() {
         let mut p = Prefixes::new(4);
         p.keep(vec![1, 2, 3, 4], "a");
         p.keep(vec![1, 2, 9], "b");
-        p.keep(vec![7, 8], "c");
-        assert_eq!(p.longest(&[1, 2, 3, 5, 6]), Some((3, &"a")));
-        assert_eq!(p.longest(&[1, 2, 9, 9]), Some((3, &"b")));
-        // A prompt shorter than a kept prefix shares all of itself.
-        assert_eq!(p.longest(&[7]), Some((1, &"c")));
-        assert_eq!(p.longest(&[5, 1, 2]), None);
-        assert_eq!(p.longest(&[]), None);
+        assert_eq!(p.get(&[1, 2, 3, 4]), Some(&"a"));
+        assert_eq!(p.get(&[1, 2, 9]), Some(&"b"));
+        // A shared start, a longer or a shorter prompt: none is the kept prefix.
+        assert_eq!(p.get(&[1, 2, 3]), None);
+        assert_eq!(p.get(&[1, 2, 3, 4, 5]), None);
+        assert_eq!(p.get(&[]), None);
     }
 
     #[test]
@@ -89,16 +87,21 @@ mod tests {
         p.keep(vec![1], "one");
         p.keep(vec![2], "two");
         // Using "one" makes "two" the least recently used.
-        assert_eq!(p.longest(&[1, 0]), Some((1, &"one")));
+        assert_eq!(p.get(&[1]), Some(&"one"));
         assert_eq!(p.keep(vec![3], "three"), vec!["two"]);
-        assert_eq!(p.longest(&[2]), None);
-        assert_eq!(p.longest(&[1]), Some((1, &"one")));
-        assert_eq!(p.longest(&[3]), Some((1, &"three")));
+        assert_eq!(p.get(&[2]), None);
+        assert_eq!(p.get(&[1]), Some(&"one"));
+        assert_eq!(p.get(&[3]), Some(&"three"));
         // The same tokens again replace their entry rather than take a second slot.
         assert_eq!(p.keep(vec![3], "three again"), vec!["three"]);
         assert_eq!(p.keep(vec![3], "three once more"), vec!["three again"]);
         assert_eq!(p.entries.len(), 2);
-        assert_eq!(p.longest(&[3]), Some((1, &"three once more")));
-        assert_eq!(p.longest(&[1]), Some((1, &"one")));
+        assert_eq!(p.get(&[3]), Some(&"three once more"));
+        assert_eq!(p.get(&[1]), Some(&"one"));
+        // Room is made, when full, by taking out the least recently used ("three").
+        assert_eq!(p.make_room(), Some("three once more"));
+        assert_eq!(p.make_room(), None);
+        assert_eq!(p.keep(vec![4], "four"), Vec::<&str>::new());
+        assert_eq!(p.get(&[3]), None);
     }
 }

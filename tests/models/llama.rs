@@ -44,9 +44,8 @@ async fn warming_up_leaves_the_first_add_only_its_conversation_to_read() {
         .unwrap();
     memory.warm_up().await.unwrap();
     let warmed = llm.stats();
-    // Four calls; they share only the chat template's opening tokens (and the second look
-    // and the closer look's question, a word or two of their instructions).
-    assert!(warmed.calls == 4 && warmed.reused_tokens < 30, "{warmed:?}");
+    // Four calls, each with instructions of its own: nothing is reused.
+    assert!(warmed.calls == 4 && warmed.reused_tokens == 0, "{warmed:?}");
     memory
         .add(vec![Message::user("I grow tomatoes on my balcony.")])
         .user("wren")
@@ -184,13 +183,44 @@ async fn prefixes_are_reused_kept_and_dropped_in_llama_cpp_sequences() {
         .await
         .unwrap();
     assert_eq!(late.text, first.text);
-    // Only the common opening of the instructions is still kept (from "Rule six.").
-    assert!(
-        llm.stats().reused_tokens - before < reused,
-        "{:?}",
-        llm.stats()
-    );
+    // Its instructions were read again: a shared opening ("Rule six.") is not reused.
+    assert_eq!(llm.stats().reused_tokens, before, "{:?}", llm.stats());
     assert_eq!(llm.stats().calls, 10);
+}
+
+/// A call's reply depends on its prompt alone, not on the calls before it: read from
+/// scratch by a fresh model, or after other prompts have been read and kept, and from its
+/// own kept prefix, a long greedy reply comes out token for token the same.
+#[tokio::test]
+async fn a_reply_is_the_same_whatever_calls_came_before() {
+    let ask = |rules: &str, question: &str| {
+        ChatRequest::new(vec![
+            Message::new(
+                "system",
+                format!(
+                    "You are a storyteller. Write vivid, plain prose with concrete details and \
+                     no lists. {rules}"
+                ),
+            ),
+            Message::user(question),
+        ])
+        .max_tokens(64)
+    };
+    let question = "Tell the story of a lighthouse keeper who finds a letter in a bottle.";
+    let fresh = private().chat(ask("", question)).await.unwrap();
+    assert_eq!(fresh.usage.completion_tokens, 64, "{fresh:?}");
+
+    let busy = private();
+    for (rules, other) in [
+        ("Keep it short.", "Describe a market at dawn."),
+        ("", "Tell the story of a baker who loses her keys."),
+        ("Use the past tense.", "Describe a train crossing a desert."),
+    ] {
+        busy.chat(ask(rules, other)).await.unwrap();
+    }
+    let later = busy.chat(ask("", question)).await.unwrap();
+    assert!(busy.stats().reused_tokens > 0, "{:?}", busy.stats());
+    assert_eq!(later.text, fresh.text);
 }
 
 #[tokio::test]
