@@ -37,6 +37,7 @@ impl<C> Prefixes<C> {
 
     /// Takes out the least recently used prefix's cache when `capacity` are kept, to make
     /// room for one more.
+    #[cfg(any(feature = "llama", test))]
     pub(crate) fn make_room(&mut self) -> Option<C> {
         (self.entries.len() >= self.capacity && !self.entries.is_empty())
             .then(|| self.entries.remove(0).1)
