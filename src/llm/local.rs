@@ -45,9 +45,9 @@ const PINNED_ID: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";
 /// (everything before their last message, up to 1,024 tokens each, about 56 KB a token)
 /// and a call that opens with one of them reads only the rest, so instructions that do not
 /// change are read once. Only a whole kept prefix is reused, never a start shared with
-/// one: read in other pieces, a prefix rounds differently. memlane's extraction and reconciliation prompts are
-/// instructions and worked examples that never change, then the question with its date,
-/// so every call after the first reads only the question. [`stats`](Self::stats) counts
+/// one: read in other pieces, a prefix rounds differently. memlane's extraction and
+/// reconciliation prompts are instructions and worked examples that never change, then
+/// the question with its date, so every call after the first reads only the question. [`stats`](Self::stats) counts
 /// the tokens reused.
 ///
 /// A request with a JSON schema ([`ChatRequest::schema`], as every memlane prompt sends) is
