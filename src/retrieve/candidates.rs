@@ -88,6 +88,7 @@ impl CandidateSource for InProcess {
         queries: &[Vec<String>],
         among: Among<'_>,
         k: usize,
+        min_rows: u64,
     ) -> Result<KeywordHits> {
         let query = KeywordQuery {
             queries,
@@ -95,6 +96,7 @@ impl CandidateSource for InProcess {
             now: among.now,
             include_expired: among.include_expired,
             limit: k,
+            min_rows,
         };
         match self.store.keyword_index() {
             Some(index) => index.search(query).await,
@@ -151,12 +153,15 @@ impl Memory {
     }
 
     /// Keyword ranking: the best BM25 matches, scored (the score also weighs how much of
-    /// the query a memory covers, so more candidates are taken than are kept).
+    /// the query a memory covers, so more candidates are taken than are kept), the terms
+    /// weighed as if the store held at least `min_rows` memories
+    /// ([`KeywordQuery::min_rows`]).
     pub(crate) async fn keyword_ranked(
         &self,
         text: &str,
         among: Among<'_>,
         k: usize,
+        min_rows: u64,
         period: Option<&Period>,
     ) -> Result<Vec<Ranked>> {
         let terms = [text::query_terms(text)];
@@ -164,7 +169,7 @@ impl Memory {
         let (mut hits, scope) = tokio::try_join!(
             space
                 .candidates
-                .keyword(&terms, among, fetch(k))
+                .keyword(&terms, among, fetch(k), min_rows)
                 .instrument(tracing::debug_span!("keyword")),
             self.scope(among),
         )?;
@@ -214,7 +219,7 @@ impl Memory {
                 .nearest(queries.clone(), among, fetch)
                 .instrument(tracing::debug_span!("index", queries = queries.len())),
             candidates
-                .keyword(&terms, among, usize::MAX)
+                .keyword(&terms, among, usize::MAX, prior.map_or(0, Prior::min_rows))
                 .instrument(tracing::debug_span!("keyword")),
             counted,
         );

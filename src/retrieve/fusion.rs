@@ -8,6 +8,7 @@ use super::period::Period;
 use super::SearchMode;
 use crate::error::Result;
 use crate::memory::Memory;
+use crate::store::keyword::RECONCILE_MIN_ROWS;
 use crate::store::{Among, KeywordScore, VectorKey};
 
 /// A ranked candidate: its key, score and signals.
@@ -183,6 +184,18 @@ pub(crate) enum Prior {
     /// with its conversation neighbours.
     Search(usize),
     /// Among this many memories, each on its own: how related a new fact is to its nearest
-    /// memories, whatever the store's size and the conversations around them.
+    /// memories, whatever the store's size and the conversations around them (its terms
+    /// weighed as in a store of at least [`RECONCILE_MIN_ROWS`] memories).
     Among(usize),
+}
+
+impl Prior {
+    /// The [`KeywordQuery::min_rows`](crate::store::KeywordQuery::min_rows) of a ranking
+    /// with this prior: a search's terms are weighed by its store as it is.
+    pub(crate) fn min_rows(self) -> u64 {
+        match self {
+            Prior::Search(_) => 0,
+            Prior::Among(_) => RECONCILE_MIN_ROWS,
+        }
+    }
 }

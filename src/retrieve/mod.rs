@@ -134,7 +134,7 @@ impl Memory {
             )),
             (SearchMode::Keyword, Query::Text(text)) => {
                 let period = Period::named_in(&text, at);
-                self.keyword_ranked(&text, among, k, period.as_ref())
+                self.keyword_ranked(&text, among, k, 0, period.as_ref())
                     .await?
             }
             (mode, Query::Text(text)) => {

@@ -48,12 +48,16 @@ pub trait CandidateSource: Send + Sync + std::fmt::Debug {
     ) -> Result<Vec<Vec<(VectorKey, f32)>>>;
 
     /// For each query's terms (see [`crate::text::query_terms`]), the `k` best BM25 matches
-    /// among the memories (see [`crate::store::keyword`] for the scores).
+    /// among the memories (see [`crate::store::keyword`] for the scores), the terms weighed
+    /// as if the store held at least `min_rows` memories ([`KeywordQuery::min_rows`]).
+    ///
+    /// [`KeywordQuery::min_rows`]: crate::store::KeywordQuery::min_rows
     async fn keyword(
         &self,
         queries: &[Vec<String>],
         among: Among<'_>,
         k: usize,
+        min_rows: u64,
     ) -> Result<KeywordHits>;
 
     /// The exact cosines of a unit query with the vectors of these keys (keys of memories

@@ -5,7 +5,8 @@
 //! [`CONTEXT_WEIGHT`]) and one token per owner id (weighted 0, but counted in its length).
 //! Over the whole store's live memories (expired ones included), with `N` rows and an
 //! average length `avgdl`, a query term of document frequency `df` weighs
-//! `ln((N - df + 0.5) / (df + 0.5))` (at least 1e-6), and a row scores
+//! `ln((N - df + 0.5) / (df + 0.5))` (at least 1e-6; a query may count `N` as at least
+//! [`KeywordQuery::min_rows`]), and a row scores
 //! `Σ idf · f · (k1 + 1) / (f + k1 · (1 − b + b · len / avgdl))`, `f` being the weighted
 //! count of the term in the row, `k1` 1.2 and `b` 0.75: SQLite FTS5's `bm25()`.
 //!
@@ -48,7 +49,26 @@ pub struct KeywordQuery<'a> {
     pub include_expired: bool,
     /// At most this many hits per search.
     pub limit: usize,
+    /// The terms are weighed as if the store held at least this many memories (`N` of the
+    /// [module](self)'s idf is `max(N, min_rows)`; lengths are the store's own); 0 for
+    /// plain BM25. In a store of a few memories a term they all lack weighs several times
+    /// one they hold, and a word shared by two of three weighs nothing, so relevance
+    /// swings with each memory stored, another user's included. A floor keeps the weights
+    /// close to equal there, and leaves a large store's as they are.
+    pub min_rows: u64,
 }
+
+impl KeywordQuery<'_> {
+    /// The row count the terms' idf uses, for a store of `rows` memories.
+    pub fn idf_rows(&self, rows: i64) -> i64 {
+        rows.max(i64::try_from(self.min_rows).unwrap_or(i64::MAX))
+    }
+}
+
+/// The floor of [`KeywordQuery::min_rows`] when a new fact is compared with its owner's
+/// memories: how related the two are should not depend on how many memories the store
+/// holds, nor whose.
+pub(crate) const RECONCILE_MIN_ROWS: u64 = 1_000;
 
 /// For each search of a [`KeywordQuery`], its hits, best BM25 first, ties by key.
 pub type KeywordHits = Vec<Vec<(VectorKey, KeywordScore)>>;
@@ -227,7 +247,11 @@ pub async fn rank_rows(store: &dyn Store, query: KeywordQuery<'_>) -> Result<Key
         }
     }
     for (hits, terms) in out.iter_mut().zip(query.queries) {
-        let Some(weights) = TermWeights::new(terms, |t| df.get(t).copied().unwrap_or(0), n) else {
+        let Some(weights) = TermWeights::new(
+            terms,
+            |t| df.get(t).copied().unwrap_or(0),
+            query.idf_rows(n),
+        ) else {
             continue;
         };
         let mut scored = Vec::new();

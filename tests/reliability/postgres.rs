@@ -179,6 +179,7 @@ async fn keyword_scores_equal_sqlite() {
             now: t(100),
             include_expired: false,
             limit: 10,
+            min_rows: 0,
         };
         let a = pg.keyword_index().unwrap().search(q).await.unwrap();
         let b = lite.keyword_index().unwrap().search(q).await.unwrap();

@@ -42,6 +42,7 @@ async fn keyword(
             now,
             include_expired: false,
             limit: 100,
+            min_rows: 0,
         })
         .await
         .unwrap();

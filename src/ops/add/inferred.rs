@@ -38,6 +38,7 @@ use crate::llm::{Llm, Usage};
 use crate::memory::Memory;
 use crate::record::{content_hash, indexed_text, Owners};
 use crate::retrieve::fusion::Prior;
+use crate::store::keyword::RECONCILE_MIN_ROWS;
 use crate::store::{owner_filter, Among, Row, WriteBatch};
 
 /// Similar memories fetched per fact.
@@ -370,7 +371,10 @@ impl Memory {
             // Without an embedder, similar by their words.
             let mut ranked = Vec::with_capacity(texts.len());
             for text in texts {
-                ranked.push(self.keyword_ranked(text, among, k, None).await?);
+                ranked.push(
+                    self.keyword_ranked(text, among, k, RECONCILE_MIN_ROWS, None)
+                        .await?,
+                );
             }
             ranked
         };
@@ -404,5 +408,63 @@ impl AddResult {
     pub(crate) fn verbatim(mut self) -> Self {
         self.inferred = false;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::embed::HashEmbedder;
+
+    /// How related a new fact is to its owner's memories stays put as the store grows by
+    /// memories that share none of its words, whoever owns them. Plain BM25 would move it:
+    /// in a store this small, each memory stored changes every term's weight.
+    #[tokio::test]
+    async fn relevance_to_a_fact_stays_as_unrelated_memories_are_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = Memory::builder()
+            .path(dir.path().join("m.db"))
+            .embedder(Arc::new(HashEmbedder::new(256)))
+            .build()
+            .await
+            .unwrap();
+        let store = |text: String, user: &'static str| {
+            let memory = memory.clone();
+            async move {
+                memory.add(text).user(user).infer(false).await.unwrap();
+            }
+        };
+        store("I live in Lisbon with my wife Ana".into(), "ana").await;
+        store("I play the cello in an orchestra".into(), "ana").await;
+        let facts = vec!["My wife Ana and I moved to Porto".to_string()];
+        let filter = crate::filter::Filter::user("ana");
+        let relevance = || async {
+            let vectors = memory.embed_documents(&facts).await.unwrap();
+            let found = memory
+                .similar(&facts, vectors, &filter, 5, Utc::now())
+                .await
+                .unwrap();
+            let mut found: Vec<(String, f32)> = found[0]
+                .iter()
+                .map(|(row, r)| (row.record.memory.clone(), *r))
+                .collect();
+            found.sort_by(|a, b| a.0.cmp(&b.0));
+            found
+        };
+        let before = relevance().await;
+        assert_eq!(before.len(), 2, "{before:?}");
+        // In a store of two memories, the one about the same wife is shown to the model.
+        assert!(before[0].1 >= MIN_RELEVANCE, "{before:?}");
+        for i in 0..30 {
+            store(format!("Bob grows tomatoes and beans in plot {i}"), "bob").await;
+        }
+        let after = relevance().await;
+        assert_eq!(after.len(), 2, "{after:?}");
+        for ((a, x), (b, y)) in before.iter().zip(&after) {
+            assert_eq!(a, b);
+            assert!((x - y).abs() < 0.01, "{a}: {x} then {y}");
+        }
     }
 }

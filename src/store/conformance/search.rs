@@ -8,7 +8,9 @@ use super::{insert_all, record, row, scan_all, t};
 use crate::filter::Filter;
 use crate::record::MemoryRecord;
 use crate::store::keyword::rank_rows;
-use crate::store::{apply, Among, KeywordQuery, KeywordScore, Scan, Store, Write, WriteBatch};
+use crate::store::{
+    apply, Among, KeywordHits, KeywordQuery, KeywordScore, Scan, Store, Write, WriteBatch,
+};
 use crate::text;
 
 /// Scans: newest first by `created_at` (backdated rows sort where they happened), stable
@@ -157,7 +159,10 @@ pub(super) async fn keyword(store: &dyn Store) {
     .map(|q| text::query_terms(q))
     .collect();
     let mut compared = 0;
-    for user in users {
+    // Plain BM25, and terms weighed as in a store of a thousand memories (this one holds a
+    // handful): the floor changes the scores, and every store applies it alike.
+    let (mut plain, mut floored) = (Vec::new(), Vec::new());
+    for (user, min_rows) in users.iter().flat_map(|u| [(*u, 0), (*u, 1_000)]) {
         for filter in [
             Filter::user(user),
             Filter::user(user).and(Filter::agent("helper")),
@@ -169,8 +174,15 @@ pub(super) async fn keyword(store: &dyn Store) {
                 now: t(3_000),
                 include_expired: false,
                 limit: 100,
+                min_rows,
             };
             let want = rank_rows(store, query).await.unwrap();
+            if min_rows == 0 {
+                &mut plain
+            } else {
+                &mut floored
+            }
+            .push(want.clone());
             let Some(index) = store.keyword_index() else {
                 continue;
             };
@@ -199,8 +211,24 @@ pub(super) async fn keyword(store: &dyn Store) {
         }
     }
     if store.keyword_index().is_some() {
-        assert!(compared > 50, "the queries match: {compared}");
+        assert!(compared > 100, "the queries match: {compared}");
     }
+    let relative = |hits: &[KeywordHits]| -> Vec<f32> {
+        hits.iter()
+            .flatten()
+            .flatten()
+            .map(|h| h.1.relative)
+            .collect()
+    };
+    let (plain, floored) = (relative(&plain), relative(&floored));
+    assert_eq!(plain.len(), floored.len(), "the floor keeps the same hits");
+    assert!(
+        plain
+            .iter()
+            .zip(&floored)
+            .any(|(a, b)| (a - b).abs() > 1e-3),
+        "the floor changes some scores"
+    );
     // Deleted memories and other owners' memories are never hits.
     let all_hits = {
         let filter = Filter::all();
@@ -210,6 +238,7 @@ pub(super) async fn keyword(store: &dyn Store) {
             now: t(3_000),
             include_expired: false,
             limit: 1_000,
+            min_rows: 0,
         };
         match store.keyword_index() {
             Some(index) => index.search(query).await.unwrap(),
@@ -228,6 +257,7 @@ pub(super) async fn keyword(store: &dyn Store) {
             now: t(3_000),
             include_expired: false,
             limit: 10,
+            min_rows: 0,
         },
     )
     .await

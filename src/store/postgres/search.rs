@@ -245,6 +245,7 @@ impl CandidateSource for PostgresStore {
         queries: &[Vec<String>],
         among: Among<'_>,
         k: usize,
+        min_rows: u64,
     ) -> Result<KeywordHits> {
         KeywordIndex::search(
             self,
@@ -254,6 +255,7 @@ impl CandidateSource for PostgresStore {
                 now: among.now,
                 include_expired: among.include_expired,
                 limit: k,
+                min_rows,
             },
         )
         .await
@@ -350,7 +352,13 @@ impl KeywordIndex for PostgresStore {
         let weights: Vec<Option<TermWeights>> = query
             .queries
             .iter()
-            .map(|terms| TermWeights::new(terms, |t| df.get(t).copied().unwrap_or(0), rows))
+            .map(|terms| {
+                TermWeights::new(
+                    terms,
+                    |t| df.get(t).copied().unwrap_or(0),
+                    query.idf_rows(rows),
+                )
+            })
             .collect();
         let mut wanted: Vec<String> = weights
             .iter()

@@ -99,7 +99,7 @@ pub(super) fn search(
     let weights: Vec<Option<TermWeights>> = query
         .queries
         .iter()
-        .map(|q| TermWeights::new(q, df, table.rows))
+        .map(|q| TermWeights::new(q, df, query.idf_rows(table.rows)))
         .collect();
     let phrases = distinct(weights.iter().flatten().map(|w| w.terms.as_slice()));
     let phrase_of: HashMap<&str, usize> = phrases

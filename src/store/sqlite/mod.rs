@@ -656,7 +656,12 @@ impl KeywordIndex for SqliteStore {
     async fn search(&self, query: KeywordQuery<'_>) -> Result<KeywordHits> {
         let queries = query.queries.to_vec();
         let filter = query.filter.clone();
-        let (now, include_expired, limit) = (query.now, query.include_expired, query.limit);
+        let (now, include_expired, limit, min_rows) = (
+            query.now,
+            query.include_expired,
+            query.limit,
+            query.min_rows,
+        );
         let shared = Arc::clone(&self.shared);
         self.read(move |conn| {
             keyword::search(
@@ -668,6 +673,7 @@ impl KeywordIndex for SqliteStore {
                     now,
                     include_expired,
                     limit,
+                    min_rows,
                 },
             )
         })
