@@ -7,6 +7,9 @@
 //! with the local model, or any OpenAI-compatible server when `OPENAI_API_KEY` or
 //! `OPENAI_BASE_URL` is set (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
 //! `-- --set tuned|untuned` runs one half (`dev`: the development cases); `-- --only ID[,ID…]` some cases only;
+//! `-- --store-per-case` gives each case a store of its own, so that no case's keyword
+//! statistics hold another's memories (by default all cases share one store, as a
+//! service's users do);
 //! `-- --unconstrained` lets the model write its answers freely (no schema), to compare;
 //! `--features llama -- --llama` runs the local model on llama.cpp (`LlamaCppLlm`), about
 //! twice as fast.
@@ -201,11 +204,14 @@ async fn main() -> memlane::Result<()> {
         .map_err(|e| memlane::Error::storage("cannot create a temp dir", e))?;
     let model = eval_llm::language_model(&args)?;
     println!("language model: {}; store {}\n", model.name, dir.display());
-    let memory = Memory::builder()
-        .path(dir.join("eval.db"))
-        .llm(model.llm.clone())
-        .build()
-        .await?;
+    let per_case = std::env::args().any(|a| a == "--store-per-case");
+    let open = |name: &str| {
+        Memory::builder()
+            .path(dir.join(format!("{name}.db")))
+            .llm(model.llm.clone())
+            .build()
+    };
+    let shared = open("eval").await?;
 
     let started = Instant::now();
     let mut rows = Vec::new();
@@ -222,7 +228,13 @@ async fn main() -> memlane::Result<()> {
         for case in &cases {
             println!("{} ({:?})", case.id, case.kind);
             let loops = model.loops();
-            let (times, failed, kept) = run(&memory, &model.llm, half, case).await?;
+            let own = if per_case {
+                Some(open(&format!("{}-{}", half.name(), case.id)).await?)
+            } else {
+                None
+            };
+            let memory = own.as_ref().unwrap_or(&shared);
+            let (times, failed, kept) = run(memory, &model.llm, half, case).await?;
             failures += failed;
             let outcome = Outcome::of(&kept, case);
             if case.kind == Kind::Compatible {
