@@ -729,7 +729,11 @@ async fn a_memory_changed_during_reconciliation_is_a_409_and_nothing_is_stored()
         script: ScriptedLlm::new([
             facts(&["Alice lives in Lisbon"]),
             facts(&["Alice lives in Lisbon, near the river", "Alice has a cat"]),
-            json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 0, "text": "Alice lives in Lisbon near the river"}]}).to_string(),
+            json!({"decisions": [
+                {"fact": 0, "event": "UPDATE", "memory": 0, "text": "Alice lives in Lisbon near the river"},
+                {"fact": 1, "event": "ADD"}
+            ]})
+            .to_string(),
         ]),
     });
     let memory = open(&dir, Some(llm.clone())).await;
