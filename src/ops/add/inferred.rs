@@ -12,8 +12,9 @@
 //! 4. The decisions are made safe: an updated memory takes the fact's text; an immutable
 //!    memory is never changed, nor replaced by a fact said to be one more of its kind
 //!    ("also", "anche"; the fact is added instead); a memory is changed at most once per
-//!    call; a fact replaces only a memory found for it; an UPDATE whose text states the
-//!    old memory beside the news adds the fact. A DELETE, and an UPDATE whose text brings
+//!    call; a fact replaces only a memory found for it, and none when another fact
+//!    names a memory more relevant to it; an UPDATE whose text states the old memory
+//!    beside the news adds the fact. A DELETE, and an UPDATE whose text brings
 //!    no news or shares no word with its memory, add the fact, unless a second look at
 //!    that memory alone finds the fact supersedes it ([`infer::supersedes`]): then the
 //!    fact takes the memory's place, its history kept. A fact still added gets a closer

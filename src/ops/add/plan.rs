@@ -63,9 +63,15 @@ pub(crate) struct Plan {
 ///   before the memory's `created_at`, as when old chats are imported) never replaces it:
 ///   the memory stays and the fact, superseded, is not stored;
 /// - a fact replaces only a memory found for it (`found[i]`: the memories the search found
-///   for the fact the model calls `i`): an UPDATE or DELETE of another memory adds the
-///   fact and leaves that memory as it was (a small model puts a new job in place of two
-///   cats found for another fact);
+///   for the fact the model calls `i`, most relevant first): an UPDATE or DELETE of another
+///   memory adds the fact and leaves that memory as it was (a small model puts a new job
+///   in place of two cats found for another fact);
+/// - a fact does not replace a memory when one more relevant to it is named by another
+///   fact's UPDATE or DELETE: the fact is added and the memory stays. When one memory is
+///   the most relevant to two facts, a small model gives it to one and the next memory to
+///   the other ("Mi sono licenziato" in place of the pizzeria job, then "Ho cambiato lavoro
+///   in banca" in place of a cat). A closer look may still find that the fact supersedes
+///   one of its memories ([`Plan::closer_looks`]);
 /// - a fact the model did not decide on is added.
 pub(crate) fn decide(
     mut plans: Vec<Option<FactPlan>>,
@@ -81,6 +87,12 @@ pub(crate) fn decide(
     // The words of the call's new facts, which an UPDATE's text must bring news from.
     let said: std::collections::HashSet<String> =
         texts.iter().flat_map(|f| crate::text::terms(f)).collect();
+    // The memories the model would replace, as (the fact it calls `i`, memory).
+    let named: Vec<(usize, usize)> = decisions
+        .iter()
+        .filter(|d| matches!(d.event, Event::Update | Event::Delete))
+        .filter_map(|d| d.memory.map(|m| (d.fact, m)))
+        .collect();
     for d in decisions {
         let Some(&fact) = asked.get(d.fact) else {
             continue;
@@ -100,14 +112,21 @@ pub(crate) fn decide(
                 continue;
             }
         }
-        let stranger = target.is_some_and(|(m, _)| {
-            !found
-                .get(d.fact)
-                .is_some_and(|memories| memories.contains(&m))
+        let own = found.get(d.fact).map_or(&[][..], Vec::as_slice);
+        let stranger = target.is_some_and(|(m, _)| !own.contains(&m));
+        // A memory the fact holds more relevant than its target, named by another fact.
+        let passed_over = target.is_some_and(|(m, _)| {
+            own.iter()
+                .take_while(|&&nearer| nearer != m)
+                .any(|&nearer| named.iter().any(|&(f, n)| n == nearer && f != d.fact))
         });
         match (d.event, target) {
             (Event::Update | Event::Delete, Some((_, r))) if stranger => {
                 tracing::debug!(memory = %r.id, "a fact replaces only a memory found for it");
+                plans[fact].get_or_insert(FactPlan::Add);
+            }
+            (Event::Update | Event::Delete, Some((_, r))) if passed_over => {
+                tracing::debug!(memory = %r.id, "another fact names a memory nearer to this one");
                 plans[fact].get_or_insert(FactPlan::Add);
             }
             (Event::Delete, Some((m, r))) => {
@@ -455,9 +474,12 @@ mod tests {
         texts.iter().map(|t| t.to_string()).collect()
     }
 
-    /// Every memory shown found for every fact asked about (the tests have fewer of each).
+    /// Every memory shown found for every fact asked about (the tests have fewer of each),
+    /// memory `i` most relevant to the fact the model calls `i`.
     fn anywhere() -> Vec<Vec<usize>> {
-        vec![(0..8).collect(); 8]
+        (0..8)
+            .map(|i| std::iter::once(i).chain((0..8).filter(|&m| m != i)).collect())
+            .collect()
     }
 
     /// A conversation after every memory of the tests was created.
@@ -546,12 +568,14 @@ mod tests {
         let mut known = vec![None; 7];
         known[6] = Some(FactPlan::None);
         let asked = [0, 1, 2, 3, 4, 5];
+        // The memory each fact names is the most relevant to it.
+        let found = vec![vec![0], vec![1], vec![2], vec![2], vec![3], vec![3]];
         let plan = decide(
             known,
             &facts,
             &asked,
             &shown,
-            &anywhere(),
+            &found,
             vec![
                 // A contradiction: the fact is added, the memory gets a second look.
                 decision(0, Event::Delete, Some(0), None),
@@ -753,10 +777,11 @@ mod tests {
             "Grey skies today",
             "Plays the piano",
         ]);
+        let found = vec![vec![0], vec![1], vec![2], vec![2], vec![3]];
         let mut plan = decided(
             &facts,
             &shown,
-            &anywhere(),
+            &found,
             vec![
                 // No word shared with the memory.
                 decision(
@@ -935,6 +960,52 @@ mod tests {
         );
         assert!(plan.doubtful.is_empty());
         assert_eq!(plan.facts, vec![FactPlan::Add, FactPlan::Add]);
+    }
+
+    #[test]
+    fn a_fact_does_not_replace_a_memory_in_place_of_a_nearer_one_another_fact_named() {
+        let shown = vec![
+            memory("Faccio il cameriere in una pizzeria di Palermo", false),
+            memory("Ho un gatto nero", false),
+        ];
+        let facts = texts(&[
+            "Mi sono licenziato",
+            "Ho cambiato lavoro: ora sono in banca",
+        ]);
+        // Both facts found the pizzeria first and the cat second.
+        let found = vec![vec![0, 1], vec![0, 1]];
+        let decisions = || {
+            vec![
+                decision(0, Event::Delete, Some(0), None),
+                decision(1, Event::Update, Some(1), Some("Ho lavoro in banca")),
+            ]
+        };
+        let plan = decided(&facts, &shown, &found, decisions());
+        assert_eq!(
+            plan.facts,
+            vec![FactPlan::Add, FactPlan::Add],
+            "the bank job does not take the cat's place"
+        );
+        assert_eq!(plan.doubtful, vec![(0, 0)], "no second look at the cat");
+        // Alone, a fact may replace a memory other than its most relevant one.
+        let plan = decided(&facts, &shown, &found, decisions().split_off(1));
+        assert_eq!(
+            plan.facts[1],
+            FactPlan::Update {
+                memory: 1,
+                text: facts[1].clone(),
+            }
+        );
+        // And so may a fact whose more relevant memories no other fact names.
+        let found = vec![vec![0, 1], vec![1, 0]];
+        let plan = decided(&facts, &shown, &found, decisions());
+        assert_eq!(
+            plan.facts[1],
+            FactPlan::Update {
+                memory: 1,
+                text: facts[1].clone(),
+            }
+        );
     }
 
     #[test]
