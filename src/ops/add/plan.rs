@@ -478,7 +478,11 @@ mod tests {
     /// memory `i` most relevant to the fact the model calls `i`.
     fn anywhere() -> Vec<Vec<usize>> {
         (0..8)
-            .map(|i| std::iter::once(i).chain((0..8).filter(|&m| m != i)).collect())
+            .map(|i| {
+                std::iter::once(i)
+                    .chain((0..8).filter(|&m| m != i))
+                    .collect()
+            })
             .collect()
     }
 
