@@ -42,6 +42,36 @@ pub fn query_terms(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The terms of a text that say what it is about: its [`terms`] without the function words
+/// (pronouns, articles, auxiliaries, …) of [`FUNCTION_WORD_LANGUAGES`]. "Ich segle gern" and
+/// "Ich gebe Nachhilfe" share "ich", and nothing they are about.
+pub(crate) fn content_terms(text: &str) -> Vec<String> {
+    let stemmer = stemmer();
+    words(text)
+        .filter(|w| !function_words().contains(w.as_str()))
+        .map(|w| term(&stemmer, &w))
+        .collect()
+}
+
+/// The languages whose function words (NLTK's lists, by ISO 639-1 code) [`content_terms`]
+/// leaves out: those of Western and Northern Europe. Other languages' short function words
+/// are names in these (Uzbek's "ana", Turkish's "ama"), and other scripts meet no Latin word.
+const FUNCTION_WORD_LANGUAGES: [&str; 11] = [
+    "ca", "da", "de", "en", "es", "fr", "it", "nl", "no", "pt", "sv",
+];
+
+/// The function words of [`FUNCTION_WORD_LANGUAGES`], lowercase, accents kept.
+fn function_words() -> &'static std::collections::HashSet<&'static str> {
+    static WORDS: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
+        std::sync::OnceLock::new();
+    WORDS.get_or_init(|| {
+        FUNCTION_WORD_LANGUAGES
+            .into_iter()
+            .flat_map(|code| stop_words::lookup(code).unwrap_or_default().iter().copied())
+            .collect()
+    })
+}
+
 /// The stems of a text's [`keywords`] (English Snowball stemmer, no folding).
 pub fn stems(text: &str) -> Vec<String> {
     let stemmer = stemmer();
@@ -137,6 +167,15 @@ mod tests {
         );
         assert_eq!(keywords("What for"), vec!["what", "for"]);
         assert!(query_keywords("what is it").is_empty());
+    }
+
+    #[test]
+    fn content_terms_leave_out_function_words_of_european_languages() {
+        assert_eq!(content_terms("Ich segle gern"), vec!["segl", "gern"]);
+        assert_eq!(content_terms("Je vis à Nantes"), vec!["vis", "nant"]);
+        assert_eq!(content_terms("Yo soy de Cádiz"), vec!["cadiz"]);
+        assert_eq!(content_terms("Io e Ana"), vec!["ana"]);
+        assert_eq!(terms("Ich segle gern"), vec!["ich", "segl", "gern"]);
     }
 
     #[test]

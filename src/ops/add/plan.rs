@@ -50,8 +50,8 @@ pub(crate) struct Plan {
 ///   job, and a fact that supersedes a memory says what replaced it);
 /// - an UPDATE whose text (the model's) brings no word of the new facts into the memory's
 ///   ([`carries_news`]) carries nothing of the fact, and one whose text shares no word
-///   with the memory's is not about the same thing (a remark on the weather put in place
-///   of a hobby): either way the fact is added and the memory stays (small models write
+///   with the memory's but function words ("ich", "je") is not about the same thing (a
+///   remark on the weather put in place of a hobby): either way the fact is added and the memory stays (small models write
 ///   both when a fact is about something else; asked for no text, they put such remarks
 ///   in place of memories more often). Such an UPDATE is kept as doubtful, for a second
 ///   look ([`Plan::second_looks`]);
@@ -142,7 +142,7 @@ pub(crate) fn decide(
                 let old: std::collections::HashSet<String> =
                     crate::text::terms(&r.memory).into_iter().collect();
                 let rewritten = crate::text::terms(rewrite);
-                let unrelated = !rewritten.iter().any(|t| old.contains(t));
+                let unrelated = !about_the_same(&r.memory, rewrite);
                 let checked = carries_news(&rewritten, &old, &said) && !unrelated;
                 // News beside all of the old: the model took the two for compatible.
                 let both =
@@ -173,6 +173,23 @@ pub(crate) fn decide(
             .collect(),
         doubtful,
     }
+}
+
+/// Whether an UPDATE's text (`rewrite`) is about what the memory is: they share a word
+/// other than a function word ("ich" in "Ich segle gern" and "Ich gebe Nachhilfe in
+/// Mathe"). A memory with no such word but numbers ("I'm 34") is about what its function
+/// words say, and any word in common will do ("I'm 43").
+fn about_the_same(memory: &str, rewrite: &str) -> bool {
+    let content = crate::text::content_terms(memory);
+    let (about, words) = if content
+        .iter()
+        .all(|t| t.chars().all(|c| c.is_ascii_digit()))
+    {
+        (crate::text::terms(memory), crate::text::terms(rewrite))
+    } else {
+        (content, crate::text::content_terms(rewrite))
+    };
+    words.iter().any(|t| about.contains(t))
 }
 
 /// Whether an UPDATE's text (its `rewritten` terms) keeps all that the memory says and its

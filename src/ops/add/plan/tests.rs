@@ -185,21 +185,37 @@ fn decisions_become_plans_and_only_safe_ones_stand() {
     assert_eq!(plan.doubtful, vec![(0, 0), (5, 3)]);
 }
 
-/// An update whose text shares no word with the memory's (small models write a remark
-/// in place of a hobby) is not about it: the fact is added, the memory stays.
+/// An update whose text shares no word with the memory's but function words (small models
+/// write a remark in place of a hobby) is not about it: the fact is added, the memory stays.
 #[test]
 fn an_update_about_something_else_leaves_the_memory_and_adds_the_fact() {
     let shown = vec![
         memory("Swims on Sundays", false),
         memory("Lives in Oslo", false),
+        memory("Ich segle gern", false),
+        memory("Ich wohne in Kiel", false),
     ];
     let plan = decided(
-        &texts(&["Grey skies today!", "Moved to Bergen", "Swims on Mondays"]),
+        &texts(&[
+            "Grey skies today!",
+            "Moved to Bergen",
+            "Ich gebe zweimal die Woche Nachhilfe in Mathe",
+            "Ich wohne jetzt in Bremen",
+            "Swims on Mondays",
+        ]),
         &shown,
         &anywhere(),
         vec![
             decision(0, Event::Update, Some(0), Some("Grey skies today!")),
             decision(1, Event::Update, Some(1), Some("Lives in Bergen now")),
+            // Shares "ich" alone with the memory.
+            decision(
+                2,
+                Event::Update,
+                Some(2),
+                Some("Ich gebe zweimal die Woche Nachhilfe in Mathe"),
+            ),
+            decision(3, Event::Update, Some(3), Some("Ich wohne jetzt in Bremen")),
         ],
     );
     assert_eq!(
@@ -210,11 +226,20 @@ fn an_update_about_something_else_leaves_the_memory_and_adds_the_fact() {
                 memory: 1,
                 text: "Moved to Bergen".into()
             },
+            FactPlan::Add,
+            FactPlan::Update {
+                memory: 3,
+                text: "Ich wohne jetzt in Bremen".into()
+            },
             // Undecided: added.
             FactPlan::Add,
         ]
     );
-    assert_eq!(plan.doubtful, vec![(0, 0)], "the remark gets a second look");
+    assert_eq!(
+        plan.doubtful,
+        vec![(0, 0), (2, 2)],
+        "the remark and the tutoring get a second look"
+    );
 }
 
 /// An UPDATE stands only when its text brings a word of the new facts into the memory:
@@ -548,7 +573,7 @@ fn a_fact_does_not_replace_a_memory_in_place_of_a_nearer_one_another_fact_named(
     let decisions = || {
         vec![
             decision(0, Event::Delete, Some(0), None),
-            decision(1, Event::Update, Some(1), Some("Ho lavoro in banca")),
+            decision(1, Event::Update, Some(1), Some("Un gatto, e lavoro in banca")),
         ]
     };
     let plan = decided(&facts, &shown, &found, decisions());
