@@ -14,10 +14,10 @@
 //!    ("also", "anche"; the fact is added instead); a memory is changed at most once per
 //!    call; a fact replaces only a memory found for it, and none when another fact
 //!    names a memory more relevant to it; an UPDATE whose text states the old memory
-//!    beside the news adds the fact. A DELETE, and an UPDATE whose text brings
-//!    no news or shares no word with its memory, add the fact, unless a second look at
-//!    that memory alone finds the fact supersedes it ([`infer::supersedes`]): then the
-//!    fact takes the memory's place, its history kept. A fact still added gets a closer
+//!    beside the news adds the fact. A DELETE, and an UPDATE whose text brings no
+//!    news or shares no word with its memory but function words, add the fact, unless a
+//!    second look at that memory alone finds the fact supersedes it
+//!    ([`infer::supersedes`]): then the fact takes the memory's place, its history kept. A fact still added gets a closer
 //!    look at its two most relevant memories ([`infer::outdates`]), and takes the place of
 //!    the first it outdates.
 //! 5. Under the write gate, every memory the plan changes is re-read: if another call

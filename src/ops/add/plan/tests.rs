@@ -573,7 +573,12 @@ fn a_fact_does_not_replace_a_memory_in_place_of_a_nearer_one_another_fact_named(
     let decisions = || {
         vec![
             decision(0, Event::Delete, Some(0), None),
-            decision(1, Event::Update, Some(1), Some("Un gatto, e lavoro in banca")),
+            decision(
+                1,
+                Event::Update,
+                Some(1),
+                Some("Un gatto, e lavoro in banca"),
+            ),
         ]
     };
     let plan = decided(&facts, &shown, &found, decisions());
