@@ -17,9 +17,9 @@
 //!    beside the news adds the fact. A DELETE, and an UPDATE whose text brings no
 //!    news or shares no word with its memory but function words, add the fact, unless a
 //!    second look at that memory alone finds the fact supersedes it
-//!    ([`infer::supersedes`]): then the fact takes the memory's place, its history kept. A fact still added gets a closer
-//!    look at its two most relevant memories ([`infer::outdates`]), and takes the place of
-//!    the first it outdates.
+//!    ([`infer::supersedes`]): then the fact takes the memory's place, its history kept.
+//!    A fact still added gets a closer look at its two most relevant memories
+//!    ([`infer::outdates`]), and takes the place of the first it outdates.
 //! 5. Under the write gate, every memory the plan changes is re-read: if another call
 //!    changed it meanwhile, the whole add is a 409 and nothing is written. Otherwise all
 //!    inserts and updates commit together with their history (the input messages

@@ -51,9 +51,9 @@ pub(crate) struct Plan {
 /// - an UPDATE whose text (the model's) brings no word of the new facts into the memory's
 ///   ([`carries_news`]) carries nothing of the fact, and one whose text shares no word
 ///   with the memory's but function words ("ich", "je") is not about the same thing (a
-///   remark on the weather put in place of a hobby): either way the fact is added and the memory stays (small models write
-///   both when a fact is about something else; asked for no text, they put such remarks
-///   in place of memories more often). Such an UPDATE is kept as doubtful, for a second
+///   remark on the weather put in place of a hobby): either way the fact is added and
+///   the memory stays (small models write both when a fact is about something else;
+///   asked for no text, they put such remarks in place of memories more often). Such an UPDATE is kept as doubtful, for a second
 ///   look ([`Plan::second_looks`]);
 /// - a fact its speaker marked as one more of its kind ("I also…", "anche", "ook": see
 ///   [`ADDITIVE`]) adds to the memories and never takes one's place: an UPDATE or DELETE
