@@ -42,9 +42,9 @@ pub fn query_terms(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The terms of a text that say what it is about: its [`terms`] without the function words
-/// (pronouns, articles, auxiliaries, …) of [`FUNCTION_WORD_LANGUAGES`]. "Ich segle gern" and
-/// "Ich gebe Nachhilfe" share "ich", and nothing they are about.
+/// The terms of a text that say what it is about: its [`terms`] without the function
+/// words (pronouns, articles, auxiliaries, …) of [`FUNCTION_WORD_LANGUAGES`]. "Ich segle
+/// gern" and "Ich gebe Nachhilfe" share "ich", and nothing they are about.
 pub(crate) fn content_terms(text: &str) -> Vec<String> {
     let stemmer = stemmer();
     words(text)
@@ -54,8 +54,9 @@ pub(crate) fn content_terms(text: &str) -> Vec<String> {
 }
 
 /// The languages whose function words (NLTK's lists, by ISO 639-1 code) [`content_terms`]
-/// leaves out: those of Western and Northern Europe. Other languages' short function words
-/// are names in these (Uzbek's "ana", Turkish's "ama"), and other scripts meet no Latin word.
+/// leaves out: those of Western and Northern Europe. Other languages' short function
+/// words are names in these (Uzbek's "ana", Turkish's "ama"), and other scripts meet no
+/// Latin word.
 const FUNCTION_WORD_LANGUAGES: [&str; 11] = [
     "ca", "da", "de", "en", "es", "fr", "it", "nl", "no", "pt", "sv",
 ];

@@ -53,8 +53,8 @@ pub(crate) struct Plan {
 ///   with the memory's but function words ("ich", "je") is not about the same thing (a
 ///   remark on the weather put in place of a hobby): either way the fact is added and
 ///   the memory stays (small models write both when a fact is about something else;
-///   asked for no text, they put such remarks in place of memories more often). Such an UPDATE is kept as doubtful, for a second
-///   look ([`Plan::second_looks`]);
+///   asked for no text, they put such remarks in place of memories more often). Such an
+///   UPDATE is kept as doubtful, for a second look ([`Plan::second_looks`]);
 /// - a fact its speaker marked as one more of its kind ("I also…", "anche", "ook": see
 ///   [`ADDITIVE`]) adds to the memories and never takes one's place: an UPDATE or DELETE
 ///   for it adds it, and the memory stays (small models replace a first cuisine with a
