@@ -364,6 +364,103 @@ async fn a_second_look_settles_a_doubtful_update() {
     }
 }
 
+/// A second look must tell the memory the model named apart from the fact's next most
+/// relevant memory: a model that says "replaced" of both has not read either, so the fact
+/// is added, both memories stay, and neither gets a closer look with that fact. When the
+/// look says "replaced" of the named memory only, the fact takes its place.
+#[tokio::test]
+async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    for tells_apart in [true, false] {
+        let llm = ScriptedLlm::from_fn(move |request| {
+            let last = request.messages.last().map_or("", |m| m.content.as_str());
+            let schema = request
+                .schema
+                .as_ref()
+                .map(|s| s.to_string())
+                .unwrap_or_default();
+            let (yes, no) = (r#"{"answer": "yes"}"#, r#"{"answer": "no"}"#);
+            let porto = last.contains("New fact: Alice lives in Porto now");
+            Ok(if last.ends_with("Replaced?") {
+                let named = last.starts_with("Memory: Alice lives in Lisbon\n");
+                (if porto && (named || !tells_apart) {
+                    yes
+                } else {
+                    no
+                })
+                .to_string()
+            } else if last.ends_with("Both true?") {
+                no.to_string()
+            } else if schema.contains("before") {
+                // The closer look's question: asked, it would replace the memory.
+                json!({"question": "Where does she live?", "before": "with two cats",
+                       "now": "in Porto"})
+                .to_string()
+            } else if schema.contains("decisions") {
+                // An UPDATE of the Lisbon memory that only restates it (doubtful) for the
+                // move, an ADD for anything else.
+                let list = last
+                    .split("Existing memories:\n")
+                    .nth(1)
+                    .and_then(|rest| rest.split("\n\nNew facts:").next())
+                    .unwrap_or("[]");
+                let shown: Vec<serde_json::Value> = serde_json::from_str(list).unwrap();
+                let lisbon = shown
+                    .iter()
+                    .find(|m| m["text"] == "Alice lives in Lisbon")
+                    .map(|m| m["memory"].clone());
+                match lisbon.filter(|_| last.contains("Porto")) {
+                    Some(m) => json!({"decisions": [{"fact": 0, "event": "UPDATE",
+                                       "memory": m, "text": "Alice lives in Lisbon"}]}),
+                    None => json!({"decisions": [{"fact": 0, "event": "ADD"}]}),
+                }
+                .to_string()
+            } else if last.contains("Porto") {
+                facts(&["Alice lives in Porto now"])
+            } else if last.contains("cats") {
+                facts(&["Alice lives with two cats"])
+            } else {
+                facts(&["Alice lives in Lisbon"])
+            })
+        });
+        let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+        let user = format!("alice-{tells_apart}");
+        let lisbon = memory.add("I live in Lisbon").user(&user).await.unwrap();
+        memory
+            .add("I live with two cats")
+            .user(&user)
+            .await
+            .unwrap();
+        let moved = memory.add("Porto now!").user(&user).await.unwrap();
+        // Both memories were asked about with the move.
+        let asked: Vec<String> = llm
+            .requests()
+            .iter()
+            .map(|r| r.messages.last().unwrap().content.clone())
+            .filter(|q| q.contains("New fact: Alice lives in Porto now\nReplaced?"))
+            .collect();
+        assert_eq!(asked.len(), 2, "{asked:?}");
+        if tells_apart {
+            assert_eq!(moved.results[0].event, HistoryEvent::Update);
+            assert_eq!(moved.results[0].id, lisbon.results[0].id);
+            assert_eq!(
+                live(&memory, &user).await,
+                vec!["Alice lives in Porto now", "Alice lives with two cats"]
+            );
+        } else {
+            assert_eq!(moved.results[0].event, HistoryEvent::Add);
+            assert_eq!(
+                live(&memory, &user).await,
+                vec![
+                    "Alice lives in Lisbon",
+                    "Alice lives in Porto now",
+                    "Alice lives with two cats"
+                ]
+            );
+        }
+    }
+}
+
 /// A fact the model adds beside a similar memory gets a closer look at that memory: when
 /// the second look says it is replaced and the answer to the memory's question changes,
 /// the memory takes the fact's text, with its history; when the answer keeps what it was,

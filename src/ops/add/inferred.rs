@@ -206,16 +206,35 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     for (fact, m) in plan.second_looks() {
         let looked = infer::supersedes(&*llm, &existing[m].record.memory, &said[fact]).await?;
         usage += looked.usage;
-        if looked.value {
-            settle(
-                &mut plan,
-                fact,
-                &existing[m],
-                m,
-                &texts[fact],
-                "a second look",
-            );
+        if !looked.value {
+            continue;
         }
+        // A yes counts only when the look tells the memory apart from the fact's next most
+        // relevant one: a small model that says yes to a job for a change of diet says yes
+        // to the diet too. Then neither memory gets a closer look with this fact either.
+        if let Some(rival) = plan.rival(fact, m, &asked, &existing, &found) {
+            let also =
+                infer::supersedes(&*llm, &existing[rival].record.memory, &said[fact]).await?;
+            usage += also.usage;
+            if also.value {
+                tracing::debug!(
+                    target: "memlane",
+                    memory = %existing[m].record.id,
+                    rival = %existing[rival].record.id,
+                    "a second look that tells no memory apart"
+                );
+                plan.doubtful.push((fact, rival));
+                continue;
+            }
+        }
+        settle(
+            &mut plan,
+            fact,
+            &existing[m],
+            m,
+            &texts[fact],
+            "a second look",
+        );
     }
 
     // A closer look beside each fact the model added: its most relevant memories, one at a

@@ -31,7 +31,8 @@ pub(crate) struct Plan {
     pub(crate) facts: Vec<FactPlan>,
     /// DELETEs, and UPDATEs whose text failed the checks of [`decide`], as (fact, memory):
     /// their facts are added, unless a second look finds that they supersede the memory
-    /// after all ([`Plan::second_looks`]).
+    /// after all ([`Plan::second_looks`]). Then also the memories a second look could not
+    /// tell apart from them ([`Plan::rival`]). No pair here gets a closer look.
     pub(crate) doubtful: Vec<(usize, usize)>,
 }
 
@@ -246,6 +247,26 @@ impl Plan {
             .copied()
             .filter(|&(fact, m)| self.facts.get(fact) == Some(&FactPlan::Add) && !self.touches(m))
             .collect()
+    }
+
+    /// The memory a second look at fact `fact` and memory `m` must tell `m` apart from:
+    /// the fact's most relevant other memory found for it (`found[i]`, most relevant
+    /// first, for the fact the model calls `i`, which is fact `asked[i]`) that it could
+    /// replace (not immutable). None when the fact has no other.
+    pub(crate) fn rival(
+        &self,
+        fact: usize,
+        m: usize,
+        asked: &[usize],
+        shown: &[Row],
+        found: &[Vec<usize>],
+    ) -> Option<usize> {
+        let i = asked.iter().position(|&a| a == fact)?;
+        found
+            .get(i)?
+            .iter()
+            .copied()
+            .find(|&o| o != m && shown.get(o).is_some_and(|row| !row.record.immutable))
     }
 
     /// The memories worth a closer look ([`crate::infer::outdates`]) beside each fact the

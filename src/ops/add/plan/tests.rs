@@ -355,6 +355,32 @@ fn an_added_fact_gets_a_closer_look_at_its_nearest_replaceable_memories() {
     );
 }
 
+/// A second look is checked against the fact's most relevant other memory that it could
+/// replace: not the memory looked at, not an immutable one, none when there is no other.
+#[test]
+fn a_second_look_is_checked_against_the_facts_next_replaceable_memory() {
+    let shown = vec![
+        memory("J'habite à Lille", false),
+        memory("Je suis végétarien", true),
+        memory("Je joue du violon", false),
+    ];
+    let facts = texts(&["On s'est installés à Bordeaux", "Je joue du violoncelle"]);
+    // Most relevant first.
+    let found = vec![vec![0, 1, 2], vec![2]];
+    let added = vec![
+        decision(0, Event::Add, None, None),
+        decision(1, Event::Add, None, None),
+    ];
+    let plan = decided(&facts, &shown, &found, added);
+    let asked = [0, 1];
+    assert_eq!(plan.rival(0, 0, &asked, &shown, &found), Some(2));
+    assert_eq!(plan.rival(0, 2, &asked, &shown, &found), Some(0));
+    assert_eq!(plan.rival(1, 2, &asked, &shown, &found), None);
+    // Facts are numbered as the model was asked about them; one not asked has none.
+    assert_eq!(plan.rival(1, 2, &[1, 0], &shown, &found), Some(0));
+    assert_eq!(plan.rival(0, 2, &[1], &shown, &found), None);
+}
+
 /// An UPDATE whose text fails the checks is doubtful: its fact is added and it gets a
 /// second look, while its memory is mutable and nothing else changes it; a superseding
 /// fact takes the memory's place only while no other fact has.
