@@ -25,6 +25,17 @@ fn facts(items: &[&str]) -> String {
     json!({ "facts": facts }).to_string()
 }
 
+/// The memories a reconciliation prompt shows the model, as `{"memory": i, "text": …}`
+/// objects (none when the prompt shows none).
+fn shown_memories(prompt: &str) -> Vec<serde_json::Value> {
+    let list = prompt
+        .split("Existing memories:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\nNew facts:").next())
+        .unwrap_or("[]");
+    serde_json::from_str(list).unwrap()
+}
+
 async fn live(memory: &Memory, user: &str) -> Vec<String> {
     let mut texts: Vec<String> = memory
         .list()
@@ -253,13 +264,7 @@ async fn immutable_memories_are_never_changed_by_inference() {
         if prompt.starts_with("Memory: ") {
             return Ok(r#"{"answer": "no"}"#.into());
         }
-        let list = prompt
-            .split("Existing memories:\n")
-            .nth(1)
-            .and_then(|rest| rest.split("\n\nNew facts:").next())
-            .unwrap_or("[]");
-        let memories: Vec<serde_json::Value> = serde_json::from_str(list).unwrap();
-        let fixed = memories
+        let fixed = shown_memories(prompt)
             .iter()
             .find(|m| m.get("fixed").is_some())
             .map(|m| m["memory"].clone())
@@ -399,13 +404,7 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
             } else if schema.contains("decisions") {
                 // An UPDATE of the Lisbon memory that only restates it (doubtful) for the
                 // move, an ADD for anything else.
-                let list = last
-                    .split("Existing memories:\n")
-                    .nth(1)
-                    .and_then(|rest| rest.split("\n\nNew facts:").next())
-                    .unwrap_or("[]");
-                let shown: Vec<serde_json::Value> = serde_json::from_str(list).unwrap();
-                let lisbon = shown
+                let lisbon = shown_memories(last)
                     .iter()
                     .find(|m| m["text"] == "Alice lives in Lisbon")
                     .map(|m| m["memory"].clone());
