@@ -25,6 +25,18 @@ fn facts(items: &[&str]) -> String {
     json!({ "facts": facts }).to_string()
 }
 
+/// What a scripted model is asked: the request's last message, and the schema of its
+/// answer as text (empty when there is none).
+fn question_and_schema(request: &ChatRequest) -> (&str, String) {
+    let last = request.messages.last().map_or("", |m| m.content.as_str());
+    let schema = request
+        .schema
+        .as_ref()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    (last, schema)
+}
+
 /// The memories a reconciliation prompt shows the model, as `{"memory": i, "text": …}`
 /// objects (none when the prompt shows none).
 fn shown_memories(prompt: &str) -> Vec<serde_json::Value> {
@@ -378,12 +390,7 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
     let dir = tempfile::tempdir().unwrap();
     for tells_apart in [true, false] {
         let llm = ScriptedLlm::from_fn(move |request| {
-            let last = request.messages.last().map_or("", |m| m.content.as_str());
-            let schema = request
-                .schema
-                .as_ref()
-                .map(|s| s.to_string())
-                .unwrap_or_default();
+            let (last, schema) = question_and_schema(request);
             let (yes, no) = (r#"{"answer": "yes"}"#, r#"{"answer": "no"}"#);
             let porto = last.contains("New fact: Alice lives in Porto now");
             Ok(if last.ends_with("Replaced?") {
@@ -556,12 +563,7 @@ async fn relative_dates_are_stored_as_absolute_dates() {
 async fn a_here_is_stored_with_the_place_the_greeting_names() {
     let dir = tempfile::tempdir().unwrap();
     let llm = ScriptedLlm::from_fn(|request| {
-        let last = request.messages.last().map_or("", |m| m.content.as_str());
-        let schema = request
-            .schema
-            .as_ref()
-            .map(|s| s.to_string())
-            .unwrap_or_default();
+        let (last, schema) = question_and_schema(request);
         Ok(if last.ends_with("Replaced?") {
             r#"{"answer": "yes"}"#.to_string()
         } else if last.ends_with("Both true?") {

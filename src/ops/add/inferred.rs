@@ -210,8 +210,8 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
             continue;
         }
         // A yes counts only when the look tells the memory apart from the fact's next most
-        // relevant one: a small model that says yes to a job for a change of diet says yes
-        // to the diet too. Then neither memory gets a closer look with this fact either.
+        // relevant one: a small model that calls a job replaced by a change of diet may
+        // say so of the diet too. Then neither memory gets a closer look with this fact.
         if let Some(rival) = plan.rival(fact, m, &asked, &existing, &found) {
             let also =
                 infer::supersedes(&*llm, &existing[rival].record.memory, &said[fact]).await?;
