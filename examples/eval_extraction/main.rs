@@ -10,7 +10,8 @@
 //! `-- --unconstrained` lets the model write its answers freely (no schema), to compare;
 //! `--features llama -- --llama` runs the local model on llama.cpp (`LlamaCppLlm`), about
 //! twice as fast.
-//! A failed `add` is reported and the conversation goes on.
+//! A failed `add` is reported and the conversation goes on. `RUST_LOG=memlane=debug`
+//! traces each reconciliation (the memories found, the model's decisions, the looks).
 //! Marks in the listing: `+` right, `~` stale, `-` states no fact.
 
 mod cases;
@@ -70,6 +71,10 @@ fn percent(x: Option<f64>) -> String {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> memlane::Result<()> {
     let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let sets: Vec<Set> = match args.set.as_deref() {
         Some("tuned") => vec![Set::Tuned],
         Some("heldout") => vec![Set::HeldOut],
