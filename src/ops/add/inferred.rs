@@ -194,7 +194,10 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         decisions = decided.value;
         trace_decisions(&decisions, &neighbours, &existing);
     }
-    let found = plan::Found(neighbours);
+    let found: Vec<Vec<usize>> = neighbours
+        .iter()
+        .map(|own| own.iter().map(|&(m, _)| m).collect())
+        .collect();
     let mut plan = plan::decide(
         known, &said, &asked, &existing, &found, decisions, spoken_at,
     );

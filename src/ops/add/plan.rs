@@ -36,32 +36,6 @@ pub(crate) struct Plan {
     pub(crate) doubtful: Vec<(usize, usize)>,
 }
 
-/// The memories found for each fact the model is asked about (entry `i` for the fact it
-/// calls `i`), as (memory shown, relevance to the fact), most relevant first.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Found(pub(crate) Vec<Vec<(usize, f32)>>);
-
-impl Found {
-    /// The memories found for the fact the model calls `i`, most relevant first.
-    pub(crate) fn memories(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        self.0.get(i).into_iter().flatten().map(|&(m, _)| m)
-    }
-
-    /// Whether memory `m` is so relevant to the fact the model calls `i` ([`CLOSE`]) that
-    /// the fact is about it, whatever the words an UPDATE's text shares with it.
-    fn close(&self, i: usize, m: usize) -> bool {
-        self.0
-            .get(i)
-            .is_some_and(|own| own.iter().any(|&(o, r)| o == m && r >= CLOSE))
-    }
-}
-
-/// The least relevance of a memory to a fact (the hybrid score [`Found`] holds) at which
-/// an UPDATE of it by the fact is about it even when its text shares only function words
-/// with it: "I moved to Valencia" and "I live in Madrid" scored 0.64 in a trace. The
-/// tutoring a small model put in place of "Ich segle gern" scored 0.34.
-const CLOSE: f32 = 0.5;
-
 /// Applies the model's decisions for the facts that were asked about (`asked[i]` is the
 /// fact the model calls `i`) to the plans known without it (`None`: to decide), and makes
 /// them safe:
@@ -81,9 +55,7 @@ const CLOSE: f32 = 0.5;
 ///   remark on the weather put in place of a hobby): either way the fact is added and
 ///   the memory stays (small models write both when a fact is about something else;
 ///   asked for no text, they put such remarks in place of memories more often). Such an
-///   UPDATE is kept as doubtful, for a second look ([`Plan::second_looks`]). A memory
-///   close to the fact ([`CLOSE`]) is what it is about, whatever the words: "I moved to
-///   Valencia" shares only "I" with "I live in Madrid";
+///   UPDATE is kept as doubtful, for a second look ([`Plan::second_looks`]);
 /// - a fact its speaker marked as one more of its kind ("I also…", "anche", "ook": see
 ///   [`ADDITIVE`]) adds to the memories and never takes one's place: an UPDATE or DELETE
 ///   for it adds it, and the memory stays (small models replace a first cuisine with a
@@ -107,7 +79,7 @@ pub(crate) fn decide(
     texts: &[String],
     asked: &[usize],
     shown: &[Row],
-    found: &Found,
+    found: &[Vec<usize>],
     decisions: Vec<Decision>,
     spoken_at: DateTime<Utc>,
 ) -> Plan {
@@ -141,7 +113,7 @@ pub(crate) fn decide(
                 continue;
             }
         }
-        let own: Vec<usize> = found.memories(d.fact).collect();
+        let own = found.get(d.fact).map_or(&[][..], Vec::as_slice);
         let stranger = target.is_some_and(|(m, _)| !own.contains(&m));
         // A memory the fact holds more relevant than its target, named by another fact.
         let passed_over = target.is_some_and(|(m, _)| {
@@ -171,7 +143,7 @@ pub(crate) fn decide(
                 let old: std::collections::HashSet<String> =
                     crate::text::terms(&r.memory).into_iter().collect();
                 let rewritten = crate::text::terms(rewrite);
-                let unrelated = !about_the_same(&r.memory, rewrite) && !found.close(d.fact, m);
+                let unrelated = !about_the_same(&r.memory, rewrite);
                 let checked = carries_news(&rewritten, &old, &said) && !unrelated;
                 // News beside all of the old: the model took the two for compatible.
                 let both =
@@ -287,11 +259,13 @@ impl Plan {
         m: usize,
         asked: &[usize],
         shown: &[Row],
-        found: &Found,
+        found: &[Vec<usize>],
     ) -> Option<usize> {
         let i = asked.iter().position(|&a| a == fact)?;
         found
-            .memories(i)
+            .get(i)?
+            .iter()
+            .copied()
             .find(|&o| o != m && shown.get(o).is_some_and(|row| !row.record.immutable))
     }
 
@@ -308,19 +282,20 @@ impl Plan {
         texts: &[String],
         asked: &[usize],
         shown: &[Row],
-        found: &Found,
+        found: &[Vec<usize>],
         spoken_at: DateTime<Utc>,
     ) -> Vec<(usize, Vec<usize>)> {
         asked
             .iter()
-            .enumerate()
-            .filter(|&(_, &fact)| {
+            .zip(found)
+            .filter(|&(&fact, _)| {
                 self.facts.get(fact) == Some(&FactPlan::Add)
                     && texts.get(fact).is_some_and(|t| !additional(t))
             })
-            .map(|(i, &fact)| {
-                let memories = found
-                    .memories(i)
+            .map(|(&fact, memories)| {
+                let memories = memories
+                    .iter()
+                    .copied()
                     .filter(|&m| {
                         shown.get(m).is_some_and(|row| {
                             !row.record.immutable && row.record.created_at <= spoken_at
