@@ -180,10 +180,7 @@ fn p50(times: &mut [Duration]) -> f64 {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> memlane::Result<()> {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    eval_llm::trace_to_stderr();
     let halves = match args.set.as_deref() {
         Some("tuned") => vec![Half::Tuned],
         Some("untuned") => vec![Half::Untuned],

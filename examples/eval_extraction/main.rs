@@ -71,10 +71,7 @@ fn percent(x: Option<f64>) -> String {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> memlane::Result<()> {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    eval_llm::trace_to_stderr();
     let sets: Vec<Set> = match args.set.as_deref() {
         Some("tuned") => vec![Set::Tuned],
         Some("heldout") => vec![Set::HeldOut],

@@ -1,6 +1,6 @@
 //! What the model evaluations (`eval_extraction`, `eval_contradictions`) share: their
-//! command line, the choice of language model, a turn's messages, and a count of the
-//! replies memlane had to reject.
+//! command line, their tracing, the choice of language model, a turn's messages, and a
+//! count of the replies memlane had to reject.
 #![allow(dead_code)] // each example uses its own part
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,6 +9,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use memlane::llm::{ChatRequest, ChatResponse};
 use memlane::{Llm, LocalLlm, LocalLlmStats, Message, OpenAiConfig, OpenAiLlm};
+
+/// Traces to stderr what `RUST_LOG` asks for (`memlane=debug`: each reconciliation).
+pub fn trace_to_stderr() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+}
 
 /// The command line: `--set NAME`, `--only ID[,ID…]`, `--unconstrained`, `--lookup` or
 /// `--no-lookup`, `--llama`.
