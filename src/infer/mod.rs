@@ -20,7 +20,7 @@ pub(crate) mod places;
 mod reconcile;
 
 pub(crate) use extract::{extract_facts, Fact};
-pub(crate) use reconcile::{outdates, reconcile, supersedes, Decision, Event, Existing};
+pub(crate) use reconcile::{outdates, reconcile, replaces, Decision, Event, Existing};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
 
@@ -311,9 +311,7 @@ mod tests {
         reconcile(&llm, &["I like tea".into()], &existing, at())
             .await
             .unwrap();
-        supersedes(&llm, "Drinks coffee", "I like tea")
-            .await
-            .unwrap();
+        replaces(&llm, "Drinks coffee", "I like tea").await.unwrap();
         reconcile::answers(&llm, "Drinks coffee", "I like tea")
             .await
             .unwrap();

@@ -360,17 +360,72 @@ async fn ask(llm: &dyn Llm, memory: &str, fact: &str, question: Question) -> Res
 /// beside a new one in a decision over many memories often sees the change when shown one
 /// memory; each question alone leans to "yes".
 pub(crate) async fn supersedes(llm: &dyn Llm, memory: &str, fact: &str) -> Result<Parsed<bool>> {
+    let looked = look(llm, memory, fact).await?;
+    Ok(Parsed {
+        value: looked.value == Look::Superseded,
+        usage: looked.usage,
+        model: looked.model,
+    })
+}
+
+/// What the two questions of a second look found (see [`supersedes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// Not replaced.
+    Kept,
+    /// Replaced, and not true beside the fact.
+    Superseded,
+    /// Replaced, yet true beside the fact: the answers disagree.
+    Torn,
+}
+
+/// The second look's two questions, the second asked only after a yes to the first.
+async fn look(llm: &dyn Llm, memory: &str, fact: &str) -> Result<Parsed<Look>> {
     let replaced = ask(llm, memory, fact, Question::Replaced).await?;
     if !replaced.value {
-        return Ok(replaced);
+        return Ok(Parsed {
+            value: Look::Kept,
+            usage: replaced.usage,
+            model: replaced.model,
+        });
     }
     let both = ask(llm, memory, fact, Question::BothTrue).await?;
     let mut usage = replaced.usage;
     usage += both.usage;
     Ok(Parsed {
-        value: !both.value,
+        value: if both.value {
+            Look::Torn
+        } else {
+            Look::Superseded
+        },
         usage,
         model: both.model,
+    })
+}
+
+/// A second look at a memory the reconciliation named for a fact (an UPDATE or DELETE the
+/// plan doubted): whether the fact takes its place. As [`supersedes`], except that when its
+/// two answers disagree (replaced, yet true beside the fact) the question the memory answers
+/// settles it ([`answers`], [`drops`]): told "I moved to Valencia", a small model calls
+/// "I live in Madrid" both replaced and still true, and answers "Where do they live?" with
+/// Madrid before and Valencia now. The model named this memory for the fact; the closer
+/// look at a memory it did not name ([`outdates`]) still needs both answers to agree.
+pub(crate) async fn replaces(llm: &dyn Llm, memory: &str, fact: &str) -> Result<Parsed<bool>> {
+    let looked = look(llm, memory, fact).await?;
+    if looked.value != Look::Torn {
+        return Ok(Parsed {
+            value: looked.value == Look::Superseded,
+            usage: looked.usage,
+            model: looked.model,
+        });
+    }
+    let answered = answers(llm, memory, fact).await?;
+    let mut usage = looked.usage;
+    usage += answered.usage;
+    Ok(Parsed {
+        value: drops(&answered.value.before, &answered.value.now),
+        usage,
+        model: answered.model,
     })
 }
 
@@ -656,6 +711,40 @@ mod tests {
                 let (last, prefix) = second.messages.split_last().unwrap();
                 assert_eq!(prefix, &first[..first.len() - 1]);
                 assert!(last.content.ends_with("\nBoth true?"), "{}", last.content);
+            }
+        }
+    }
+
+    /// A second look at a memory the model named settles a disagreement of its two answers
+    /// (replaced, yet true beside the fact) by the question the memory answers: replaced
+    /// when its answer now drops part of the answer before. Agreeing answers decide alone.
+    #[tokio::test]
+    async fn a_torn_second_look_at_a_named_memory_asks_what_the_memory_answers() {
+        let yes = r#"{"answer": "yes"}"#;
+        let no = r#"{"answer": "no"}"#;
+        let moved = r#"{"question": "Where do they live?", "before": "Madrid", "now": "Valencia"}"#;
+        let stays = r#"{"question": "Where do they live?", "before": "Madrid", "now": "Madrid"}"#;
+        let cases = [
+            (vec![yes, yes, moved], true),
+            (vec![yes, yes, stays], false),
+            (vec![yes, no], true),
+            (vec![no], false),
+        ];
+        for (replies, expected) in cases {
+            let llm = ScriptedLlm::new(replies.clone());
+            let looked = replaces(&llm, "I live in Madrid", "I moved to Valencia")
+                .await
+                .unwrap();
+            assert_eq!(looked.value, expected, "{replies:?}");
+            let requests = llm.requests();
+            assert_eq!(requests.len(), replies.len(), "{replies:?}");
+            if let Some(third) = requests.get(2) {
+                let (last, prefix) = third.messages.split_last().unwrap();
+                assert_eq!(prefix, answers_prefix().as_slice());
+                assert_eq!(
+                    last.content,
+                    "Memory: I live in Madrid\nNew fact: I moved to Valencia"
+                );
             }
         }
     }

@@ -308,6 +308,38 @@ async fn contradiction_cases_end_with_the_current_fact_and_keep_compatible_ones(
     }
 }
 
+/// The quickstart's move, through the real model: "I live in Madrid" is superseded by
+/// "I moved to Valencia last month", not kept beside it, and the job stays. The model's
+/// UPDATE shares only "I" with the old home, so it is doubted, and the second look's two
+/// questions disagree; the question the memory answers settles it.
+#[tokio::test]
+async fn the_quickstarts_move_leaves_the_new_home_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = memory(&dir).await;
+    let first = vec![
+        Message::user("Hi, I'm Carlos. I live in Madrid and I work as a nurse."),
+        Message::assistant("Nice to meet you, Carlos!"),
+    ];
+    memory.add(first).user("carlos").await.unwrap();
+    memory
+        .add("Big news: I moved to Valencia last month!")
+        .user("carlos")
+        .await
+        .unwrap();
+    let kept: Vec<String> = memory
+        .list()
+        .user("carlos")
+        .await
+        .unwrap()
+        .results
+        .into_iter()
+        .map(|m| m.memory)
+        .collect();
+    assert!(!kept.iter().any(|m| m.contains("Madrid")), "{kept:?}");
+    assert!(kept.iter().any(|m| m.contains("Valencia")), "{kept:?}");
+    assert!(kept.iter().any(|m| m.contains("nurse")), "{kept:?}");
+}
+
 /// Runs a labelled conversation's adds for its user, each at its time, and returns the
 /// user's live memories. Shared with the llama.cpp provider's tests.
 pub(crate) async fn add_case(memory: &Memory, case: &cases::Case) -> Vec<String> {

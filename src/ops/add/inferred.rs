@@ -17,7 +17,7 @@
 //!    beside the news adds the fact. A DELETE, and an UPDATE whose text brings no
 //!    news or shares no word with its memory but function words, add the fact, unless a
 //!    second look at that memory alone finds the fact supersedes it
-//!    ([`infer::supersedes`]): then the fact takes the memory's place, its history kept.
+//!    ([`infer::replaces`]): then the fact takes the memory's place, its history kept.
 //!    A fact still added gets a closer look at its two most relevant memories
 //!    ([`infer::outdates`]), and takes the place of the first it outdates.
 //! 5. Under the write gate, every memory the plan changes is re-read: if another call
@@ -204,7 +204,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     // A second look at each DELETE, and at each UPDATE whose text failed the plan's
     // checks: the memory the model named, alone with the fact.
     for (fact, m) in plan.second_looks() {
-        let looked = infer::supersedes(&*llm, &existing[m].record.memory, &said[fact]).await?;
+        let looked = infer::replaces(&*llm, &existing[m].record.memory, &said[fact]).await?;
         usage += looked.usage;
         if !looked.value {
             continue;
@@ -213,8 +213,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         // relevant one: a small model that calls a job replaced by a change of diet may
         // say so of the diet too. Then neither memory gets a closer look with this fact.
         if let Some(rival) = plan.rival(fact, m, &asked, &existing, &found) {
-            let also =
-                infer::supersedes(&*llm, &existing[rival].record.memory, &said[fact]).await?;
+            let also = infer::replaces(&*llm, &existing[rival].record.memory, &said[fact]).await?;
             usage += also.usage;
             if also.value {
                 tracing::debug!(

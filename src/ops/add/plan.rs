@@ -236,7 +236,7 @@ impl Plan {
         }
     }
 
-    /// The doubtful UPDATEs worth a second look (see [`crate::infer::supersedes`]), as
+    /// The doubtful UPDATEs worth a second look (see [`crate::infer::replaces`]), as
     /// (fact, memory): the fact is still to be added and nothing else changes the memory.
     /// A small model names the right memory for a change more often than it writes its
     /// text well ("Ich wohne in Köln" for a move to Freiburg); a decision over many
