@@ -367,7 +367,9 @@ async fn lisbon_then_porto(
 
 /// An UPDATE whose text only restates its memory gets a second look: when the model then
 /// says the fact replaced the memory and both cannot be true, the memory takes the fact's
-/// text, with its history; when it says both can be true, both stay.
+/// text, with its history; when it says not replaced, both stay. When it says replaced yet
+/// both true, the question the memory answers settles it: replaced when its answer now
+/// drops part of the answer before.
 #[tokio::test]
 async fn a_second_look_settles_a_doubtful_update() {
     let dir = tempfile::tempdir().unwrap();
@@ -375,9 +377,19 @@ async fn a_second_look_settles_a_doubtful_update() {
                                        "text": "Alice lives in Lisbon"}]})
     .to_string();
     let (yes, no) = (r#"{"answer": "yes"}"#, r#"{"answer": "no"}"#);
-    for (looks, superseded) in [([yes, no], true), ([yes, yes], false)] {
-        let user = format!("alice-{superseded}");
-        lisbon_then_porto(&dir, &user, &update, &looks, superseded).await;
+    let answers = |now: &str| {
+        json!({"question": "Where does she live?", "before": "Lisbon", "now": now}).to_string()
+    };
+    let (moved, stays) = (answers("Porto"), answers("Lisbon"));
+    let cases: [(&[&str], bool); 4] = [
+        (&[yes, no], true),
+        (&[no], false),
+        (&[yes, yes, &moved], true),
+        (&[yes, yes, &stays], false),
+    ];
+    for (i, (looks, superseded)) in cases.into_iter().enumerate() {
+        let user = format!("alice-{i}");
+        lisbon_then_porto(&dir, &user, &update, looks, superseded).await;
     }
 }
 
