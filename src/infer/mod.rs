@@ -16,11 +16,13 @@ use crate::record::Message;
 
 pub(crate) mod dates;
 mod extract;
+mod looks;
 pub(crate) mod places;
 mod reconcile;
 
 pub(crate) use extract::{extract_facts, Fact};
-pub(crate) use reconcile::{outdates, reconcile, replaces, Decision, Event, Existing};
+pub(crate) use looks::{outdates, replaces};
+pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
 
@@ -127,8 +129,8 @@ pub(crate) async fn warm(llm: &dyn Llm, policy: &str, labels: &[Label]) -> Resul
     for mut chat in [
         extract::extraction_prefix(policy, labels).0,
         reconcile::reconcile_prefix(),
-        reconcile::second_look_prefix(),
-        reconcile::answers_prefix(),
+        looks::second_look_prefix(),
+        looks::answers_prefix(),
     ] {
         chat.push(Message::user("Hello"));
         llm.chat(ChatRequest::new(chat).max_tokens(1)).await?;
@@ -251,9 +253,9 @@ mod tests {
     #[cfg(feature = "local-llm")]
     use super::extract::{check_facts, facts_schema, Facts, MAX_FACTS};
     #[cfg(feature = "local-llm")]
-    use super::reconcile::{
-        answers_schema, check_decisions, decisions_schema, yes_no_schema, Decisions,
-    };
+    use super::looks::{answers_schema, yes_no_schema};
+    #[cfg(feature = "local-llm")]
+    use super::reconcile::{check_decisions, decisions_schema, Decisions};
     use super::*;
     use crate::llm::ScriptedLlm;
 
@@ -312,7 +314,7 @@ mod tests {
             .await
             .unwrap();
         replaces(&llm, "Drinks coffee", "I like tea").await.unwrap();
-        reconcile::answers(&llm, "Drinks coffee", "I like tea")
+        looks::answers(&llm, "Drinks coffee", "I like tea")
             .await
             .unwrap();
         let requests = scripted.requests();
@@ -471,7 +473,7 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                serde_json::from_str::<reconcile::Answers>(reply).is_ok()
+                serde_json::from_str::<looks::Answers>(reply).is_ok()
                     && serde_json::from_str::<serde_json::Map<String, Value>>(reply).is_ok_and(
                         |o| o
                             .keys()
