@@ -451,33 +451,14 @@ mod tests {
     /// when its answer now drops part of the answer before. Agreeing answers decide alone.
     #[tokio::test]
     async fn a_torn_second_look_at_a_named_memory_asks_what_the_memory_answers() {
-        let yes = r#"{"answer": "yes"}"#;
-        let no = r#"{"answer": "no"}"#;
-        let moved = r#"{"question": "Where do they live?", "before": "Madrid", "now": "Valencia"}"#;
-        let stays = r#"{"question": "Where do they live?", "before": "Madrid", "now": "Madrid"}"#;
+        let (yes, no) = (YES, NO);
         let cases = [
-            (vec![yes, yes, moved], true),
-            (vec![yes, yes, stays], false),
+            (vec![yes, yes, MOVED], true),
+            (vec![yes, yes, STAYS], false),
             (vec![yes, no], true),
             (vec![no], false),
         ];
-        for (replies, expected) in cases {
-            let llm = ScriptedLlm::new(replies.clone());
-            let looked = replaces(&llm, "I live in Madrid", "I moved to Valencia")
-                .await
-                .unwrap();
-            assert_eq!(looked.value, expected, "{replies:?}");
-            let requests = llm.requests();
-            assert_eq!(requests.len(), replies.len(), "{replies:?}");
-            if let Some(third) = requests.get(2) {
-                let (last, prefix) = third.messages.split_last().unwrap();
-                assert_eq!(prefix, answers_prefix().as_slice());
-                assert_eq!(
-                    last.content,
-                    "Memory: I live in Madrid\nNew fact: I moved to Valencia"
-                );
-            }
-        }
+        check_look(Look::Torn, &cases).await;
     }
 
     /// An answer drops part of what it was when a word worth matching is gone from it in
@@ -511,22 +492,35 @@ mod tests {
     /// only after the second look's yes, with its own fixed instructions and examples.
     #[tokio::test]
     async fn a_closer_look_needs_the_second_look_and_a_changed_answer() {
-        let yes = r#"{"answer": "yes"}"#;
-        let no = r#"{"answer": "no"}"#;
-        let moved = r#"{"question": "Where do they live?", "before": "Hull", "now": "York"}"#;
-        let stays = r#"{"question": "Where do they live?", "before": "Hull", "now": "Hull"}"#;
+        let (yes, no) = (YES, NO);
         let cases = [
-            (vec![yes, no, moved], true),
-            (vec![yes, no, stays], false),
+            (vec![yes, no, MOVED], true),
+            (vec![yes, no, STAYS], false),
             (vec![yes, yes], false),
             (vec![no], false),
         ];
+        check_look(Look::Superseded, &cases).await;
+    }
+
+    const YES: &str = r#"{"answer": "yes"}"#;
+    const NO: &str = r#"{"answer": "no"}"#;
+    const MOVED: &str = r#"{"question": "Where do they live?", "before": "Hull", "now": "York"}"#;
+    const STAYS: &str = r#"{"question": "Where do they live?", "before": "Hull", "now": "Hull"}"#;
+
+    /// Runs each case's scripted replies through [`replaces`] (`Look::Torn`: the look that
+    /// settles a split) or [`outdates`] (`Look::Superseded`), on "Lives in Hull" and "Moved
+    /// to York": the answer is the case's, every reply is asked for, and a third call is the
+    /// memory's question, after its own fixed instructions and examples.
+    async fn check_look(look: Look, cases: &[(Vec<&str>, bool)]) {
         for (replies, expected) in cases {
             let llm = ScriptedLlm::new(replies.clone());
-            let looked = outdates(&llm, "Lives in Hull", "Moved to York")
-                .await
-                .unwrap();
-            assert_eq!(looked.value, expected, "{replies:?}");
+            let (memory, fact) = ("Lives in Hull", "Moved to York");
+            let looked = match look {
+                Look::Torn => replaces(&llm, memory, fact).await,
+                _ => outdates(&llm, memory, fact).await,
+            }
+            .unwrap();
+            assert_eq!(looked.value, *expected, "{replies:?}");
             let requests = llm.requests();
             assert_eq!(requests.len(), replies.len(), "{replies:?}");
             if let Some(third) = requests.get(2) {
