@@ -408,6 +408,47 @@ pub(crate) async fn outdates(llm: &dyn Llm, memory: &str, fact: &str) -> Result<
     })
 }
 
+/// Which of two memories a fact supersedes (see [`apart`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Apart {
+    /// The first memory, not the second.
+    First,
+    /// The second memory, not the first.
+    Second,
+    /// Both or neither: the two are not told apart.
+    Neither,
+}
+
+/// Tells apart two memories a second look called replaced by one fact: asked what each
+/// memory answers, before the fact and now ([`answers`]), the one whose answer drops part
+/// of what it was is superseded, when the other's does not. A small model calls a job
+/// replaced by "Ho ricominciato a mangiare carne" as readily as the vegetarian diet, yet
+/// answers "What is their job?" with the same job before and now.
+pub(crate) async fn apart(
+    llm: &dyn Llm,
+    first: &str,
+    second: &str,
+    fact: &str,
+) -> Result<Parsed<Apart>> {
+    let one = answers(llm, first, fact).await?;
+    let other = answers(llm, second, fact).await?;
+    let mut usage = one.usage;
+    usage += other.usage;
+    let value = match (
+        drops(&one.value.before, &one.value.now),
+        drops(&other.value.before, &other.value.now),
+    ) {
+        (true, false) => Apart::First,
+        (false, true) => Apart::Second,
+        _ => Apart::Neither,
+    };
+    Ok(Parsed {
+        value,
+        usage,
+        model: other.model,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,6 +541,36 @@ mod tests {
             (vec![no], false),
         ];
         check_look(Look::Superseded, &cases).await;
+    }
+
+    /// Two memories a second look called replaced are told apart by their questions:
+    /// the one whose answer drops part of what it was, when the other's does not. Both
+    /// questions are asked, the first memory's first, each after the fixed instructions.
+    #[tokio::test]
+    async fn the_memorys_question_tells_two_replaced_memories_apart() {
+        let cases = [
+            ([MOVED, STAYS], Apart::First),
+            ([STAYS, MOVED], Apart::Second),
+            ([MOVED, MOVED], Apart::Neither),
+            ([STAYS, STAYS], Apart::Neither),
+        ];
+        for (replies, expected) in cases {
+            let llm = ScriptedLlm::new(replies.to_vec());
+            let told = apart(&llm, "Lives in Hull", "Works at the docks", "Moved to York")
+                .await
+                .unwrap();
+            assert_eq!(told.value, expected, "{replies:?}");
+            let requests = llm.requests();
+            assert_eq!(requests.len(), 2);
+            for (request, memory) in requests.iter().zip(["Lives in Hull", "Works at the docks"]) {
+                let (last, prefix) = request.messages.split_last().unwrap();
+                assert_eq!(prefix, answers_prefix().as_slice());
+                assert_eq!(
+                    last.content,
+                    format!("Memory: {memory}\nNew fact: Moved to York")
+                );
+            }
+        }
     }
 
     const YES: &str = r#"{"answer": "yes"}"#;

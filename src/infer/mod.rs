@@ -21,7 +21,7 @@ pub(crate) mod places;
 mod reconcile;
 
 pub(crate) use extract::{extract_facts, Fact};
-pub(crate) use looks::{outdates, replaces};
+pub(crate) use looks::{apart, outdates, replaces, Apart};
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;

@@ -394,20 +394,40 @@ async fn a_second_look_settles_a_doubtful_update() {
 }
 
 /// A second look must tell the memory the model named apart from the fact's next most
-/// relevant memory: a model that says "replaced" of both has not read either, so the fact
-/// is added, both memories stay, and neither gets a closer look with that fact. When the
-/// look says "replaced" of the named memory only, the fact takes its place.
+/// relevant memory. When the look says "replaced" of the named memory only, the fact takes
+/// its place. When it says so of both, the question each memory answers decides: the fact
+/// takes the place of the one whose answer drops part of what it was, if the other's does
+/// not; otherwise the fact is added, both memories stay, and neither gets a closer look
+/// with that fact.
 #[tokio::test]
 async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
+    /// What the model answers about the cats memory, and which memory ends replaced.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Case {
+        /// "Replaced?" no: the look alone tells the two apart; Lisbon is replaced.
+        LookApart,
+        /// "Replaced?" yes for both, and both answers change: nothing is replaced.
+        NothingApart,
+        /// "Replaced?" yes for both; only Lisbon's answer changes: Lisbon is replaced.
+        QuestionNamed,
+        /// "Replaced?" yes for both; only the cats' answer changes: the cats are replaced.
+        QuestionRival,
+    }
     let dir = tempfile::tempdir().unwrap();
-    for tells_apart in [true, false] {
+    let cases = [
+        Case::LookApart,
+        Case::NothingApart,
+        Case::QuestionNamed,
+        Case::QuestionRival,
+    ];
+    for case in cases {
         let llm = ScriptedLlm::from_fn(move |request| {
             let (last, schema) = question_and_schema(request);
             let (yes, no) = (r#"{"answer": "yes"}"#, r#"{"answer": "no"}"#);
             let porto = last.contains("New fact: Alice lives in Porto now");
+            let named = last.starts_with("Memory: Alice lives in Lisbon\n");
             Ok(if last.ends_with("Replaced?") {
-                let named = last.starts_with("Memory: Alice lives in Lisbon\n");
-                (if porto && (named || !tells_apart) {
+                (if porto && (named || case != Case::LookApart) {
                     yes
                 } else {
                     no
@@ -416,10 +436,15 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
             } else if last.ends_with("Both true?") {
                 no.to_string()
             } else if schema.contains("before") {
-                // The closer look's question: asked, it would replace the memory.
-                json!({"question": "Where does she live?", "before": "with two cats",
-                       "now": "in Porto"})
-                .to_string()
+                // The memory's question: its answer changes for the memories the case says.
+                let (before, changes) = if named {
+                    ("in Lisbon", case != Case::QuestionRival)
+                } else {
+                    ("with two cats", case != Case::QuestionNamed)
+                };
+                let now = if changes { "in Porto" } else { before };
+                json!({"question": "Where does she live?", "before": before, "now": now})
+                    .to_string()
             } else if schema.contains("decisions") {
                 // An UPDATE of the Lisbon memory that only restates it (doubtful) for the
                 // move, an ADD for anything else.
@@ -442,39 +467,50 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
             })
         });
         let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
-        let user = format!("alice-{tells_apart}");
+        let user = format!("alice-{case:?}");
         let lisbon = memory.add("I live in Lisbon").user(&user).await.unwrap();
-        memory
+        let cats = memory
             .add("I live with two cats")
             .user(&user)
             .await
             .unwrap();
         let moved = memory.add("Porto now!").user(&user).await.unwrap();
-        // Both memories were asked about with the move.
-        let asked: Vec<String> = llm
-            .requests()
-            .iter()
-            .map(|r| r.messages.last().unwrap().content.clone())
-            .filter(|q| q.contains("New fact: Alice lives in Porto now\nReplaced?"))
-            .collect();
-        assert_eq!(asked.len(), 2, "{asked:?}");
-        if tells_apart {
-            assert_eq!(moved.results[0].event, HistoryEvent::Update);
-            assert_eq!(moved.results[0].id, lisbon.results[0].id);
-            assert_eq!(
-                live(&memory, &user).await,
-                vec!["Alice lives in Porto now", "Alice lives with two cats"]
-            );
-        } else {
-            assert_eq!(moved.results[0].event, HistoryEvent::Add);
-            assert_eq!(
-                live(&memory, &user).await,
-                vec![
-                    "Alice lives in Lisbon",
-                    "Alice lives in Porto now",
-                    "Alice lives with two cats"
-                ]
-            );
+        // Both memories were asked about with the move; their questions only after a yes
+        // for both.
+        let asked = |ending: &str| {
+            llm.requests()
+                .iter()
+                .map(|r| r.messages.last().unwrap().content.clone())
+                .filter(|q| q.contains("New fact: Alice lives in Porto now") && q.ends_with(ending))
+                .count()
+        };
+        assert_eq!(asked("Replaced?"), 2, "{case:?}");
+        let questions = if case == Case::LookApart { 0 } else { 2 };
+        assert_eq!(asked("Porto now"), questions, "{case:?}");
+        let (replaced, kept) = match case {
+            Case::LookApart | Case::QuestionNamed => (Some(&lisbon), "Alice lives with two cats"),
+            Case::QuestionRival => (Some(&cats), "Alice lives in Lisbon"),
+            Case::NothingApart => (None, ""),
+        };
+        match replaced {
+            Some(replaced) => {
+                assert_eq!(moved.results[0].event, HistoryEvent::Update, "{case:?}");
+                assert_eq!(moved.results[0].id, replaced.results[0].id, "{case:?}");
+                let mut expected = vec!["Alice lives in Porto now", kept];
+                expected.sort();
+                assert_eq!(live(&memory, &user).await, expected, "{case:?}");
+            }
+            None => {
+                assert_eq!(moved.results[0].event, HistoryEvent::Add);
+                assert_eq!(
+                    live(&memory, &user).await,
+                    vec![
+                        "Alice lives in Lisbon",
+                        "Alice lives in Porto now",
+                        "Alice lives with two cats"
+                    ]
+                );
+            }
         }
     }
 }

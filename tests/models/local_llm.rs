@@ -326,15 +326,7 @@ async fn the_quickstarts_move_leaves_the_new_home_alone() {
         .user("carlos")
         .await
         .unwrap();
-    let kept: Vec<String> = memory
-        .list()
-        .user("carlos")
-        .await
-        .unwrap()
-        .results
-        .into_iter()
-        .map(|m| m.memory)
-        .collect();
+    let kept = texts(&memory, "carlos").await;
     assert!(!kept.iter().any(|m| m.contains("Madrid")), "{kept:?}");
     assert!(kept.iter().any(|m| m.contains("Valencia")), "{kept:?}");
     assert!(kept.iter().any(|m| m.contains("nurse")), "{kept:?}");
@@ -371,16 +363,20 @@ async fn add_case_changing(
                 .map(|r| (r.id, r.event)),
         );
     }
-    let kept = memory
+    (texts(memory, &case.id).await, changed)
+}
+
+/// The texts of a user's live memories.
+async fn texts(memory: &Memory, user: &str) -> Vec<String> {
+    memory
         .list()
-        .user(case.id.as_str())
+        .user(user)
         .await
         .unwrap()
         .results
         .into_iter()
         .map(|r| r.memory)
-        .collect();
-    (kept, changed)
+        .collect()
 }
 
 fn private_llm() -> LocalLlm {

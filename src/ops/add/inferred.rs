@@ -18,6 +18,9 @@
 //!    news or shares no word with its memory but function words, add the fact, unless a
 //!    second look at that memory alone finds the fact supersedes it
 //!    ([`infer::replaces`]): then the fact takes the memory's place, its history kept.
+//!    A yes counts only when the same look says no of the fact's next most relevant
+//!    memory; when it says yes of both, the question each memory answers tells them apart
+//!    ([`infer::apart`]), or nothing changes.
 //!    A fact still added gets a closer look at its two most relevant memories
 //!    ([`infer::outdates`]), and takes the place of the first it outdates.
 //! 5. Under the write gate, every memory the plan changes is re-read: if another call
@@ -34,7 +37,7 @@ use uuid::Uuid;
 use super::plan::{self, Context, FactPlan};
 use super::{AddResult, AddedMemory};
 use crate::error::{Error, Result};
-use crate::infer::{self, dates, places, Existing, Fact};
+use crate::infer::{self, dates, places, Apart, Existing, Fact};
 use crate::llm::{Llm, Usage};
 use crate::memory::Memory;
 use crate::record::{content_hash, indexed_text, Owners};
@@ -211,28 +214,46 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         }
         // A yes counts only when the look tells the memory apart from the fact's next most
         // relevant one: a small model that calls a job replaced by a change of diet may
-        // say so of the diet too. Then neither memory gets a closer look with this fact.
+        // say so of the diet too. When it says so of both, the question each memory
+        // answers tells them apart; when that cannot either, neither memory gets a closer
+        // look with this fact.
+        let (mut superseded, mut look) = (m, "a second look");
         if let Some(rival) = plan.rival(fact, m, &asked, &existing, &found) {
             let also = infer::replaces(&*llm, &existing[rival].record.memory, &said[fact]).await?;
             usage += also.usage;
             if also.value {
-                tracing::debug!(
-                    target: "memlane",
-                    memory = %existing[m].record.id,
-                    rival = %existing[rival].record.id,
-                    "a second look that tells no memory apart"
-                );
-                plan.doubtful.push((fact, rival));
-                continue;
+                let told = infer::apart(
+                    &*llm,
+                    &existing[m].record.memory,
+                    &existing[rival].record.memory,
+                    &said[fact],
+                )
+                .await?;
+                usage += told.usage;
+                look = "a second look told apart by the memories' questions";
+                match told.value {
+                    Apart::First => {}
+                    Apart::Second => superseded = rival,
+                    Apart::Neither => {
+                        tracing::debug!(
+                            target: "memlane",
+                            memory = %existing[m].record.id,
+                            rival = %existing[rival].record.id,
+                            "a second look that tells no memory apart"
+                        );
+                        plan.doubtful.push((fact, rival));
+                        continue;
+                    }
+                }
             }
         }
         settle(
             &mut plan,
             fact,
-            &existing[m],
-            m,
+            &existing[superseded],
+            superseded,
             &texts[fact],
-            "a second look",
+            look,
         );
     }
 
