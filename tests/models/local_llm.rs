@@ -250,13 +250,16 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
 /// suite: a move in German (whose UPDATE a small model writes with none of the memory's
 /// words, settled by a second look), a cat's name corrected in Dutch (which the model
 /// extracts in English, and memlane keeps in the user's words), a festival beside a home
-/// (whose "here" takes its place from the greeting), and a new job in German (which the
-/// model adds beside the old one, settled by a closer look).
-const CONTRADICTIONS_IN_SUITE: [&str; 4] = [
+/// (whose "here" takes its place from the greeting), a new job in German (which the
+/// model adds beside the old one, settled by a closer look), and a new job in Italian
+/// (whose second look says "replaced" of two of his memories, told apart by the question
+/// each memory answers; without that, the old job stays).
+const CONTRADICTIONS_IN_SUITE: [&str; 5] = [
     "umzug-de",
     "katnaam-nl",
     "visit-vs-home-en",
     "lokfuehrer-de",
+    "autista-it",
 ];
 
 /// `add` with inference through the real model, embedder, index and SQLite file keeps a
