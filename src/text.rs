@@ -53,6 +53,15 @@ pub(crate) fn content_terms(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The words of a text that [`content_terms`] keeps, folded as [`terms`] are but not
+/// stemmed: "lovely" stays apart from "love".
+pub(crate) fn content_words(text: &str) -> Vec<String> {
+    words(text)
+        .filter(|w| !function_words().contains(w.as_str()))
+        .map(|w| fold(&w).into_owned())
+        .collect()
+}
+
 /// The languages whose function words (NLTK's lists, by ISO 639-1 code) [`content_terms`]
 /// leaves out: those of Western and Northern Europe. Other languages' short function
 /// words are names in these (Uzbek's "ana", Turkish's "ama"), and other scripts meet no

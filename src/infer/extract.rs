@@ -168,7 +168,10 @@ pub(crate) async fn extract_facts(
     .await?;
     let facts = clean_facts(in_users_words(parsed.value.facts, messages), labels);
     Ok(Parsed {
-        value: said_by_the_user(not_copied(facts, &instructions, &prompt), messages),
+        value: not_small_talk(said_by_the_user(
+            not_copied(facts, &instructions, &prompt),
+            messages,
+        )),
         usage: parsed.usage,
         model: parsed.model,
     })
@@ -427,6 +430,21 @@ fn said_by_the_user(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
         .collect()
 }
 
+/// Drops the facts that are small talk ([`super::small_talk::is_small_talk`]): a remark on
+/// the weather, a greeting or a wish, which the prompt forbids and a small model extracts.
+fn not_small_talk(facts: Vec<Fact>) -> Vec<Fact> {
+    facts
+        .into_iter()
+        .filter(|f| {
+            let small = super::small_talk::is_small_talk(&f.text);
+            if small {
+                tracing::debug!(target: "memlane", "a fact that is small talk was dropped");
+            }
+            !small
+        })
+        .collect()
+}
+
 fn dedup(items: impl Iterator<Item = String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for item in items {
@@ -444,6 +462,20 @@ mod tests {
 
     fn at() -> DateTime<Utc> {
         chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 11, 22, 10, 30, 0).unwrap()
+    }
+
+    /// A remark on the weather or a wish the model returns as a fact is not stored; a fact
+    /// with something of the user in it is, small talk and all.
+    #[tokio::test]
+    async fn small_talk_the_model_extracts_is_dropped() {
+        let llm = ScriptedLlm::new([r#"{"facts": [{"text": "Lovely sunny morning here"},
+            {"text": "I moved to Leeds, lovely and sunny"}, {"text": "Wish me luck!"}]}"#]);
+        let said = "Lovely sunny morning here! I moved to Leeds, lovely and sunny. Wish me luck!";
+        let facts = extract_facts(&llm, &[Message::user(said)], at(), "", &[])
+            .await
+            .unwrap();
+        let texts: Vec<&str> = facts.value.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(texts, ["I moved to Leeds, lovely and sunny"]);
     }
 
     #[tokio::test]

@@ -19,6 +19,7 @@ mod extract;
 mod looks;
 pub(crate) mod places;
 mod reconcile;
+mod small_talk;
 
 pub(crate) use extract::{extract_facts, Fact};
 pub(crate) use looks::{apart, outdates, replaces, Apart};

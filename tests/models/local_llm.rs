@@ -335,6 +335,19 @@ async fn the_quickstarts_move_leaves_the_new_home_alone() {
     assert!(kept.iter().any(|m| m.contains("nurse")), "{kept:?}");
 }
 
+/// Small talk the real model extracts beside a fact is not stored: the fact is, and
+/// nothing about the weather or a wish.
+#[tokio::test]
+async fn small_talk_beside_a_fact_is_not_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = memory(&dir).await;
+    let said = "Good morning! Lovely sunny day here. My driving test is on Friday, wish me luck!";
+    memory.add(said).user("dana").await.unwrap();
+    let kept = texts(&memory, "dana").await;
+    assert!(kept.iter().any(|m| m.contains("driving test")), "{kept:?}");
+    assert!(kept.iter().all(|m| m.contains("driving test")), "{kept:?}");
+}
+
 /// Runs a labelled conversation's adds for its user, each at its time, and returns the
 /// user's live memories. Shared with the llama.cpp provider's tests.
 pub(crate) async fn add_case(memory: &Memory, case: &cases::Case) -> Vec<String> {
