@@ -348,14 +348,14 @@ fn words() -> &'static HashSet<String> {
     })
 }
 
-/// Whether a fact is small talk: every word of it that is not a function word is a word
-/// of small talk ([`WORDS`]). A fact with no such word at all ("So quiet!") is small talk
-/// too; one in a script without spaces between words is never.
+/// Whether a fact is small talk: it has words that are not function words, and each is a
+/// word of small talk ([`WORDS`]). A fact of function words alone is kept: the lists of
+/// eleven languages hold words of others ("Tengo un loro": Italian's "loro" is Spanish
+/// for a parrot). A fact in a script without spaces between words is never small talk.
 pub(crate) fn is_small_talk(fact: &str) -> bool {
     let small = words();
-    crate::text::content_words(fact)
-        .iter()
-        .all(|w| small.contains(w))
+    let said = crate::text::content_words(fact);
+    !said.is_empty() && said.iter().all(|w| small.contains(w))
 }
 
 #[cfg(test)]
@@ -395,6 +395,7 @@ mod tests {
             "Ich bin heute 40 geworden",
             "Sono stanco del mio lavoro",
             "I'm busy on weekends",
+            "Tengo un loro",
             "Ik ben blij met mijn nieuwe fiets",
             "東京に住んでいます",
         ] {
