@@ -47,9 +47,9 @@ pub fn query_terms(text: &str) -> Vec<String> {
 /// gern" and "Ich gebe Nachhilfe" share "ich", and nothing they are about.
 pub(crate) fn content_terms(text: &str) -> Vec<String> {
     let stemmer = stemmer();
-    words(text)
-        .filter(|w| !function_words().contains(w.as_str()))
-        .map(|w| term(&stemmer, &w))
+    content_words(text)
+        .iter()
+        .map(|w| stemmer.stem(w).into_owned())
         .collect()
 }
 
