@@ -88,11 +88,20 @@ pub(super) fn insert_into<'v>(
         .into_iter()
         .map(|(k, v)| (quantize(v), k as usize))
         .collect();
-    if quantized.len() >= 64 {
-        let data: Vec<(&[i8], usize)> = quantized.iter().map(|(v, k)| (v.as_slice(), *k)).collect();
+    let mut rest = quantized.as_slice();
+    // hnsw_rs lets two threads inserting into an empty graph both take its entry point,
+    // and one of the two points is then never linked: the first point goes in alone.
+    if g.get_nb_point() == 0 {
+        if let Some(((v, k), after)) = rest.split_first() {
+            g.insert_slice((v.as_slice(), *k));
+            rest = after;
+        }
+    }
+    if rest.len() >= 64 {
+        let data: Vec<(&[i8], usize)> = rest.iter().map(|(v, k)| (v.as_slice(), *k)).collect();
         g.parallel_insert_slice(&data);
     } else {
-        for (v, k) in &quantized {
+        for (v, k) in rest {
             g.insert_slice((v.as_slice(), *k));
         }
     }
@@ -121,5 +130,43 @@ mod tests {
         assert!((d(&a, &b) - (1.0 - dot(&a, &b))).abs() < 0.01);
         assert!((d(&a, &c) - 2.0).abs() < 0.01);
         assert_eq!(quantize(&[1.0, -1.0, 0.004]), vec![127, -127, 1]);
+    }
+
+    /// Points inserted in parallel into an empty graph are all reachable: hnsw_rs lets two
+    /// threads each take the empty graph's entry point, leaving one point without a link.
+    #[test]
+    fn every_point_of_a_parallel_insert_into_an_empty_graph_is_reachable() {
+        // The race is at the first points, so many small graphs.
+        const POINTS: usize = 65;
+        const GRAPHS: usize = 800;
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+        };
+        let vectors: Vec<(VectorKey, Vec<f32>)> = (0..POINTS)
+            .map(|k| {
+                let v: Vec<f32> = (0..16).map(|_| next()).collect();
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                (k as VectorKey + 1, v.iter().map(|x| x / norm).collect())
+            })
+            .collect();
+        let mut searched = 0;
+        for _ in 0..GRAPHS {
+            let g = new_graph(&IndexParams::default(), POINTS);
+            insert_into(&g, pairs(&vectors));
+            for (key, v) in &vectors {
+                // Asked for every point, the graph must give every point back.
+                let hits = g.search(&quantize(v), POINTS, POINTS);
+                assert!(
+                    hits.iter().any(|h| h.d_id == *key as usize),
+                    "point {key} is unreachable"
+                );
+                searched += 1;
+            }
+        }
+        assert_eq!(searched, GRAPHS * POINTS);
     }
 }
