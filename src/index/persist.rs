@@ -45,8 +45,10 @@ struct Manifest {
 
 const STATE_FILE: &str = "state.bin";
 
-/// Version of the saved index; 2: int8 graph.
-const FORMAT: u32 = 2;
+/// Version of the saved index; 2: int8 graph; 3: every point linked (a graph of version 2
+/// may hold one point no search reaches: one of the first two of a batch inserted into an
+/// empty graph), so a graph of version 2 is rebuilt once.
+const FORMAT: u32 = 3;
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> Error {
     Error::Storage {
@@ -300,7 +302,11 @@ pub(super) fn load(
         || manifest.max_connections != params.max_connections
         || manifest.ef_construction != params.ef_construction
     {
-        reject(dir, "it was built for another store, model or parameters");
+        reject(
+            dir,
+            "it was saved by another version of memlane, or for another store, model or \
+             parameters",
+        );
         return None;
     }
     let files = GraphFiles {
@@ -481,6 +487,39 @@ mod tests {
             let hits = index.search(&unit(i, dim), 1, 0, None).unwrap();
             assert_eq!(hits[0].0, i as u64 + 1, "query {i}: {hits:?}");
             assert!((hits[0].1 - 1.0).abs() < 1e-4, "query {i}: {hits:?}");
+        }
+    }
+
+    /// A generation saved in an earlier format is not loaded: the graph is rebuilt from
+    /// the store, whole.
+    #[tokio::test]
+    async fn a_generation_of_an_earlier_format_is_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MemStore::new();
+        let dim = 16;
+        apply(&store, WriteBatch::new(writes(0..30, dim), 0))
+            .await
+            .unwrap();
+        let params = IndexParams::default();
+        let index = open_in(&store, dim, params, dir.path()).await.unwrap();
+        index.save().unwrap();
+        drop(index);
+        let current = std::fs::read_to_string(dir.path().join("CURRENT")).unwrap();
+        let manifest_path = dir.path().join(current.trim()).join("manifest.json");
+        let mut manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+        manifest["format"] = (FORMAT - 1).into();
+        std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+
+        let index = open_in(&store, dim, params, dir.path()).await.unwrap();
+        index.wait_for_graph().unwrap();
+        assert!(matches!(
+            *index.graph.read().unwrap(),
+            GraphHolder::Fresh(_)
+        ));
+        for i in 0..30 {
+            let hits = index.search(&unit(i, dim), 1, 0, None).unwrap();
+            assert_eq!(hits[0].0, i as u64 + 1, "query {i}: {hits:?}");
         }
     }
 
