@@ -411,19 +411,23 @@ pub(crate) async fn outdates(llm: &dyn Llm, memory: &str, fact: &str) -> Result<
 /// Which of two memories a fact supersedes (see [`apart`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Apart {
-    /// The first memory, not the second.
+    /// The first memory (the one named), whether or not the second is replaced too.
     First,
     /// The second memory, not the first.
     Second,
-    /// Both or neither: the two are not told apart.
+    /// Neither: no answer drops anything.
     Neither,
 }
 
-/// Tells apart two memories a second look called replaced by one fact: asked what each
-/// memory answers, before the fact and now ([`answers`]), the one whose answer drops part
-/// of what it was is superseded, when the other's does not. A small model calls a job
-/// replaced by "Ho ricominciato a mangiare carne" as readily as the vegetarian diet, yet
-/// answers "What is their job?" with the same job before and now.
+/// Tells apart two memories a second look called replaced by one fact, the first being the
+/// one the reconciliation named for it: asked what each memory answers, before the fact and
+/// now ([`answers`]), the one whose answer drops part of what it was is superseded, when
+/// the other's does not. A small model calls a job replaced by "Ho ricominciato a mangiare
+/// carne" as readily as the vegetarian diet, yet answers "What is their job?" with the same
+/// job before and now. When both answers drop, the first is: the model named it, the look
+/// and its answer agree, and a fact that ends two memories ("I moved to Valencia" for "I
+/// live in Madrid" and "I live near Retiro park") ends at least the one named. When
+/// neither drops, neither is.
 pub(crate) async fn apart(
     llm: &dyn Llm,
     first: &str,
@@ -434,13 +438,20 @@ pub(crate) async fn apart(
     let other = answers(llm, second, fact).await?;
     let mut usage = one.usage;
     usage += other.usage;
-    let value = match (
+    let (first_drops, second_drops) = (
         drops(&one.value.before, &one.value.now),
         drops(&other.value.before, &other.value.now),
-    ) {
-        (true, false) => Apart::First,
+    );
+    tracing::debug!(
+        target: "memlane",
+        first_drops,
+        second_drops,
+        "two memories a second look called replaced, asked what each answers"
+    );
+    let value = match (first_drops, second_drops) {
+        (true, _) => Apart::First,
         (false, true) => Apart::Second,
-        _ => Apart::Neither,
+        (false, false) => Apart::Neither,
     };
     Ok(Parsed {
         value,
@@ -551,7 +562,7 @@ mod tests {
         let cases = [
             ([MOVED, STAYS], Apart::First),
             ([STAYS, MOVED], Apart::Second),
-            ([MOVED, MOVED], Apart::Neither),
+            ([MOVED, MOVED], Apart::First),
             ([STAYS, STAYS], Apart::Neither),
         ];
         for (replies, expected) in cases {
