@@ -411,23 +411,19 @@ pub(crate) async fn outdates(llm: &dyn Llm, memory: &str, fact: &str) -> Result<
 /// Which of two memories a fact supersedes (see [`apart`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Apart {
-    /// The first memory (the one named), whether or not the second is replaced too.
+    /// The first memory, not the second.
     First,
     /// The second memory, not the first.
     Second,
-    /// Neither: no answer drops anything.
+    /// Both or neither: the two are not told apart.
     Neither,
 }
 
-/// Tells apart two memories a second look called replaced by one fact, the first being the
-/// one the reconciliation named for it: asked what each memory answers, before the fact and
-/// now ([`answers`]), the one whose answer drops part of what it was is superseded, when
-/// the other's does not. A small model calls a job replaced by "Ho ricominciato a mangiare
-/// carne" as readily as the vegetarian diet, yet answers "What is their job?" with the same
-/// job before and now. When both answers drop, the first is: the model named it, the look
-/// and its answer agree, and a fact that ends two memories ("I moved to Valencia" for "I
-/// live in Madrid" and "I live near Retiro park") ends at least the one named. When
-/// neither drops, neither is.
+/// Tells apart two memories a second look called replaced by one fact: asked what each
+/// memory answers, before the fact and now ([`answers`]), the one whose answer drops part
+/// of what it was is superseded, when the other's does not. A small model calls a job
+/// replaced by "Ho ricominciato a mangiare carne" as readily as the vegetarian diet, yet
+/// answers "What is their job?" with the same job before and now.
 pub(crate) async fn apart(
     llm: &dyn Llm,
     first: &str,
@@ -438,20 +434,13 @@ pub(crate) async fn apart(
     let other = answers(llm, second, fact).await?;
     let mut usage = one.usage;
     usage += other.usage;
-    let (first_drops, second_drops) = (
+    let value = match (
         drops(&one.value.before, &one.value.now),
         drops(&other.value.before, &other.value.now),
-    );
-    tracing::debug!(
-        target: "memlane",
-        first_drops,
-        second_drops,
-        "two memories a second look called replaced, asked what each answers"
-    );
-    let value = match (first_drops, second_drops) {
-        (true, _) => Apart::First,
+    ) {
+        (true, false) => Apart::First,
         (false, true) => Apart::Second,
-        (false, false) => Apart::Neither,
+        _ => Apart::Neither,
     };
     Ok(Parsed {
         value,
@@ -562,7 +551,7 @@ mod tests {
         let cases = [
             ([MOVED, STAYS], Apart::First),
             ([STAYS, MOVED], Apart::Second),
-            ([MOVED, MOVED], Apart::First),
+            ([MOVED, MOVED], Apart::Neither),
             ([STAYS, STAYS], Apart::Neither),
         ];
         for (replies, expected) in cases {

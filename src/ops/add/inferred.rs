@@ -20,8 +20,7 @@
 //!    ([`infer::replaces`]): then the fact takes the memory's place, its history kept.
 //!    A yes counts only when the same look says no of the fact's next most relevant
 //!    memory; when it says yes of both, the question each memory answers tells them apart
-//!    ([`infer::apart`]): the one whose answer drops part of what it was is superseded, the
-//!    named one when both do, and nothing changes when neither does.
+//!    ([`infer::apart`]), or nothing changes.
 //!    A fact still added gets a closer look at its two most relevant memories
 //!    ([`infer::outdates`]), and takes the place of the first it outdates.
 //! 5. Under the write gate, every memory the plan changes is re-read: if another call
@@ -216,8 +215,8 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         // A yes counts only when the look tells the memory apart from the fact's next most
         // relevant one: a small model that calls a job replaced by a change of diet may
         // say so of the diet too. When it says so of both, the question each memory
-        // answers tells them apart (the named one goes when both answers drop); when
-        // neither answer drops, neither memory gets a closer look with this fact.
+        // answers tells them apart; when that cannot either, neither memory gets a closer
+        // look with this fact.
         let (mut superseded, mut look) = (m, "a second look");
         if let Some(rival) = plan.rival(fact, m, &asked, &existing, &found) {
             let also = infer::replaces(&*llm, &existing[rival].record.memory, &said[fact]).await?;
