@@ -434,10 +434,17 @@ pub(crate) async fn apart(
     let other = answers(llm, second, fact).await?;
     let mut usage = one.usage;
     usage += other.usage;
-    let value = match (
+    let (first_drops, second_drops) = (
         drops(&one.value.before, &one.value.now),
         drops(&other.value.before, &other.value.now),
-    ) {
+    );
+    tracing::debug!(
+        target: "memlane",
+        first_drops,
+        second_drops,
+        "two memories a second look called replaced, asked what each answers"
+    );
+    let value = match (first_drops, second_drops) {
         (true, false) => Apart::First,
         (false, true) => Apart::Second,
         _ => Apart::Neither,

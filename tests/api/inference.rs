@@ -407,7 +407,9 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
         /// "Replaced?" no: the look alone tells the two apart; Lisbon is replaced.
         LookApart,
         /// "Replaced?" yes for both, and both answers change: nothing is replaced.
-        NothingApart,
+        BothChange,
+        /// "Replaced?" yes for both, and neither answer changes: nothing is replaced.
+        NeitherChanges,
         /// "Replaced?" yes for both; only Lisbon's answer changes: Lisbon is replaced.
         QuestionNamed,
         /// "Replaced?" yes for both; only the cats' answer changes: the cats are replaced.
@@ -416,7 +418,8 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         Case::LookApart,
-        Case::NothingApart,
+        Case::BothChange,
+        Case::NeitherChanges,
         Case::QuestionNamed,
         Case::QuestionRival,
     ];
@@ -442,6 +445,7 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
                 } else {
                     ("with two cats", case != Case::QuestionNamed)
                 };
+                let changes = changes && case != Case::NeitherChanges;
                 let now = if changes { "in Porto" } else { before };
                 json!({"question": "Where does she live?", "before": before, "now": now})
                     .to_string()
@@ -490,7 +494,7 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
         let (replaced, kept) = match case {
             Case::LookApart | Case::QuestionNamed => (Some(&lisbon), "Alice lives with two cats"),
             Case::QuestionRival => (Some(&cats), "Alice lives in Lisbon"),
-            Case::NothingApart => (None, ""),
+            Case::BothChange | Case::NeitherChanges => (None, ""),
         };
         match replaced {
             Some(replaced) => {
