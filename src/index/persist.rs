@@ -425,6 +425,34 @@ mod tests {
         VectorIndex::open(store, dim, params, Some(dir.into()), "s".into(), None).await
     }
 
+    /// Dimension of the helpers' vectors.
+    const DIM: usize = 16;
+
+    /// A store of 30 memories whose index was opened, saved in a new directory and closed.
+    async fn saved(dim: usize) -> (tempfile::TempDir, MemStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MemStore::new();
+        apply(&store, WriteBatch::new(writes(0..30, dim), 0))
+            .await
+            .unwrap();
+        let index = open_in(&store, dim, IndexParams::default(), dir.path())
+            .await
+            .unwrap();
+        index.save().unwrap();
+        drop(index);
+        (dir, store)
+    }
+
+    /// Rewrites the manifest of the generation `CURRENT` names in `dir`.
+    fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+        let current = std::fs::read_to_string(dir.join("CURRENT")).unwrap();
+        let path = dir.join(current.trim()).join("manifest.json");
+        let mut manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        edit(&mut manifest);
+        std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    }
+
     /// While a saved graph loads, searches rank exactly from the state, and writes meanwhile
     /// reach the graph when it is swapped in; a graph that could not be loaded is rebuilt
     /// from the state's vectors.
@@ -464,16 +492,8 @@ mod tests {
 
     #[tokio::test]
     async fn insert_after_load_keeps_keys_and_vectors_together() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = MemStore::new();
-        let dim = 16;
-        apply(&store, WriteBatch::new(writes(0..30, dim), 0))
-            .await
-            .unwrap();
-        let params = IndexParams::default();
-        let index = open_in(&store, dim, params, dir.path()).await.unwrap();
-        index.save().unwrap();
-        drop(index);
+        let (dir, store) = saved(DIM).await;
+        let (dim, params) = (DIM, IndexParams::default());
         apply(&store, WriteBatch::new(writes(30..35, dim), 0))
             .await
             .unwrap();
@@ -494,22 +514,11 @@ mod tests {
     /// the store, whole.
     #[tokio::test]
     async fn a_generation_of_an_earlier_format_is_rebuilt() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = MemStore::new();
-        let dim = 16;
-        apply(&store, WriteBatch::new(writes(0..30, dim), 0))
-            .await
-            .unwrap();
-        let params = IndexParams::default();
-        let index = open_in(&store, dim, params, dir.path()).await.unwrap();
-        index.save().unwrap();
-        drop(index);
-        let current = std::fs::read_to_string(dir.path().join("CURRENT")).unwrap();
-        let manifest_path = dir.path().join(current.trim()).join("manifest.json");
-        let mut manifest: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
-        manifest["format"] = (FORMAT - 1).into();
-        std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+        let (dir, store) = saved(DIM).await;
+        let (dim, params) = (DIM, IndexParams::default());
+        edit_manifest(dir.path(), |manifest| {
+            manifest["format"] = (FORMAT - 1).into()
+        });
 
         let index = open_in(&store, dim, params, dir.path()).await.unwrap();
         index.wait_for_graph().unwrap();
@@ -528,27 +537,16 @@ mod tests {
     /// keys its graph never got) are inserted from that state.
     #[tokio::test]
     async fn a_generation_without_a_state_file_opens_from_the_store_and_fills_its_graph() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = MemStore::new();
-        let dim = 16;
-        let params = IndexParams::default();
-        apply(&store, WriteBatch::new(writes(0..30, dim), 0))
-            .await
-            .unwrap();
-        let index = open_in(&store, dim, params, dir.path()).await.unwrap();
-        index.save().unwrap();
-        drop(index);
+        let (dir, store) = saved(DIM).await;
+        let (dim, params) = (DIM, IndexParams::default());
         apply(&store, WriteBatch::new(writes(30..35, dim), 0))
             .await
             .unwrap();
-        let current = std::fs::read_to_string(dir.path().join("CURRENT")).unwrap();
-        let manifest_path = dir.path().join(current.trim()).join("manifest.json");
-        let mut manifest: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
-        let obj = manifest.as_object_mut().unwrap();
-        assert!(obj.remove("state").is_some());
-        obj.insert("max_key".into(), 35.into());
-        std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+        edit_manifest(dir.path(), |manifest| {
+            let obj = manifest.as_object_mut().unwrap();
+            assert!(obj.remove("state").is_some());
+            obj.insert("max_key".into(), 35.into());
+        });
 
         let index = open_in(&store, dim, params, dir.path()).await.unwrap();
         assert!(matches!(
