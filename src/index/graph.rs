@@ -139,19 +139,8 @@ mod tests {
         // The race is at the first points, so many small graphs.
         const POINTS: usize = 65;
         const GRAPHS: usize = 800;
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-        };
         let vectors: Vec<(VectorKey, Vec<f32>)> = (0..POINTS)
-            .map(|k| {
-                let v: Vec<f32> = (0..16).map(|_| next()).collect();
-                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-                (k as VectorKey + 1, v.iter().map(|x| x / norm).collect())
-            })
+            .map(|k| (k as VectorKey + 1, super::super::unit(k, 16)))
             .collect();
         let mut searched = 0;
         for _ in 0..GRAPHS {

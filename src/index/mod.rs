@@ -528,3 +528,21 @@ impl VectorIndex {
         Ok(())
     }
 }
+
+/// A unit vector of `dim` components, pseudo-random but the same for the same `i`: the
+/// index's tests' vectors.
+#[cfg(test)]
+pub(super) fn unit(i: usize, dim: usize) -> Vec<f32> {
+    let mut state = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut v: Vec<f32> = (0..dim)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % 1000) as f32 / 500.0 - 1.0
+        })
+        .collect();
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter_mut().for_each(|x| *x /= n);
+    v
+}

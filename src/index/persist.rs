@@ -375,23 +375,9 @@ pub(super) fn load_graph(files: GraphFiles) -> Option<LoadedGraph> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::unit;
     use super::*;
     use crate::store::{apply, MemStore, NewMemory, Write, WriteBatch};
-
-    fn unit(i: usize, dim: usize) -> Vec<f32> {
-        let mut state = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let mut v: Vec<f32> = (0..dim)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state % 1000) as f32 / 500.0 - 1.0
-            })
-            .collect();
-        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.iter_mut().for_each(|x| *x /= n);
-        v
-    }
 
     fn writes(range: std::ops::Range<usize>, dim: usize) -> Vec<Write> {
         range
@@ -428,14 +414,14 @@ mod tests {
     /// Dimension of the helpers' vectors.
     const DIM: usize = 16;
 
-    /// A store of 30 memories whose index was opened, saved in a new directory and closed.
-    async fn saved(dim: usize) -> (tempfile::TempDir, MemStore) {
+    /// A store of 30 memories of [`DIM`] dimensions whose index was opened, saved in a new directory and closed.
+    async fn saved() -> (tempfile::TempDir, MemStore) {
         let dir = tempfile::tempdir().unwrap();
         let store = MemStore::new();
-        apply(&store, WriteBatch::new(writes(0..30, dim), 0))
+        apply(&store, WriteBatch::new(writes(0..30, DIM), 0))
             .await
             .unwrap();
-        let index = open_in(&store, dim, IndexParams::default(), dir.path())
+        let index = open_in(&store, DIM, IndexParams::default(), dir.path())
             .await
             .unwrap();
         index.save().unwrap();
@@ -492,7 +478,7 @@ mod tests {
 
     #[tokio::test]
     async fn insert_after_load_keeps_keys_and_vectors_together() {
-        let (dir, store) = saved(DIM).await;
+        let (dir, store) = saved().await;
         let (dim, params) = (DIM, IndexParams::default());
         apply(&store, WriteBatch::new(writes(30..35, dim), 0))
             .await
@@ -514,7 +500,7 @@ mod tests {
     /// the store, whole.
     #[tokio::test]
     async fn a_generation_of_an_earlier_format_is_rebuilt() {
-        let (dir, store) = saved(DIM).await;
+        let (dir, store) = saved().await;
         let (dim, params) = (DIM, IndexParams::default());
         edit_manifest(dir.path(), |manifest| {
             manifest["format"] = (FORMAT - 1).into()
@@ -537,7 +523,7 @@ mod tests {
     /// keys its graph never got) are inserted from that state.
     #[tokio::test]
     async fn a_generation_without_a_state_file_opens_from_the_store_and_fills_its_graph() {
-        let (dir, store) = saved(DIM).await;
+        let (dir, store) = saved().await;
         let (dim, params) = (DIM, IndexParams::default());
         apply(&store, WriteBatch::new(writes(30..35, dim), 0))
             .await
