@@ -380,11 +380,108 @@ pub(super) fn answers_schema() -> Value {
 /// form alike ("Montag" → "Mittwoch", "Glasgow" → "Bristol"). An answer with no such word
 /// drops nothing.
 pub(crate) fn drops(before: &str, now: &str) -> bool {
+    !dropped(before, now).is_empty()
+}
+
+/// The words of the answer `before` that the answer `now` drops (see [`drops`]), as terms.
+fn dropped(before: &str, now: &str) -> Vec<String> {
     let now = crate::text::terms(now);
     crate::text::query_terms(before)
         .into_iter()
         .filter(|t| t.chars().count() >= 3 || t.chars().any(|c| c.is_ascii_digit()))
-        .any(|t| !now.iter().any(|n| super::extract::alike(&t, n)))
+        .filter(|t| !now.iter().any(|n| super::extract::alike(t, n)))
+        .collect()
+}
+
+/// Words that join two clauses after a comma ("I'm 34, and I've just started the
+/// ukulele"), in the languages memlane is evaluated in: English, French, German, Italian,
+/// Spanish, Portuguese and Dutch.
+const CONJUNCTIONS: [&str; 13] = [
+    "and", "but", "et", "mais", "und", "aber", "e", "ma", "y", "pero", "mas", "en", "maar",
+];
+
+/// The clauses of a memory's text, as byte ranges: it is cut at semicolons, and at commas
+/// followed by a [`CONJUNCTIONS`] word (which is left out of both clauses). A comma alone
+/// does not cut: "I live in Madrid, near the Retiro" is one thing said, and so is "Teacher,
+/// 12 years".
+pub(crate) fn clauses(text: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut at = 0;
+    while let Some(found) = text[at..].find([',', ';']) {
+        let cut = at + found;
+        let sep = text[cut..].chars().next().map_or(1, char::len_utf8);
+        let after = &text[cut + sep..];
+        let next = if text[cut..].starts_with(';') {
+            Some(cut + sep)
+        } else {
+            let trimmed = after.trim_start();
+            let word_end = trimmed
+                .find(|c: char| !c.is_alphabetic())
+                .unwrap_or(trimmed.len());
+            let word = &trimmed[..word_end];
+            let joined = CONJUNCTIONS.contains(&word.to_lowercase().as_str())
+                && trimmed[word_end..].starts_with(char::is_whitespace);
+            joined.then(|| text.len() - trimmed.len() + word_end)
+        };
+        match next {
+            Some(next) => {
+                out.push(start..cut);
+                start = next;
+                at = next;
+            }
+            None => at = cut + sep,
+        }
+    }
+    out.push(start..text.len());
+    out.into_iter()
+        .map(|r| {
+            let piece = &text[r.clone()];
+            let lead = piece.len() - piece.trim_start().len();
+            let trail = piece.len() - piece.trim_end().len();
+            r.start + lead..r.end - trail
+        })
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+/// The text a memory of several clauses takes when a fact supersedes it: the fact in place
+/// of the one clause that holds the words its answer drops ([`Answers`], [`dropped`]), the
+/// other clauses kept as they were. "I'm 34, and I've just started learning the ukulele",
+/// told "I'm actually 43", keeps the ukulele. None, and the fact's text replaces the whole
+/// memory, when the memory is one clause, when no clause or more than one holds the
+/// dropped words, or when the clauses kept say nothing but function words.
+pub(crate) fn with_the_rest_kept(memory: &str, fact: &str, answers: &Answers) -> Option<String> {
+    let parts = clauses(memory);
+    if parts.len() < 2 {
+        return None;
+    }
+    let gone = dropped(&answers.before, &answers.now);
+    let holds = |range: &std::ops::Range<usize>| {
+        let terms = crate::text::terms(&memory[range.clone()]);
+        gone.iter()
+            .any(|g| terms.iter().any(|t| super::extract::alike(g, t)))
+    };
+    let mut superseded = parts.iter().filter(|r| holds(r));
+    let (Some(replaced), None) = (superseded.next(), superseded.next()) else {
+        return None;
+    };
+    let rest_says_something = parts
+        .iter()
+        .filter(|r| *r != replaced)
+        .any(|r| !crate::text::content_terms(&memory[r.clone()]).is_empty());
+    if !rest_says_something {
+        return None;
+    }
+    let fact = fact
+        .trim()
+        .trim_end_matches(['.', '!', '?', '。', '！', '？']);
+    Some(format!(
+        "{}{}{}",
+        &memory[..replaced.start],
+        fact,
+        &memory[replaced.end..]
+    ))
 }
 
 /// Whether a fact the reconciliation added beside a similar memory outdates it after all:
@@ -532,6 +629,104 @@ mod tests {
             ("...", "Bristol"),
         ] {
             assert!(!drops(before, now), "{before:?} → {now:?}");
+        }
+    }
+
+    /// A memory is cut into clauses at semicolons and at commas before a conjunction, in
+    /// each of the evaluated languages; a comma alone, or a conjunction without a comma,
+    /// does not cut.
+    #[test]
+    fn a_memory_is_cut_into_clauses_at_a_semicolon_or_a_comma_and_a_conjunction() {
+        let cut = |text: &str| -> Vec<String> {
+            clauses(text)
+                .into_iter()
+                .map(|r| text[r].to_owned())
+                .collect()
+        };
+        for (text, expected) in [
+            (
+                "I'm 34, and I've just started learning the ukulele",
+                vec!["I'm 34", "I've just started learning the ukulele"],
+            ),
+            (
+                "Vivo en Murcia; trabajo en un banco",
+                vec!["Vivo en Murcia", "trabajo en un banco"],
+            ),
+            (
+                "Ich bin 34, und ich spiele Cello",
+                vec!["Ich bin 34", "ich spiele Cello"],
+            ),
+            (
+                "Sono vegetariano, ma mangio pesce",
+                vec!["Sono vegetariano", "mangio pesce"],
+            ),
+            (
+                "Tenho 34 anos, e toco guitarra",
+                vec!["Tenho 34 anos", "toco guitarra"],
+            ),
+            (
+                "Ik ben 34, en ik speel hockey",
+                vec!["Ik ben 34", "ik speel hockey"],
+            ),
+            (
+                "I live in Madrid, near the Retiro",
+                vec!["I live in Madrid, near the Retiro"],
+            ),
+            ("I like salt and pepper", vec!["I like salt and pepper"]),
+            ("Teacher, 12 years", vec!["Teacher, 12 years"]),
+            // "andere" is not "and"; a trailing separator leaves no empty clause.
+            (
+                "Ich habe zwei Hunde, andere Tiere nicht;",
+                vec!["Ich habe zwei Hunde, andere Tiere nicht"],
+            ),
+        ] {
+            assert_eq!(cut(text), expected, "{text:?}");
+        }
+    }
+
+    /// A fact takes the place of the one clause that holds what the memory's answer drops,
+    /// and the other clauses stay; otherwise (one clause, none or two holding it, nothing
+    /// but function words left) the fact replaces the whole memory.
+    #[test]
+    fn a_fact_replaces_only_the_clause_whose_answer_it_changes() {
+        let answers = |before: &str, now: &str| Answers {
+            question: "?".into(),
+            before: before.into(),
+            now: now.into(),
+        };
+        let ukulele = "I'm 34, and I've just started learning the ukulele";
+        assert_eq!(
+            with_the_rest_kept(ukulele, "I'm actually 43.", &answers("34", "43")).as_deref(),
+            Some("I'm actually 43, and I've just started learning the ukulele")
+        );
+        assert_eq!(
+            with_the_rest_kept(
+                "Ich spiele Cello; ich wohne in Köln",
+                "Ich bin nach Freiburg gezogen",
+                &answers("in Köln", "in Freiburg")
+            )
+            .as_deref(),
+            Some("Ich spiele Cello; Ich bin nach Freiburg gezogen")
+        );
+        for (memory, answered) in [
+            // One clause.
+            (
+                "I live in Madrid, near the Retiro",
+                answers("Madrid", "Valencia"),
+            ),
+            // Nothing dropped, or dropped words the memory does not hold.
+            (ukulele, answers("34", "34")),
+            (ukulele, answers("thirty-four", "forty-three")),
+            // Both clauses hold a dropped word.
+            (ukulele, answers("34 and the ukulele", "43")),
+            // What is left says nothing.
+            ("I'm 34; and so on", answers("34", "43")),
+        ] {
+            assert_eq!(
+                with_the_rest_kept(memory, "I'm actually 43", &answered),
+                None,
+                "{memory:?} {answered:?}"
+            );
         }
     }
 

@@ -22,7 +22,7 @@ mod reconcile;
 mod small_talk;
 
 pub(crate) use extract::{extract_facts, Fact};
-pub(crate) use looks::{apart, outdates, replaces, Apart};
+pub(crate) use looks::{answers, apart, clauses, outdates, replaces, with_the_rest_kept, Apart};
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;

@@ -519,6 +519,72 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
     }
 }
 
+/// A fact that supersedes a memory of several clauses takes the place of the clause whose
+/// answer it changes, and the other clauses stay in the memory, its history keeping the
+/// old text. The model is asked what the memory answers only for a memory of several
+/// clauses; when that answer points at no single clause, the fact replaces it all.
+#[tokio::test]
+async fn a_fact_that_supersedes_one_clause_of_a_memory_leaves_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        // (memory, what its answer drops, the memory after the correction)
+        (
+            "Alice is 34, and she plays the ukulele",
+            Some("34"),
+            "Alice is 43, and she plays the ukulele",
+        ),
+        (
+            "Alice is 34, and she plays the ukulele",
+            Some("34 and the ukulele"),
+            "Alice is 43",
+        ),
+        ("Alice is 34", None, "Alice is 43"),
+    ];
+    for (i, (old, before, after)) in cases.into_iter().enumerate() {
+        let mut script = vec![
+            facts(&[old]),
+            facts(&["Alice is 43"]),
+            json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 0, "text": "Alice is 43"}]})
+                .to_string(),
+        ];
+        script.extend(before.map(|before| {
+            json!({"question": "How old is she?", "before": before, "now": "43"}).to_string()
+        }));
+        let llm = ScriptedLlm::new(script);
+        let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+        let user = format!("alice-{i}");
+        let first = memory.add("About me").user(&user).await.unwrap();
+        let fixed = memory.add("I'm actually 43").user(&user).await.unwrap();
+        assert_eq!(llm.pending(), 0, "{old:?}: every question was asked");
+        assert_eq!(
+            llm.requests().len(),
+            3 + usize::from(before.is_some()),
+            "{old:?}"
+        );
+        if before.is_some() {
+            let question = llm.requests()[3].messages.last().unwrap().content.clone();
+            assert_eq!(question, format!("Memory: {old}\nNew fact: Alice is 43"));
+        }
+        assert_eq!(fixed.results.len(), 1, "{old:?}");
+        assert_eq!(fixed.results[0].event, HistoryEvent::Update);
+        assert_eq!(fixed.results[0].id, first.results[0].id);
+        assert_eq!(fixed.results[0].memory, after);
+        assert_eq!(live(&memory, &user).await, vec![after]);
+        let history = memory.history(first.results[0].id).await.unwrap();
+        assert_eq!(
+            history.last().and_then(|h| h.old_memory.as_deref()),
+            Some(old)
+        );
+        // Search reads the memory's new text.
+        let hits = memory
+            .search("How old is Alice?")
+            .user(&user)
+            .await
+            .unwrap();
+        assert_eq!(hits.results[0].record.memory, after);
+    }
+}
+
 /// A fact the model adds beside a similar memory gets a closer look at that memory: when
 /// the second look says it is replaced and the answer to the memory's question changes,
 /// the memory takes the fact's text, with its history; when the answer keeps what it was,

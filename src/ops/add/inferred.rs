@@ -23,6 +23,8 @@
 //!    ([`infer::apart`]), or nothing changes.
 //!    A fact still added gets a closer look at its two most relevant memories
 //!    ([`infer::outdates`]), and takes the place of the first it outdates.
+//!    A fact that takes the place of a memory of several clauses replaces only the one
+//!    whose answer it changes ([`infer::with_the_rest_kept`]); the others stay.
 //! 5. Under the write gate, every memory the plan changes is re-read: if another call
 //!    changed it meanwhile, the whole add is a 409 and nothing is written. Otherwise all
 //!    inserts and updates commit together with their history (the input messages
@@ -283,6 +285,33 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 
     // An UPDATE stores its fact as the new memories do, its "here" resolved.
     plan.store_as(&texts);
+    // A memory of several clauses keeps those the fact does not change: asked what the
+    // memory answers, the model names the part that changes.
+    let several: Vec<(usize, usize, String)> = plan
+        .facts
+        .iter()
+        .enumerate()
+        .filter_map(|(fact, p)| match p {
+            FactPlan::Update { memory: m, text }
+                if infer::clauses(&existing[*m].record.memory).len() >= 2 =>
+            {
+                Some((fact, *m, text.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    for (fact, m, text) in several {
+        let old = &existing[m].record.memory;
+        let answered = infer::answers(&*llm, old, &said[fact]).await?;
+        usage += answered.usage;
+        if let Some(kept) = infer::with_the_rest_kept(old, &text, &answered.value) {
+            tracing::debug!(target: "memlane", memory = %existing[m].record.id, "the fact takes the place of one clause of the memory");
+            plan.facts[fact] = FactPlan::Update {
+                memory: m,
+                text: kept,
+            };
+        }
+    }
 
     // Updated texts need vectors, read with the memory's context as `update` does.
     let update_texts: Vec<String> = plan
