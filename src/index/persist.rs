@@ -414,7 +414,8 @@ mod tests {
     /// Dimension of the helpers' vectors.
     const DIM: usize = 16;
 
-    /// A store of 30 memories of [`DIM`] dimensions whose index was opened, saved in a new directory and closed.
+    /// A store of 30 memories of [`DIM`] dimensions whose index was opened, saved in a new
+    /// directory and closed.
     async fn saved() -> (tempfile::TempDir, MemStore) {
         let dir = tempfile::tempdir().unwrap();
         let store = MemStore::new();

@@ -410,12 +410,10 @@ pub(crate) fn clauses(text: &str) -> Vec<std::ops::Range<usize>> {
     let mut at = 0;
     while let Some(found) = text[at..].find([',', ';']) {
         let cut = at + found;
-        let sep = text[cut..].chars().next().map_or(1, char::len_utf8);
-        let after = &text[cut + sep..];
         let next = if text[cut..].starts_with(';') {
-            Some(cut + sep)
+            Some(cut + 1)
         } else {
-            let trimmed = after.trim_start();
+            let trimmed = text[cut + 1..].trim_start();
             let word_end = trimmed
                 .find(|c: char| !c.is_alphabetic())
                 .unwrap_or(trimmed.len());
@@ -430,7 +428,7 @@ pub(crate) fn clauses(text: &str) -> Vec<std::ops::Range<usize>> {
                 start = next;
                 at = next;
             }
-            None => at = cut + sep,
+            None => at = cut + 1,
         }
     }
     out.push(start..text.len());
