@@ -253,15 +253,13 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
 /// (whose "here" takes its place from the greeting), a new job in German (which the
 /// model adds beside the old one, settled by a closer look), and a new job in Italian
 /// (whose second look says "replaced" of two of his memories, told apart by the question
-/// each memory answers; without that, the old job stays), and a corrected age in English
-/// (whose memory also holds a new hobby: the correction takes the place of the age alone).
-const CONTRADICTIONS_IN_SUITE: [&str; 6] = [
+/// each memory answers; without that, the old job stays).
+const CONTRADICTIONS_IN_SUITE: [&str; 5] = [
     "umzug-de",
     "katnaam-nl",
     "visit-vs-home-en",
     "lokfuehrer-de",
     "autista-it",
-    "age-fix-en",
 ];
 
 /// `add` with inference through the real model, embedder, index and SQLite file keeps a
