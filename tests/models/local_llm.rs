@@ -246,13 +246,13 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
     );
 }
 
-/// Cases of the contradiction evaluation (its tuned half and development cases) run in the
-/// suite, beside the quickstart's move below (a tuned case too), so that the three cover a
-/// superseding fact and a compatible one: a cat's name corrected in Dutch (which the model
-/// extracts in English, and memlane keeps in the user's words) and a festival beside a home
-/// (whose "here" takes its place from the greeting). The other paths (a second look, a
-/// closer look, the question each memory answers) have tests with a scripted model in
-/// `tests/api`; the evaluation runs every case through the real one, by hand.
+/// Cases of the contradiction evaluation run in the suite (from its tuned half), beside the
+/// quickstart's move (a tuned case too) and a correction of one clause of a memory (both
+/// below): a cat's name corrected in Dutch (which the model extracts in English, and
+/// memlane keeps in the user's words) and a festival beside a home (whose "here" takes its
+/// place from the greeting). The other paths (a second look, a closer look, the question
+/// each memory answers) have tests with a scripted model in `tests/api`; the evaluation
+/// runs every case through the real model, by hand.
 const CONTRADICTIONS_IN_SUITE: [&str; 2] = ["katnaam-nl", "visit-vs-home-en"];
 
 /// `add` with inference through the real model, embedder, index and SQLite file keeps a
@@ -326,6 +326,33 @@ async fn the_quickstarts_move_leaves_the_new_home_alone() {
     assert!(!kept.iter().any(|m| m.contains("Madrid")), "{kept:?}");
     assert!(kept.iter().any(|m| m.contains("Valencia")), "{kept:?}");
     assert!(kept.iter().any(|m| m.contains("nurse")), "{kept:?}");
+}
+
+/// A correction that supersedes one clause of a memory, through the real model: the memory
+/// keeps its id and its other clause, with the corrected one in place, and its history has
+/// the old text. The first memory is stored as said (without inference), so that it is one
+/// memory of two clauses whatever the extraction would have split.
+#[tokio::test]
+async fn a_correction_takes_the_place_of_one_clause_and_keeps_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = memory(&dir).await;
+    let said = "I'm 34, and I've just started learning the ukulele.";
+    let first = memory.add(said).user("remy").infer(false).await.unwrap();
+    let id = first.results[0].id;
+    memory
+        .add("I got that wrong earlier, I'm actually 43. Typing too fast!")
+        .user("remy")
+        .await
+        .unwrap();
+    let kept = texts(&memory, "remy").await;
+    assert!(!kept.iter().any(|m| m.contains("34")), "{kept:?}");
+    let now = memory.get(id).await.unwrap().memory;
+    assert!(now.contains("43") && now.contains("ukulele"), "{kept:?}");
+    let history = memory.history(id).await.unwrap();
+    assert_eq!(
+        history.last().and_then(|h| h.old_memory.as_deref()),
+        Some(said)
+    );
 }
 
 /// Small talk the real model extracts beside a fact is not stored: the fact is, and
