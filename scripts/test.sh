@@ -16,8 +16,9 @@ if [ -z "${MEMLANE_TEST_POSTGRES:-}" ]; then
   MEMLANE_TEST_POSTGRES=$(scripts/postgres.sh start "$pg_dir" $$)
   export MEMLANE_TEST_POSTGRES
 fi
-# Every test target, with the examples built once each, in test mode (a plain `cargo
-# test` builds the two evaluation examples twice: as examples and as test harnesses), then
-# the doc tests, which cargo runs only on their own when targets are named.
-cargo test --features postgres,rig --lib --tests --examples "$@"
-cargo test --features postgres,rig --doc "$@"
+# Every test target of both crates (memlane and its kernels, `kernels/`), with the
+# examples built once each, in test mode (a plain `cargo test` builds the two evaluation
+# examples twice: as examples and as test harnesses), then the doc tests, which cargo runs
+# only on their own when targets are named.
+cargo test --workspace --features postgres,rig --lib --tests --examples "$@"
+cargo test --workspace --features postgres,rig --doc "$@"

@@ -7,11 +7,11 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use tokenizers::{Tokenizer, TruncationParams};
 
-use super::bert::{Bert, Config, Scratch};
-use super::matmul::Team;
 use super::{EmbedMode, Embedder};
 use crate::coalesce::Coalescer;
 use crate::error::{Error, Result};
+use memlane_kernels::bert::{Bert, Config, Scratch};
+use memlane_kernels::matmul::Team;
 
 /// The Hugging Face repository and revision of the pinned files (feature `hub`).
 #[cfg(feature = "hub")]

@@ -5,11 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-#[cfg(feature = "local-embed")]
-mod bert;
 mod hash;
-#[cfg(feature = "local-embed")]
-mod matmul;
 #[cfg(feature = "local-embed")]
 mod minilm;
 
@@ -118,19 +114,8 @@ pub(crate) fn normalize(mut v: Vec<f32>, expected: usize) -> Result<Vec<f32>> {
     Ok(v)
 }
 
-/// Dot product, written so the compiler vectorises it.
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, ra) = a.as_chunks::<8>();
-    let (cb, rb) = b.as_chunks::<8>();
-    for (x, y) in ca.iter().zip(cb) {
-        for i in 0..8 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
-    acc.iter().sum::<f32>() + tail
-}
+/// Dot product (in `memlane-kernels`, built optimised when memlane is not).
+pub(crate) use memlane_kernels::vector::dot;
 
 #[cfg(test)]
 mod tests {

@@ -1,15 +1,11 @@
-//! The HNSW graph (hnsw_rs) over int8-quantized vectors, fresh or loaded from disk.
+//! The HNSW graph (hnsw_rs, through `memlane_kernels::graph`) over int8-quantized
+//! vectors, fresh or loaded from disk.
 
-use hnsw_rs::hnsw::Hnsw;
 use hnsw_rs::hnswio::HnswIo;
-use hnsw_rs::prelude::Distance;
+pub(crate) use memlane_kernels::graph::{Graph, QUANT_SCALE};
 
 use super::IndexParams;
 use crate::store::VectorKey;
-
-/// Scale of the int8 quantization: a unit vector's components lie in [-1, 1], so they map
-/// to [-127, 127] without clipping.
-const QUANT_SCALE: f32 = 127.0;
 
 /// The graph stores vectors quantized to int8: a quarter of the memory, and of the memory
 /// traffic per hop, of f32. Its distances only steer the walk; hits are re-ranked exactly
@@ -19,24 +15,6 @@ pub(crate) fn quantize(v: &[f32]) -> Vec<i8> {
         .map(|x| (x * QUANT_SCALE).round().clamp(-QUANT_SCALE, QUANT_SCALE) as i8)
         .collect()
 }
-
-/// Approximate cosine distance between quantized unit vectors, `1 - dot`, clamped at 0
-/// (hnsw_rs asserts on negative distances).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct QuantizedCosine;
-
-impl Distance<i8> for QuantizedCosine {
-    fn eval(&self, a: &[i8], b: &[i8]) -> f32 {
-        let dot: i32 = a
-            .iter()
-            .zip(b)
-            .map(|(x, y)| i32::from(*x) * i32::from(*y))
-            .sum();
-        (1.0 - dot as f32 / (QUANT_SCALE * QUANT_SCALE)).max(0.0)
-    }
-}
-
-pub(super) type Graph<'a> = Hnsw<'a, i8, QuantizedCosine>;
 
 self_cell::self_cell!(
     /// A graph loaded from disk borrows from its loader.
@@ -71,12 +49,11 @@ impl GraphHolder {
 
 pub(super) fn new_graph(params: &IndexParams, capacity: usize) -> Graph<'static> {
     // hnsw_rs's default layer cap; the capacity is only an allocation hint.
-    Hnsw::new(
+    memlane_kernels::graph::new(
         params.max_connections,
         capacity.max(1024),
         16,
         params.ef_construction,
-        QuantizedCosine,
     )
 }
 
@@ -91,18 +68,18 @@ pub(super) fn insert_into<'v>(
     let mut rest = quantized.as_slice();
     // hnsw_rs lets two threads inserting into an empty graph both take its entry point,
     // and one of the two points is then never linked: the first point goes in alone.
-    if g.get_nb_point() == 0 {
+    if memlane_kernels::graph::points(g) == 0 {
         if let Some(((v, k), after)) = rest.split_first() {
-            g.insert_slice((v.as_slice(), *k));
+            memlane_kernels::graph::insert(g, v, *k);
             rest = after;
         }
     }
     if rest.len() >= 64 {
         let data: Vec<(&[i8], usize)> = rest.iter().map(|(v, k)| (v.as_slice(), *k)).collect();
-        g.parallel_insert_slice(&data);
+        memlane_kernels::graph::parallel_insert(g, &data);
     } else {
         for (v, k) in rest {
-            g.insert_slice((v.as_slice(), *k));
+            memlane_kernels::graph::insert(g, v, *k);
         }
     }
 }
@@ -114,6 +91,9 @@ pub(super) fn pairs(items: &[(VectorKey, Vec<f32>)]) -> impl Iterator<Item = (Ve
 
 #[cfg(test)]
 mod tests {
+    use hnsw_rs::prelude::Distance;
+    use memlane_kernels::graph::QuantizedCosine;
+
     use super::*;
     use crate::embed::dot;
 
@@ -148,7 +128,7 @@ mod tests {
             insert_into(&g, pairs(&vectors));
             for (key, v) in &vectors {
                 // Asked for every point, the graph must give every point back.
-                let hits = g.search(&quantize(v), POINTS, POINTS);
+                let hits = memlane_kernels::graph::search(&g, &quantize(v), POINTS, POINTS);
                 assert!(
                     hits.iter().any(|h| h.d_id == *key as usize),
                     "point {key} is unreachable"

@@ -52,7 +52,7 @@ impl VectorIndex {
             None => GraphHolder::Fresh(new_graph(&self.params, self.live_count()?)),
         };
         let added = self.insert_missing(&holder)?;
-        let points = holder.with(|g| g.get_nb_point()).unwrap_or(0);
+        let points = holder.with(memlane_kernels::graph::points).unwrap_or(0);
         *write_lock(&self.graph)? = holder;
         let mut s = write_lock(&self.state)?;
         s.points = points;
@@ -67,7 +67,7 @@ impl VectorIndex {
         let mut present: Vec<u64> = Vec::new();
         graph.with(|g| {
             // hnsw_rs's point iterator unwraps the entry point: never walk an empty graph.
-            if g.get_nb_point() > 0 {
+            if memlane_kernels::graph::points(g) > 0 {
                 for point in g.get_point_indexation() {
                     let key = point.get_origin_id();
                     if present.len() <= key / 64 {

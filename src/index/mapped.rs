@@ -5,8 +5,8 @@
 //! them in its state file instead, and the index maps that file: a search reads the pages
 //! of the vectors it ranks, and the kernel keeps or drops the rest like any file cache.
 //!
-//! One of the crate's four unsafe modules (with the FTS5 function, the encoder's matrix
-//! products and the local model's quantized kernels). The
+//! One of the crate's two unsafe modules (with the FTS5 function; the encoder's matrix
+//! products and the local model's kernels are in `memlane-kernels`). The
 //! contract `memmap2` asks for: the file is not changed while mapped. State files are
 //! written once into a temporary directory, synced and renamed into place, and nothing
 //! writes them again; a later save of any process writes a new generation and only unlinks

@@ -10,12 +10,11 @@ use std::io::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
-use hnsw_rs::api::AnnT;
 use hnsw_rs::hnswio::HnswIo;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::graph::{GraphHolder, LoadedGraph, QuantizedCosine};
+use super::graph::{GraphHolder, LoadedGraph};
 use super::statefile::{self, Record, SavedState};
 use super::{read_lock, write_lock, IndexParams, VectorIndex};
 
@@ -150,7 +149,7 @@ impl VectorIndex {
         let basename = {
             let graph = read_lock(&self.graph)?;
             let dumped = catch_unwind(AssertUnwindSafe(|| {
-                graph.with(|g| g.file_dump(&tmp, "graph"))
+                graph.with(|g| memlane_kernels::graph::dump(g, &tmp, "graph"))
             }));
             match dumped {
                 Ok(Some(Ok(name))) => name,
@@ -356,7 +355,7 @@ pub(super) fn load_graph(files: GraphFiles) -> Option<LoadedGraph> {
     }
     let io = HnswIo::new(&files.gen_dir, &files.basename);
     let loaded = catch_unwind(AssertUnwindSafe(|| {
-        LoadedGraph::try_new(io, |io| io.load_hnsw_with_dist(QuantizedCosine))
+        LoadedGraph::try_new(io, memlane_kernels::graph::load)
     }));
     let graph = match loaded {
         Ok(Ok(g)) => g,
@@ -365,7 +364,7 @@ pub(super) fn load_graph(files: GraphFiles) -> Option<LoadedGraph> {
             return None;
         }
     };
-    let points = graph.with_dependent(|_, g| g.get_nb_point());
+    let points = graph.with_dependent(|_, g| memlane_kernels::graph::points(g));
     if points != files.points {
         reject(&files.dir, "its point count disagrees with its manifest");
         return None;

@@ -76,7 +76,7 @@ impl VectorIndex {
         let ef = self.params.ef_search.max(k);
         let quantized = quantize(query);
         // The whole beam comes back from the walk and is re-ranked exactly from the arena.
-        let rerank = |found: Vec<hnsw_rs::hnsw::Neighbour>| -> Vec<(VectorKey, f32)> {
+        let rerank = |found: Vec<memlane_kernels::graph::Neighbour>| -> Vec<(VectorKey, f32)> {
             let scored = found
                 .into_iter()
                 .map(|n| n.d_id as VectorKey)
@@ -101,7 +101,7 @@ impl VectorIndex {
             .clamp(ef, 4096);
             let hits = rerank(
                 graph
-                    .with(|g| g.search(&quantized, beam, beam))
+                    .with(|g| memlane_kernels::graph::search(g, &quantized, beam, beam))
                     .unwrap_or_default(),
             );
             if hits.len() == k || hits.len() >= s.live {
@@ -121,7 +121,7 @@ impl VectorIndex {
         };
         Ok(rerank(
             graph
-                .with(|g| g.search_filter(&quantized, ef, ef, Some(&filter)))
+                .with(|g| memlane_kernels::graph::search_filter(g, &quantized, ef, ef, &filter))
                 .unwrap_or_default(),
         ))
     }

@@ -8,7 +8,7 @@
 const GUESS_TOKENS: usize = 7;
 
 /// Tokens a pass reads at a small cost over one: the CPU kernels multiply up to four
-/// tokens by each block of a weight they unpack (see `kernels.rs`; measured here, four
+/// tokens by each block of a weight they unpack (see `memlane_kernels::quantized`; measured here, four
 /// tokens take 1.7 times one token's time), so a pass of five unpacks every block twice,
 /// as a pass of eight does.
 const PASS_TILE: usize = 4;

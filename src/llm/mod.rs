@@ -19,8 +19,6 @@ use crate::record::Message;
 mod decoding;
 #[cfg(feature = "local-llm")]
 pub(crate) mod grammar;
-#[cfg(feature = "local-llm")]
-mod kernels;
 #[cfg(feature = "llama")]
 mod llama;
 #[cfg(feature = "local-llm")]

@@ -5,7 +5,7 @@
 //! Speed: every matmul stays quantized, batched over the rows it is given (measured here
 //! with one 8960 × 1536 Q4_K matrix, 256 rows: 138 ms quantized with AVX2, 214 ms
 //! dequantized to f32). On a CPU with AVX-512 VNNI the Q4_K and Q6_K products run on
-//! [`super::kernels`], which unpack each weight block once for four rows; elsewhere on
+//! `memlane_kernels::quantized`, which unpack each weight block once for four rows; elsewhere on
 //! candle's, which use AVX2 and FMA only when the build targets them
 //! (`target-cpu=x86-64-v3`, set in `.cargo/config.toml`). Attention reads each key/value
 //! head once for all its query heads, and the cache appends in place: in a long context,
@@ -13,17 +13,32 @@
 
 use std::sync::Arc;
 
-use candle_core::quantized::{gguf_file, QMatMul, QTensor};
+use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, IndexOp, Module, Result, Tensor};
 
-use super::kernels::Kernel;
 use crate::progress::{report, OnProgress, Task};
+use memlane_kernels::quantized::{Kernel, Kind};
 
 /// A quantized weight, multiplied by memlane's kernels where the CPU runs them, else by
 /// candle's.
 enum Weight {
     Kernel(Kernel),
     Candle(QMatMul),
+}
+
+/// The kernel of a 2-D Q4_K or Q6_K weight, on a CPU that runs the kernels; `None`
+/// otherwise (candle's kernels then do the work).
+fn kernel(weight: &QTensor) -> Option<Kernel> {
+    let kind = match weight.dtype() {
+        GgmlDType::Q4K => Kind::Q4K,
+        GgmlDType::Q6K => Kind::Q6K,
+        _ => return None,
+    };
+    if !memlane_kernels::quantized::available() {
+        return None;
+    }
+    let (rows, cols) = weight.shape().dims2().ok()?;
+    Kernel::new(kind, rows, cols, weight.data().ok()?.into_owned())
 }
 
 /// A linear layer over a quantized weight, with an optional bias.
@@ -34,7 +49,7 @@ struct Linear {
 
 impl Linear {
     fn new(weight: QTensor, bias: Option<Tensor>) -> Result<Self> {
-        let weight = match Kernel::new(&weight) {
+        let weight = match kernel(&weight) {
             Some(kernel) => Weight::Kernel(kernel),
             None => Weight::Candle(QMatMul::from_qtensor(weight)?),
         };
@@ -53,7 +68,8 @@ impl Linear {
                 let values: Vec<f32> = x.flatten_all()?.to_vec1()?;
                 let mut shape = outer.to_vec();
                 shape.push(kernel.rows());
-                Tensor::from_vec(kernel.matmul(&values, m)?, shape, x.device())?
+                let product = kernel.matmul(&values, m).map_err(candle_core::Error::Msg)?;
+                Tensor::from_vec(product, shape, x.device())?
             }
         };
         match &self.bias {
@@ -376,6 +392,68 @@ fn grouped_attention(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernels give candle's products, up to the order of `f32` additions, for both
+    /// block kinds, for one input row and for many (tiles of four and the rows left over).
+    #[test]
+    fn products_match_candles() {
+        if !memlane_kernels::quantized::available() {
+            eprintln!("this CPU lacks AVX-512 VNNI: the kernels are not used here");
+            return;
+        }
+        let device = Device::Cpu;
+        let mut checked = 0;
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            let (n, k) = (37, 3 * 256);
+            let w = Tensor::randn(0f32, 1.0, (n, k), &device).unwrap();
+            let w = QTensor::quantize(&w, dtype).unwrap();
+            let kernel = kernel(&w).expect("a kernel for this weight");
+            let candle = QMatMul::from_qtensor(w).unwrap();
+            // Every tile (one to four input rows) and tiles after a full one.
+            for m in [1, 2, 3, 4, 6, 7] {
+                // Inputs with an offset, so that the minimums and offsets matter.
+                let x = (Tensor::randn(0f32, 1.0, (m, k), &device).unwrap() + 0.5).unwrap();
+                let expected: Vec<f32> = candle
+                    .forward(&x)
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1()
+                    .unwrap();
+                let got = kernel
+                    .matmul(&x.flatten_all().unwrap().to_vec1().unwrap(), m)
+                    .unwrap();
+                assert_eq!(got.len(), m * n);
+                // The minimums' part and the rest nearly cancel (terms of hundreds for
+                // results of units): rounding moves results by about 1e-4.
+                for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-3 * (1.0 + b.abs()),
+                        "{dtype:?}, {m} rows, value {i}: {a} against candle's {b}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 12);
+    }
+
+    #[test]
+    fn other_kinds_and_shapes_are_left_to_candle() {
+        let device = Device::Cpu;
+        let w = Tensor::randn(0f32, 1.0, (4, 2 * 256), &device).unwrap();
+        let q8 = QTensor::quantize(&w, GgmlDType::Q8_0).unwrap();
+        assert!(kernel(&q8).is_none());
+        let q4 = QTensor::quantize(&w, GgmlDType::Q4K).unwrap();
+        assert_eq!(
+            kernel(&q4).is_some(),
+            memlane_kernels::quantized::available()
+        );
+        if let Some(kernel) = kernel(&q4) {
+            // An input of the wrong width is an error, not a read out of bounds.
+            assert!(kernel.matmul(&[0.0; 256], 1).is_err());
+        }
+    }
 
     /// Grouped attention equals attention with each key/value head copied out for the
     /// query heads that share it, with and without a mask.

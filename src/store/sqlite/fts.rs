@@ -8,8 +8,8 @@
 //! SQLite store reads only the rows it ranks, and takes the document frequencies from a
 //! cache (see `DocFrequencies` in the SQLite store).
 //!
-//! One of the crate's four unsafe modules (with the index's mapped vectors, the encoder's
-//! matrix products and the local model's quantized kernels): SQLite
+//! One of the crate's two unsafe modules (with the index's mapped vectors; the encoder's
+//! matrix products and the local model's kernels are in `memlane-kernels`): SQLite
 //! registers auxiliary functions through a C vtable. Every pointer comes from SQLite, every
 //! return code is checked, and the callback runs under `catch_unwind`, so no panic crosses
 //! into C.

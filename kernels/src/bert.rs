@@ -9,16 +9,18 @@
 
 use serde::Deserialize;
 
-use super::matmul::{matmul, Mat, MatMut, Team};
+use crate::matmul::{matmul, Mat, MatMut, Team};
 
 /// The fields of a Hugging Face BERT `config.json` the forward pass needs.
 #[derive(Debug, Deserialize)]
-pub(super) struct Config {
+pub struct Config {
+    /// Width of the hidden states (and of the embeddings).
     pub hidden_size: usize,
     num_hidden_layers: usize,
     num_attention_heads: usize,
     intermediate_size: usize,
     hidden_act: String,
+    /// The most tokens a text may have.
     pub max_position_embeddings: usize,
     layer_norm_eps: f64,
     #[serde(default)]
@@ -63,7 +65,7 @@ struct Layer {
 }
 
 /// A loaded BERT encoder.
-pub(super) struct Bert {
+pub struct Bert {
     word: Vec<f32>,
     pos: Vec<f32>,
     /// Token type 0's embedding: sentence embeddings use no other.
@@ -80,7 +82,7 @@ pub(super) struct Bert {
 
 /// The buffers of one forward pass, kept between passes.
 #[derive(Default)]
-pub(super) struct Scratch {
+pub struct Scratch {
     x: Vec<f32>,
     tmp: Vec<f32>,
     qkv: Vec<f32>,

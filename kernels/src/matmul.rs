@@ -1,8 +1,8 @@
 //! Matrix products for the BERT encoder, on the `gemm` crate's kernels (AVX2/FMA, AVX-512 or
 //! NEON, chosen at run time), on one thread or shared out over a small team of threads.
 //!
-//! One of the crate's four unsafe modules (the others register an FTS5 function, map the
-//! index's saved vectors and run the local model's quantized kernels): `gemm` takes raw pointers and strides. [`matmul`] checks every
+//! One of this crate's two unsafe modules (with the local model's quantized kernels):
+//! `gemm` takes raw pointers and strides. [`matmul`] checks every
 //! shape and stride against the slices it is given before calling it, so a wrong shape is an
 //! error and never a read or write outside a slice; a part of a product handed to another
 //! thread is a disjoint range of the destination's columns, waited for before `matmul`
@@ -12,19 +12,28 @@
 
 /// A matrix read from a slice: element `(r, c)` is `data[r * rs + c * cs]`.
 #[derive(Clone, Copy)]
-pub(super) struct Mat<'a> {
+pub struct Mat<'a> {
+    /// The elements, and possibly more.
     pub data: &'a [f32],
+    /// Rows of the matrix.
     pub rows: usize,
+    /// Columns of the matrix.
     pub cols: usize,
+    /// Stride from a row to the next.
     pub rs: usize,
+    /// Stride from a column to the next.
     pub cs: usize,
 }
 
 /// A row-major matrix written into a slice: element `(r, c)` is `data[r * rs + c]`.
-pub(super) struct MatMut<'a> {
+pub struct MatMut<'a> {
+    /// The elements, and possibly more.
     pub data: &'a mut [f32],
+    /// Rows of the matrix.
     pub rows: usize,
+    /// Columns of the matrix.
     pub cols: usize,
+    /// Stride from a row to the next (at least `cols` when there are two rows or more).
     pub rs: usize,
 }
 
@@ -41,7 +50,7 @@ fn reach(rows: usize, cols: usize, rs: usize, cs: usize, len: usize) -> Option<u
 
 /// `dst = scale · lhs · rhs`, or `dst += scale · lhs · rhs` when `accumulate`; on the
 /// calling thread, or with its columns shared out over a [`Team`].
-pub(super) fn matmul(
+pub fn matmul(
     dst: MatMut<'_>,
     lhs: Mat<'_>,
     rhs: Mat<'_>,
@@ -202,14 +211,14 @@ impl Job {
 /// usually still spinning when the next product comes, and handing it over costs no system
 /// call (rayon's pool, which `gemm` would otherwise use, yields to the kernel in a loop
 /// while it waits).
-pub(super) struct Team {
+pub struct Team {
     slots: Vec<std::sync::Arc<Slot>>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Team {
     /// A team of up to `helpers` threads (fewer if the system will not start them).
-    pub(super) fn new(helpers: usize) -> Team {
+    pub fn new(helpers: usize) -> Team {
         let mut team = Team {
             slots: Vec::new(),
             threads: Vec::new(),
@@ -234,7 +243,7 @@ impl Team {
 
     /// Lets the team's threads sleep at once instead of spinning for a next product: called
     /// when a pass ends, so that they leave the cores to whatever runs next.
-    pub(super) fn rest(&self) {
+    pub fn rest(&self) {
         for slot in &self.slots {
             slot.resting
                 .store(true, std::sync::atomic::Ordering::Release);
@@ -243,7 +252,7 @@ impl Team {
 
     /// How many threads besides the caller's.
     #[cfg(test)]
-    pub(super) fn helpers(&self) -> usize {
+    pub fn helpers(&self) -> usize {
         self.slots.len()
     }
 }

@@ -10,14 +10,13 @@
 //! each block's sum is scaled in `f32`; only the order of the final `f32` additions
 //! differs from candle's, which moves the result by rounding.
 //!
-//! One of the crate's four unsafe modules (with the FTS5 function, the index's mapped
-//! vectors and the encoder's matrix products): the SIMD instructions are `unsafe` to call, and are
-//! called only after the CPU was checked for them. Every load reads within a block whose
-//! bounds [`Kernel::matmul`] checks before entering the unsafe code.
+//! One of this crate's two unsafe modules (with the encoder's matrix products): the SIMD
+//! instructions are `unsafe` to call, and are called only after the CPU was checked for
+//! them. Every load reads within a block whose bounds [`Kernel::matmul`] checks before
+//! entering the unsafe code.
 
 #![allow(unsafe_code)]
 
-use candle_core::quantized::{GgmlDType, QTensor};
 use half::f16;
 use rayon::prelude::*;
 
@@ -28,14 +27,18 @@ const Q6K_BYTES: usize = 210;
 /// Weight rows per task shared out among the threads.
 const ROWS_PER_TASK: usize = 16;
 
+/// The kinds of quantized block the kernels multiply, as the GGUF format names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub enum Kind {
+    /// `Q4_K`: 4-bit values with 6-bit scales and minimums, 144 bytes per 256 values.
     Q4K,
+    /// `Q6_K`: 6-bit values with 8-bit scales, 210 bytes per 256 values.
     Q6K,
 }
 
 impl Kind {
-    fn block_bytes(self) -> usize {
+    /// Bytes of one block of 256 values.
+    pub fn block_bytes(self) -> usize {
         match self {
             Kind::Q4K => Q4K_BYTES,
             Kind::Q6K => Q6K_BYTES,
@@ -45,7 +48,7 @@ impl Kind {
 
 /// A quantized weight of `rows` × `cols` that this module multiplies: its blocks, row after
 /// row, as the GGUF file holds them.
-pub(crate) struct Kernel {
+pub struct Kernel {
     kind: Kind,
     rows: usize,
     cols: usize,
@@ -54,7 +57,7 @@ pub(crate) struct Kernel {
 
 /// Whether this CPU runs the kernels: AVX-512 with its byte, word and neural-network
 /// instructions (Intel since Ice Lake, AMD since Zen 4).
-pub(crate) fn available() -> bool {
+pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
@@ -68,22 +71,13 @@ pub(crate) fn available() -> bool {
 }
 
 impl Kernel {
-    /// The kernel of a 2-D Q4_K or Q6_K weight whose rows are whole blocks, on a CPU that
-    /// runs it; `None` otherwise (candle's kernels then do the work).
-    pub(crate) fn new(weight: &QTensor) -> Option<Kernel> {
-        if !available() {
+    /// The kernel of a weight of `rows` × `cols` held as blocks of `kind`, row after row
+    /// (`data`, as the GGUF file holds them), on a CPU that runs it; `None` for another CPU,
+    /// or a shape whose rows are not whole blocks or that `data` does not fill exactly.
+    pub fn new(kind: Kind, rows: usize, cols: usize, data: Vec<u8>) -> Option<Kernel> {
+        if !available() || cols == 0 || !cols.is_multiple_of(QK) {
             return None;
         }
-        let kind = match weight.dtype() {
-            GgmlDType::Q4K => Kind::Q4K,
-            GgmlDType::Q6K => Kind::Q6K,
-            _ => return None,
-        };
-        let (rows, cols) = weight.shape().dims2().ok()?;
-        if cols == 0 || !cols.is_multiple_of(QK) {
-            return None;
-        }
-        let data = weight.data().ok()?.into_owned();
         if data.len() != rows * (cols / QK) * kind.block_bytes() {
             return None;
         }
@@ -96,19 +90,19 @@ impl Kernel {
     }
 
     /// Rows of the weight (the width of a product).
-    pub(crate) fn rows(&self) -> usize {
+    pub fn rows(&self) -> usize {
         self.rows
     }
 
     /// `x` (`m` rows of as many values as the weight has columns) times the weight's
     /// transpose: `m` rows of [`Kernel::rows`] values.
-    pub(crate) fn matmul(&self, x: &[f32], m: usize) -> candle_core::Result<Vec<f32>> {
+    pub fn matmul(&self, x: &[f32], m: usize) -> Result<Vec<f32>, String> {
         let (n, k) = (self.rows, self.cols);
         if x.len() != m * k {
-            candle_core::bail!(
+            return Err(format!(
                 "{} input values for {m} rows of the weight's {k} columns",
                 x.len()
-            );
+            ));
         }
         if m == 0 {
             return Ok(Vec::new());
@@ -443,53 +437,6 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::quantized::QMatMul;
-    use candle_core::{Device, Module, Tensor};
-
-    /// The kernels give candle's products, up to the order of `f32` additions, for both
-    /// block kinds, for one input row and for many (tiles of four and the rows left over).
-    #[test]
-    fn products_match_candles() {
-        if !available() {
-            eprintln!("this CPU lacks AVX-512 VNNI: the kernels are not used here");
-            return;
-        }
-        let device = Device::Cpu;
-        let mut checked = 0;
-        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
-            let (n, k) = (37, 3 * QK);
-            let w = Tensor::randn(0f32, 1.0, (n, k), &device).unwrap();
-            let w = QTensor::quantize(&w, dtype).unwrap();
-            let kernel = Kernel::new(&w).expect("a kernel for this weight");
-            let candle = QMatMul::from_qtensor(w).unwrap();
-            // Every tile (one to four input rows) and tiles after a full one.
-            for m in [1, 2, 3, 4, 6, 7] {
-                // Inputs with an offset, so that the minimums and offsets matter.
-                let x = (Tensor::randn(0f32, 1.0, (m, k), &device).unwrap() + 0.5).unwrap();
-                let expected: Vec<f32> = candle
-                    .forward(&x)
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1()
-                    .unwrap();
-                let got = kernel
-                    .matmul(&x.flatten_all().unwrap().to_vec1().unwrap(), m)
-                    .unwrap();
-                assert_eq!(got.len(), m * n);
-                // The minimums' part and the rest nearly cancel (terms of hundreds for
-                // results of units): rounding moves results by about 1e-4.
-                for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
-                    assert!(
-                        (a - b).abs() <= 1e-3 * (1.0 + b.abs()),
-                        "{dtype:?}, {m} rows, value {i}: {a} against candle's {b}"
-                    );
-                }
-                checked += 1;
-            }
-        }
-        assert_eq!(checked, 12);
-    }
 
     /// The word-wise unpacking of Q4_K's scales is llama.cpp's `get_scale_min_k4`.
     #[test]
@@ -517,16 +464,18 @@ mod tests {
     }
 
     #[test]
-    fn other_kinds_and_shapes_are_left_to_candle() {
-        let device = Device::Cpu;
-        let w = Tensor::randn(0f32, 1.0, (4, 2 * QK), &device).unwrap();
-        let q8 = QTensor::quantize(&w, GgmlDType::Q8_0).unwrap();
-        assert!(Kernel::new(&q8).is_none());
-        let q4 = QTensor::quantize(&w, GgmlDType::Q4K).unwrap();
-        assert_eq!(Kernel::new(&q4).is_some(), available());
-        if let Some(kernel) = Kernel::new(&q4) {
+    fn shapes_that_are_not_whole_blocks_have_no_kernel_and_a_wrong_input_is_an_error() {
+        let data = vec![0u8; 4 * 2 * Q4K_BYTES];
+        // Columns that are not whole blocks, and data that does not fill the shape.
+        assert!(Kernel::new(Kind::Q4K, 4, 2 * QK + 1, data.clone()).is_none());
+        assert!(Kernel::new(Kind::Q4K, 5, 2 * QK, data.clone()).is_none());
+        assert!(Kernel::new(Kind::Q6K, 4, 2 * QK, data.clone()).is_none());
+        let kernel = Kernel::new(Kind::Q4K, 4, 2 * QK, data);
+        assert_eq!(kernel.is_some(), available());
+        if let Some(kernel) = kernel {
             // An input of the wrong width is an error, not a read out of bounds.
             assert!(kernel.matmul(&[0.0; QK], 1).is_err());
+            assert_eq!(kernel.matmul(&[0.0; 2 * QK], 1).unwrap(), vec![0.0; 4]);
         }
     }
 }
