@@ -1,11 +1,13 @@
 //! Matrix products over the local model's quantized weights (llama.cpp's Q4_K and Q6_K
-//! blocks) with AVX-512, where the CPU has it: the local model spends most of its time in
-//! them.
+//! blocks) with AVX-512 where the CPU has it, else with AVX2 and FMA: the local model
+//! spends most of its time in them.
 //!
 //! candle's kernels (AVX2) take each row of the input on its own: a prompt of 80 tokens
-//! unpacks every block of every weight 80 times. Here each block of a weight row is unpacked
-//! once, into registers, for four input rows at a time, and its products are taken 64
-//! values per instruction. The arithmetic is llama.cpp's: the input is quantized to 8 bits
+//! unpacks every block of every weight 80 times, and reads the whole weight from memory
+//! for each. Here each block of a weight row is unpacked once, into registers, for four
+//! input rows at a time, while a few weight rows stay in the core's cache for all the
+//! input's rows; with AVX-512 its products are taken 64 values per instruction, with AVX2
+//! 32. The arithmetic is llama.cpp's: the input is quantized to 8 bits
 //! per block of 256 (as `Q8_K`, the way candle does it), the integer sums are exact and
 //! each block's sum is scaled in `f32`; only the order of the final `f32` additions
 //! differs from candle's, which moves the result by rounding.
@@ -50,24 +52,47 @@ impl Kind {
 /// row, as the GGUF file holds them.
 pub struct Kernel {
     kind: Kind,
+    isa: Isa,
     rows: usize,
     cols: usize,
     data: Vec<u8>,
 }
 
-/// Whether this CPU runs the kernels: AVX-512 with its byte, word and neural-network
-/// instructions (Intel since Ice Lake, AMD since Zen 4).
-pub fn available() -> bool {
+/// The instructions a kernel runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isa {
+    /// AVX-512 with its byte, word and neural-network instructions (Intel since Ice Lake,
+    /// AMD since Zen 4).
+    Avx512,
+    /// AVX2 and FMA (Intel since Haswell, AMD since Zen).
+    Avx2,
+}
+
+/// The best instructions of this CPU that the kernels run on, if any.
+fn isa() -> Option<Isa> {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
+        if std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vnni")
+        {
+            return Some(Isa::Avx512);
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            return Some(Isa::Avx2);
+        }
+        None
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        false
+        None
     }
+}
+
+/// Whether this CPU runs the kernels: AVX-512 (F, BW and VNNI), or AVX2 and FMA.
+pub fn available() -> bool {
+    isa().is_some()
 }
 
 impl Kernel {
@@ -75,7 +100,8 @@ impl Kernel {
     /// (`data`, as the GGUF file holds them), on a CPU that runs it; `None` for another CPU,
     /// or a shape whose rows are not whole blocks or that `data` does not fill exactly.
     pub fn new(kind: Kind, rows: usize, cols: usize, data: Vec<u8>) -> Option<Kernel> {
-        if !available() || cols == 0 || !cols.is_multiple_of(QK) {
+        let isa = isa()?;
+        if cols == 0 || !cols.is_multiple_of(QK) {
             return None;
         }
         if data.len() != rows * (cols / QK) * kind.block_bytes() {
@@ -83,6 +109,7 @@ impl Kernel {
         }
         Some(Kernel {
             kind,
+            isa,
             rows,
             cols,
             data,
@@ -155,12 +182,14 @@ impl Kernel {
         assert!(input.blocks == blocks);
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: a `Kernel` exists only where `available()` found the instructions; the
-            // row and the input rows were checked to hold `blocks` whole blocks each.
+            // SAFETY: a `Kernel` exists only where `isa()` found its instructions; the row
+            // and the input rows were checked to hold `blocks` whole blocks each.
             unsafe {
-                match self.kind {
-                    Kind::Q4K => x86::q4k::<R>(weight, input, first),
-                    Kind::Q6K => x86::q6k::<R>(weight, input, first),
+                match (self.isa, self.kind) {
+                    (Isa::Avx512, Kind::Q4K) => x86::q4k::<R>(weight, input, first),
+                    (Isa::Avx512, Kind::Q6K) => x86::q6k::<R>(weight, input, first),
+                    (Isa::Avx2, Kind::Q4K) => x86::q4k_avx2::<R>(weight, input, first),
+                    (Isa::Avx2, Kind::Q6K) => x86::q6k_avx2::<R>(weight, input, first),
                 }
             }
         }
@@ -431,6 +460,149 @@ mod x86 {
             }
         }
         finish(&acc, &acc_offset)
+    }
+
+    /// The sum of one block's eight 32-value products, each weighted by its scales (16-bit
+    /// lanes, one per pair of values): AVX2's counterpart of [`block_sum`].
+    ///
+    /// # Safety
+    /// The CPU has AVX2; `y` points at 256 readable bytes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn block_sum_avx2(q: &[__m256i; 8], scales: &[__m256i; 8], y: *const i8) -> __m256i {
+        let mut sum = _mm256_setzero_si256();
+        for k in 0..8 {
+            let y = _mm256_loadu_si256(y.add(32 * k).cast());
+            // Weights (unsigned, at most 63) times inputs, in pairs: 16-bit sums that fit;
+            // times their scales, in pairs again: 32-bit sums.
+            let products = _mm256_maddubs_epi16(q[k], y);
+            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(products, scales[k]));
+        }
+        sum
+    }
+
+    /// [`accumulate`] with AVX2.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; `at` is a block of `input`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn accumulate_avx2(
+        q: &[__m256i; 8],
+        s: &[__m256i; 8],
+        input: &Q8,
+        at: usize,
+        (d, c): (f32, f32),
+        weights: __m256i,
+        (acc, acc16): (&mut __m256, &mut __m256),
+    ) {
+        let yd = input.d[at];
+        let sum = block_sum_avx2(q, s, input.qs.as_ptr().add(at * QK));
+        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(d * yd), *acc);
+        let sums = _mm256_loadu_si256(input.sums.as_ptr().add(at * 16).cast());
+        let weighted = _mm256_madd_epi16(sums, weights);
+        *acc16 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(weighted), _mm256_set1_ps(c * yd), *acc16);
+    }
+
+    /// [`q4k`] with AVX2 and FMA: each block unpacked into eight vectors of 32 values, in
+    /// order, each with the scale of its 32.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; `weight` holds `input.blocks` Q4_K blocks and
+    /// `first + R <= input.rows`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn q4k_avx2<const R: usize>(
+        weight: &[u8],
+        input: &Q8,
+        first: usize,
+    ) -> [f32; R] {
+        let nibble = _mm256_set1_epi8(0x0F);
+        // Each minimum twice: it weighs two sums of 16 inputs.
+        let pairs = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc_min = [_mm256_setzero_ps(); R];
+        for (b, block) in weight.chunks_exact(Q4K_BYTES).enumerate() {
+            let d = f16_at(block, 0);
+            let dmin = f16_at(block, 2);
+            let (scales, mins) = q4k_scales(&block[4..16]);
+            let mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+                _mm_loadl_epi64(mins.as_ptr().cast()),
+                pairs,
+            ));
+            let mut q = [_mm256_setzero_si256(); 8];
+            let mut s = [_mm256_setzero_si256(); 8];
+            for j in 0..4 {
+                // 32 bytes: the low nibbles are values 64j..64j+32, the high ones the next 32.
+                let bits = _mm256_loadu_si256(block.as_ptr().add(16 + 32 * j).cast());
+                q[2 * j] = _mm256_and_si256(bits, nibble);
+                q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), nibble);
+                s[2 * j] = _mm256_set1_epi16(i16::from(scales[2 * j]));
+                s[2 * j + 1] = _mm256_set1_epi16(i16::from(scales[2 * j + 1]));
+            }
+            for r in 0..R {
+                let at = (first + r) * input.blocks + b;
+                let (a, m) = (&mut acc[r], &mut acc_min[r]);
+                accumulate_avx2(&q, &s, input, at, (d, -dmin), mins, (a, m));
+            }
+        }
+        std::array::from_fn(|r| sum8(acc[r]) + sum8(acc_min[r]))
+    }
+
+    /// [`q6k`] with AVX2 and FMA: each block unpacked into eight vectors of 32 values, in
+    /// order, each with the scales of its two 16.
+    ///
+    /// # Safety
+    /// As for [`q4k_avx2`], with Q6_K blocks.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn q6k_avx2<const R: usize>(
+        weight: &[u8],
+        input: &Q8,
+        first: usize,
+    ) -> [f32; R] {
+        let nibble = _mm256_set1_epi8(0x0F);
+        let two = _mm256_set1_epi8(0x03);
+        let mut acc = [_mm256_setzero_ps(); R];
+        let mut acc_offset = [_mm256_setzero_ps(); R];
+        for (b, block) in weight.chunks_exact(Q6K_BYTES).enumerate() {
+            let (ql, qh) = (block.as_ptr(), block.as_ptr().add(128));
+            let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(block.as_ptr().add(192).cast()));
+            let scale = |i: usize| i16::from(block[192 + i] as i8);
+            let d = f16_at(block, 208);
+            let mut q = [_mm256_setzero_si256(); 8];
+            let mut s = [_mm256_setzero_si256(); 8];
+            for half in 0..2 {
+                let a = _mm256_loadu_si256(ql.add(64 * half).cast());
+                let b = _mm256_loadu_si256(ql.add(64 * half + 32).cast());
+                let h = _mm256_loadu_si256(qh.add(32 * half).cast());
+                // Values are 4 low bits from `ql` and 2 high bits from `qh`, stored plus 32.
+                let h0 = _mm256_slli_epi16(_mm256_and_si256(h, two), 4);
+                let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), two), 4);
+                let h4 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), two), 4);
+                let h6 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), two), 4);
+                q[4 * half] = _mm256_or_si256(_mm256_and_si256(a, nibble), h0);
+                q[4 * half + 1] = _mm256_or_si256(_mm256_and_si256(b, nibble), h2);
+                q[4 * half + 2] =
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), nibble), h4);
+                q[4 * half + 3] =
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), nibble), h6);
+            }
+            for (k, s) in s.iter_mut().enumerate() {
+                // Pairs 0..8 of values 32k.. are the 16 of scale 2k, pairs 8..16 of 2k + 1.
+                *s = _mm256_set_m128i(
+                    _mm_set1_epi16(scale(2 * k + 1)),
+                    _mm_set1_epi16(scale(2 * k)),
+                );
+            }
+            for r in 0..R {
+                let at = (first + r) * input.blocks + b;
+                let (a, o) = (&mut acc[r], &mut acc_offset[r]);
+                // The stored values are 32 more than the weights: take 32 × each scale ×
+                // its 16 inputs' sum back off.
+                accumulate_avx2(&q, &s, input, at, (d, -32.0 * d), scales16, (a, o));
+            }
+        }
+        std::array::from_fn(|r| sum8(acc[r]) + sum8(acc_offset[r]))
     }
 }
 
