@@ -553,6 +553,9 @@ async fn two_processes_opening_an_old_file_at_once_both_open_it_migrated() {
                 .collect();
             memory.add(messages).user("u").infer(false).await.unwrap();
         }
+        // Saved before its files are removed below: a dropped handle saves in the
+        // background, and that save may still be writing them.
+        memory.close().await.unwrap();
     }
     // Back to schema version 9: vectors in the memory rows, as before migration 10.
     {
