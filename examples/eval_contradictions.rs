@@ -118,13 +118,14 @@ impl Outcome {
     }
 }
 
-/// Runs one case for its own user: the time of each add, and what the store kept.
+/// Runs one case for its own user: the time of each add, and what the store kept (each
+/// memory's text and labels).
 async fn run(
     memory: &Memory,
     llm: &Counted,
     half: Half,
     case: &Case,
-) -> memlane::Result<(Vec<Duration>, usize, Vec<String>)> {
+) -> memlane::Result<(Vec<Duration>, usize, Vec<(String, Vec<String>)>)> {
     let user = format!("contradictions-{}-{}", half.name(), case.id);
     let mut times = Vec::new();
     let mut failed = 0;
@@ -164,7 +165,7 @@ async fn run(
         .await?
         .results
         .into_iter()
-        .map(|r| r.memory)
+        .map(|r| (r.memory, r.categories))
         .collect();
     Ok((times, failed, kept))
 }
@@ -231,7 +232,8 @@ async fn main() -> memlane::Result<()> {
                 None
             };
             let memory = own.as_ref().unwrap_or(&shared);
-            let (times, failed, kept) = run(memory, &model.llm, half, case).await?;
+            let (times, failed, labelled) = run(memory, &model.llm, half, case).await?;
+            let kept: Vec<String> = labelled.iter().map(|(m, _)| m.clone()).collect();
             failures += failed;
             let outcome = Outcome::of(&kept, case);
             if case.kind == Kind::Compatible {
@@ -256,7 +258,7 @@ async fn main() -> memlane::Result<()> {
                     model.loops() - loops
                 );
             }
-            for m in &kept {
+            for (m, labels) in &labelled {
                 let mark = if is_stale(m, &case.stale) {
                     "~"
                 } else if case.facts.iter().any(|f| states(m, f)) {
@@ -264,7 +266,7 @@ async fn main() -> memlane::Result<()> {
                 } else {
                     "-"
                 };
-                println!("    {mark} {m}");
+                println!("    {mark} {m} [{}]", labels.join(", "));
             }
             add_times.extend(times);
         }
