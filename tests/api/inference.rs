@@ -365,50 +365,6 @@ async fn lisbon_then_porto(
     (memory, second)
 }
 
-/// A fact's memories include those that share one of its labels, however little else they
-/// share with it: "Retired since July" is reconciled with the job it ends, found by its
-/// label alone, and takes its place; a memory under another label is not shown.
-#[tokio::test]
-async fn a_memory_that_shares_a_label_with_a_fact_is_reconciled_with_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let fact = |text: &str, label: &str| json!({"text": text, "categories": [label], "entities": [], "importance": 6});
-    let llm = ScriptedLlm::new([
-        json!({"facts": [
-            fact("Works as a bus driver in Kassel", "professional_details"),
-            fact("Grows tomatoes on an allotment", "hobbies"),
-        ]})
-        .to_string(),
-        json!({"facts": [fact("Retired since July", "professional_details")]}).to_string(),
-        json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 0,
-                              "text": "Retired since July"}]})
-        .to_string(),
-        r#"{"answer": "yes"}"#.to_string(),
-        r#"{"answer": "no"}"#.to_string(),
-    ]);
-    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
-    memory
-        .add("Bus driver, and tomatoes")
-        .user("anke")
-        .await
-        .unwrap();
-    let job = memory.list().user("anke").await.unwrap().results;
-    let job = job.iter().find(|m| m.memory.contains("bus")).unwrap().id;
-    let second = memory.add("Retired in July!").user("anke").await.unwrap();
-    assert_eq!(llm.pending(), 0, "every question was asked");
-    let prompt = llm.requests()[2].messages.last().unwrap().content.clone();
-    let shown: Vec<_> = shown_memories(&prompt)
-        .iter()
-        .map(|m| m["text"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(shown, ["Works as a bus driver in Kassel"], "{prompt}");
-    assert_eq!(second.results[0].event, HistoryEvent::Update);
-    assert_eq!(second.results[0].id, job);
-    assert_eq!(
-        live(&memory, "anke").await,
-        ["Grows tomatoes on an allotment", "Retired since July"]
-    );
-}
-
 /// An UPDATE whose text only restates its memory gets a second look: when the model then
 /// says the fact replaced the memory and both cannot be true, the memory takes the fact's
 /// text, with its history; when it says not replaced, both stay. When it says replaced yet

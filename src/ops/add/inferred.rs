@@ -5,10 +5,8 @@
 //!    translated into English is kept in the user's own words; relative dates it left in a
 //!    fact get their absolute date appended ([`dates::annotate`]), and a "here" the place
 //!    the user's greeting names ([`places::annotate`]).
-//! 2. Each fact is embedded and searched (hybrid) among the owner's live memories: its
-//!    most similar ones, and its most relevant among those that share one of its labels,
-//!    however low their relevance. A fact whose text a memory already has is known (NONE)
-//!    without asking the model.
+//! 2. Each fact is embedded and searched (hybrid) among the owner's live memories. A fact
+//!    whose text a memory already has is known (NONE) without asking the model.
 //! 3. Facts with similar memories go to the model with those memories, numbered 0, 1, …
 //!    (never real ids): ADD, UPDATE, DELETE or NONE each. Facts with none are ADDed.
 //! 4. The decisions are made safe: an updated memory takes the fact's text; an immutable
@@ -41,7 +39,6 @@ use uuid::Uuid;
 use super::plan::{self, Context, FactPlan};
 use super::{AddResult, AddedMemory};
 use crate::error::{Error, Result};
-use crate::filter::{Condition, Filter, Op};
 use crate::infer::{self, dates, places, Apart, Existing, Fact};
 use crate::llm::{Llm, Usage};
 use crate::memory::Memory;
@@ -59,10 +56,6 @@ const MAX_EXISTING: usize = 30;
 /// reconciling with: a memory that shares no word with the fact needs a cosine of about
 /// 0.33; one that shares a name with it, much less.
 const MIN_RELEVANCE: f32 = 0.3;
-/// Memories fetched per fact among those that share one of its labels, beside its similar
-/// ones, whatever their relevance: a change of job, partner or diet is often told in
-/// words that share nothing with the memory it changes.
-const CANDIDATES_BY_LABEL: usize = 2;
 
 /// The owners a fact is reconciled against: the same user, agent and app in any session;
 /// the session only when it is the one owner given.
@@ -181,40 +174,6 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
                 existing.len() - 1
             });
             own.push((at, relevance));
-        }
-        // Beside them, the fact's most relevant memories that share a label with it, however
-        // low their relevance: "Seit Juli bin ich in Rente" shares no word and little
-        // meaning with "Ich arbeite als Busfahrer in Kassel", yet both are about work.
-        if !facts[i].categories.is_empty() {
-            let labelled = Filter::And(vec![
-                filter.clone(),
-                Filter::Condition(Condition::Categories(Op::In(facts[i].categories.clone()))),
-            ]);
-            let hits = memory
-                .similar(
-                    std::slice::from_ref(text),
-                    vec![vectors[i].clone()],
-                    &labelled,
-                    CANDIDATES_BY_LABEL,
-                    at,
-                )
-                .await?;
-            for (row, relevance) in hits.into_iter().flatten() {
-                if slot
-                    .get(&row.record.id)
-                    .is_some_and(|m| own.iter().any(|(o, _)| o == m))
-                {
-                    continue;
-                }
-                if existing.len() >= MAX_EXISTING && !slot.contains_key(&row.record.id) {
-                    break;
-                }
-                let at = *slot.entry(row.record.id).or_insert_with(|| {
-                    existing.push(row);
-                    existing.len() - 1
-                });
-                own.push((at, relevance));
-            }
         }
         if !own.is_empty() {
             asked.push(i);
