@@ -166,7 +166,10 @@ pub(crate) async fn extract_facts(
         check_facts(&f.facts)
     })
     .await?;
-    let facts = clean_facts(in_users_words(parsed.value.facts, messages), labels);
+    let facts = clean_facts(
+        as_said(in_users_words(parsed.value.facts, messages), messages),
+        labels,
+    );
     Ok(Parsed {
         value: not_small_talk(said_by_the_user(
             not_copied(facts, &instructions, &prompt),
@@ -190,6 +193,112 @@ fn in_users_words(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
         }
     }
     facts
+}
+
+/// The facts, with those the model cut out of one thing the user said put back together
+/// as they said it: two facts or more whose every word (but function words) is in one
+/// sentence of the user's messages, and in no other, become that sentence, where the
+/// sentence joins no clauses: with a conjunction ("and", "but", or their word in the other
+/// six languages [`super::looks::clauses`] knows), or with a comma before a subject
+/// ([`SUBJECTS`]). "I live in Madrid, near Retiro park" stays one memory, which a move then
+/// replaces whole, where "I live near Retiro park" alone would stay beside the new home.
+/// "I live in Madrid and I work as a nurse" and "My dog is called Rex, he's a beagle" are
+/// two things said each, and stay two facts, so that a correction of the name keeps the
+/// breed. The first of the facts takes the sentence, with the labels and entities of all
+/// of them and their highest importance.
+fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
+    let sentences: Vec<(&str, Vec<String>)> = messages
+        .iter()
+        .filter(|m| m.role == "user")
+        .flat_map(|m| {
+            m.content
+                .split(['.', '!', '?', ':', ';', '\n', '。', '！', '？'])
+        })
+        .flat_map(at_subjects)
+        .map(|s| s.trim().trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|s| {
+            !crate::text::keywords(s)
+                .iter()
+                .any(|w| super::looks::CONJUNCTIONS.contains(&w.as_str()))
+        })
+        .map(|s| (s, crate::text::content_terms(s)))
+        .collect();
+    let from: Vec<Option<usize>> = facts
+        .iter()
+        .map(|f| {
+            let words = crate::text::content_terms(&f.text);
+            let holds = |terms: &[String]| {
+                !words.is_empty()
+                    && words
+                        .iter()
+                        .all(|w| terms.iter().any(|t| t == w || alike(w, t)))
+            };
+            let mut holding = sentences.iter().enumerate().filter(|(_, (_, t))| holds(t));
+            match (holding.next(), holding.next()) {
+                (Some((i, _)), None) => Some(i),
+                _ => None,
+            }
+        })
+        .collect();
+    let mut out: Vec<Fact> = Vec::with_capacity(facts.len());
+    let mut taken: Vec<(usize, usize)> = Vec::new();
+    for (fact, from) in facts.into_iter().zip(from) {
+        // A repeat of the fact it would join is left for [`clean_facts`] to drop.
+        let repeat =
+            |at: usize| out[at].text.trim().to_lowercase() == fact.text.trim().to_lowercase();
+        let earlier = from.and_then(|s| {
+            taken
+                .iter()
+                .find(|&&(t, at)| t == s && !repeat(at))
+                .map(|&(_, at)| (s, at))
+        });
+        match earlier {
+            Some((s, at)) => {
+                let into = &mut out[at];
+                into.text = sentences[s].0.to_owned();
+                into.categories.extend(fact.categories);
+                into.entities.extend(fact.entities);
+                into.importance = into.importance.max(fact.importance);
+                tracing::debug!(target: "memlane", "two facts from one sentence are kept as said");
+            }
+            None => {
+                if let Some(s) = from {
+                    taken.push((s, out.len()));
+                }
+                out.push(fact);
+            }
+        }
+    }
+    out
+}
+
+/// Subject pronouns, in the languages of [`super::looks::CONJUNCTIONS`], that begin a
+/// clause of their own after a comma: "My dog is called Rex, he's a beagle" says two
+/// things, where "I live in Madrid, near Retiro park" says one. As [`crate::text::keywords`]
+/// reads them ("I'm" is "i" then "m"; "j'ai" is "j" then "ai").
+const SUBJECTS: &[&str] = &[
+    "i", "he", "she", "it", "we", "they", "you", // English
+    "je", "j", "il", "elle", "on", "nous", "vous", "ils", "elles", "c", // French
+    "ich", "er", "sie", "es", "wir", "ihr", // German
+    "io", "lui", "lei", "noi", "voi", "loro", // Italian
+    "yo", "él", "ella", "nosotros", "nosotras", "ellos", "ellas", // Spanish
+    "eu", "ele", "ela", "nós", "eles", "elas", // Portuguese
+    "ik", "hij", "zij", "ze", "het", "wij", "jij", // Dutch ("je" is French's too)
+];
+
+/// A sentence cut before each comma whose next word is one of the [`SUBJECTS`].
+fn at_subjects(sentence: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for (comma, _) in sentence.match_indices(',') {
+        let next = crate::text::keywords(&sentence[comma + 1..]);
+        if next.first().is_some_and(|w| SUBJECTS.contains(&w.as_str())) {
+            pieces.push(&sentence[start..comma]);
+            start = comma + 1;
+        }
+    }
+    pieces.push(&sentence[start..]);
+    pieces
 }
 
 /// The part of the user's messages a translated fact says: of the clauses (split at . ! ?
@@ -625,6 +734,54 @@ mod tests {
             ]
         );
         assert_eq!(facts[0].categories, ["pets"]);
+    }
+
+    #[tokio::test]
+    async fn facts_cut_out_of_one_thing_said_are_kept_as_said() {
+        let reply = r#"{"facts": [
+            {"text": "I live in Madrid", "categories": ["home"], "importance": 7},
+            {"text": "I live near Retiro park", "categories": ["places"], "importance": 8},
+            {"text": "My dog is called Rex"},
+            {"text": "He's a beagle"},
+            {"text": "I'm vegan now"},
+            {"text": "No more meat for me"},
+            {"text": "I live in Leeds"},
+            {"text": "I work as a nurse"},
+            {"text": "Retiro park is nearby"},
+            {"text": "Ho due gatti"},
+            {"text": "Ho due gatti neri"}]}"#;
+        let conversation = [
+            Message::user(
+                "Big news: I live in Madrid, near Retiro park. My dog is called Rex, he's a \
+                 beagle. I'm vegan now, no more meat for me.",
+            ),
+            Message::assistant("Nice!"),
+            Message::user(
+                "I live in Leeds and I work as a nurse! Ho due gatti neri. Ho due gatti neri.",
+            ),
+        ];
+        let labels = [Label::new("home", ""), Label::new("places", "")];
+        let facts = extracted(reply, &conversation, &labels).await;
+        // One sentence, two facts: the sentence, at the first one's place, with the labels
+        // and the highest importance of both. Two things joined by "and" or by a comma
+        // before a subject, a fact with a word the sentence lacks ("nearby") and a sentence
+        // said twice stay as they were.
+        assert_eq!(
+            texts(&facts),
+            [
+                "I live in Madrid, near Retiro park",
+                "My dog is called Rex",
+                "He's a beagle",
+                "I'm vegan now, no more meat for me",
+                "I live in Leeds",
+                "I work as a nurse",
+                "Retiro park is nearby",
+                "Ho due gatti",
+                "Ho due gatti neri"
+            ]
+        );
+        assert_eq!(facts[0].categories, ["home", "places"]);
+        assert_eq!(facts[0].importance, 8);
     }
 
     #[tokio::test]

@@ -396,7 +396,7 @@ fn dropped(before: &str, now: &str) -> Vec<String> {
 /// Words that join two clauses after a comma ("I'm 34, and I've just started the
 /// ukulele"), in the languages memlane is evaluated in: English, French, German, Italian,
 /// Spanish, Portuguese and Dutch.
-const CONJUNCTIONS: [&str; 13] = [
+pub(super) const CONJUNCTIONS: [&str; 13] = [
     "and", "but", "et", "mais", "und", "aber", "e", "ma", "y", "pero", "mas", "en", "maar",
 ];
 

@@ -328,6 +328,35 @@ async fn the_quickstarts_move_leaves_the_new_home_alone() {
     assert!(kept.iter().any(|m| m.contains("nurse")), "{kept:?}");
 }
 
+/// One thing said is one memory, through the real model: the model cuts "I live in Lyon,
+/// near the Parc de la Tête d'Or" into the home and the park, and the add stores the
+/// sentence as said, so a move takes its place whole and no detail of the old home stays
+/// beside the new one.
+#[tokio::test]
+async fn a_home_said_with_a_detail_leaves_whole_with_a_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = memory(&dir).await;
+    let first = memory
+        .add("I live in Lyon, near the Parc de la Tête d'Or.")
+        .user("lou")
+        .await
+        .unwrap();
+    assert_eq!(first.results.len(), 1, "{:?}", first.results);
+    memory
+        .add("Guess what: I moved to Nantes last month!")
+        .user("lou")
+        .await
+        .unwrap();
+    let kept = texts(&memory, "lou").await;
+    assert!(kept.iter().any(|m| m.contains("Nantes")), "{kept:?}");
+    assert!(
+        !kept
+            .iter()
+            .any(|m| m.contains("Lyon") || m.contains("Parc")),
+        "{kept:?}"
+    );
+}
+
 /// A correction that supersedes one clause of a memory, through the real model: the memory
 /// keeps its id and its other clause, with the corrected one in place, and its history has
 /// the old text. The first memory is stored as said (without inference), so that it is one
