@@ -207,13 +207,7 @@ fn in_users_words(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
 /// breed. The first of the facts takes the sentence, with the labels and entities of all
 /// of them and their highest importance.
 fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
-    let sentences: Vec<(&str, Vec<String>)> = messages
-        .iter()
-        .filter(|m| m.role == "user")
-        .flat_map(|m| {
-            m.content
-                .split(['.', '!', '?', ':', ';', '\n', '。', '！', '？'])
-        })
+    let sentences: Vec<(&str, Vec<String>)> = users_sentences(messages)
         .flat_map(at_subjects)
         .map(|s| s.trim().trim_matches(|c: char| !c.is_alphanumeric()))
         .filter(|s| {
@@ -272,6 +266,15 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
     out
 }
 
+/// The user's messages cut into sentences, untrimmed: at . ! ? : ; and line breaks (and
+/// their CJK forms), not at commas, which would cut "Teacher, 12 years" to a fragment.
+fn users_sentences(messages: &[Message]) -> impl Iterator<Item = &str> {
+    messages.iter().filter(|m| m.role == "user").flat_map(|m| {
+        m.content
+            .split(['.', '!', '?', ':', ';', '\n', '。', '！', '？'])
+    })
+}
+
 /// Subject pronouns, in the languages of [`super::looks::CONJUNCTIONS`], that begin a
 /// clause of their own after a comma: "My dog is called Rex, he's a beagle" says two
 /// things, where "I live in Madrid, near Retiro park" says one. As [`crate::text::keywords`]
@@ -309,13 +312,7 @@ fn at_subjects(sentence: &str) -> Vec<&str> {
 fn own_words(fact: &str, messages: &[Message]) -> Option<String> {
     let words: std::collections::HashSet<String> =
         crate::text::query_terms(fact).into_iter().collect();
-    messages
-        .iter()
-        .filter(|m| m.role == "user")
-        .flat_map(|m| {
-            m.content
-                .split(['.', '!', '?', ':', ';', '\n', '。', '！', '？'])
-        })
+    users_sentences(messages)
         .map(str::trim)
         .filter(|clause| clause.split_whitespace().nth(1).is_some())
         .map(|clause| {
