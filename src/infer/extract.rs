@@ -205,7 +205,8 @@ fn in_users_words(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
 /// "I live in Madrid and I work as a nurse" and "My dog is called Rex, he's a beagle" are
 /// two things said each, and stay two facts, so that a correction of the name keeps the
 /// breed. The first of the facts takes the sentence, with the labels and entities of all
-/// of them and their highest importance.
+/// of them and their highest importance. "en" is Dutch for "and" and Spanish and French
+/// for "in", so a Spanish or French sentence with "en" is never put back together.
 fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
     let sentences: Vec<(&str, Vec<String>)> = users_sentences(messages)
         .flat_map(at_subjects)
@@ -304,9 +305,8 @@ fn at_subjects(sentence: &str) -> Vec<&str> {
     pieces
 }
 
-/// The part of the user's messages a translated fact says: of the clauses (split at . ! ?
-/// : ; and line breaks, not at commas, which would cut "Teacher, 12 years" to a fragment)
-/// of two words or more, the one with most of the fact's words other than English function
+/// The part of the user's messages a translated fact says: of the clauses
+/// ([`users_sentences`]) of two words or more, the one with most of the fact's words other than English function
 /// words (names, numbers, words shared across languages, words [`alike`] across them), the
 /// shortest of equals. None if no clause has any.
 fn own_words(fact: &str, messages: &[Message]) -> Option<String> {
@@ -736,8 +736,10 @@ mod tests {
     #[tokio::test]
     async fn facts_cut_out_of_one_thing_said_are_kept_as_said() {
         let reply = r#"{"facts": [
-            {"text": "I live in Madrid", "categories": ["home"], "importance": 7},
-            {"text": "I live near Retiro park", "categories": ["places"], "importance": 8},
+            {"text": "I live in Madrid", "categories": ["home"], "entities": ["Madrid"],
+             "importance": 7},
+            {"text": "I live near Retiro park", "categories": ["places"],
+             "entities": ["Retiro park"], "importance": 8},
             {"text": "My dog is called Rex"},
             {"text": "He's a beagle"},
             {"text": "I'm vegan now"},
@@ -778,6 +780,7 @@ mod tests {
             ]
         );
         assert_eq!(facts[0].categories, ["home", "places"]);
+        assert_eq!(facts[0].entities, ["Madrid", "Retiro park"]);
         assert_eq!(facts[0].importance, 8);
     }
 
