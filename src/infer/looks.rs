@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::answer;
 use crate::error::Result;
-use crate::llm::{chat_json, Llm, Parsed};
+use crate::llm::{chat_json, chat_json_about_note, Llm, Parsed};
 use crate::record::Message;
 
 /// The two questions of a second look at one memory and one new fact (see [`supersedes`]).
@@ -150,7 +150,8 @@ pub(super) fn yes_no_schema() -> Value {
 async fn ask(llm: &dyn Llm, memory: &str, fact: &str, question: Question) -> Result<Parsed<bool>> {
     let mut chat = second_look_prefix();
     chat.push(Message::user(second_look_question(memory, fact, question)));
-    chat_json::<Answer, _>(llm, chat, yes_no_schema(), SECOND_LOOK_TOKENS, |a| match a
+    // The memory and the fact are read once for both questions.
+    chat_json_about_note::<Answer, _>(llm, chat, yes_no_schema(), SECOND_LOOK_TOKENS, |a| match a
         .answer
         .as_str()
     {
@@ -557,7 +558,9 @@ mod tests {
     use crate::llm::ScriptedLlm;
 
     /// both cannot be true; the second question is asked only after a yes to the first.
-    /// Both questions share everything before the question itself.
+    /// Both questions share everything before the question itself, and keep the memory and
+    /// the fact for the next question (`keep_note`); a retry, which ends with a
+    /// correction, does not.
     #[tokio::test]
     async fn a_second_look_needs_both_answers_to_agree() {
         let yes = r#"{"answer": "yes"}"#;
@@ -581,12 +584,25 @@ mod tests {
                 question,
                 "Memory: Lives in Hull\nNew fact: Moved to York\nReplaced?"
             );
+            assert!(requests.iter().all(|r| r.keep_note), "{replies:?}");
             if let Some(second) = requests.get(1) {
                 let (last, prefix) = second.messages.split_last().unwrap();
                 assert_eq!(prefix, &first[..first.len() - 1]);
-                assert!(last.content.ends_with("\nBoth true?"), "{}", last.content);
+                assert_eq!(
+                    last.content,
+                    "Memory: Lives in Hull\nNew fact: Moved to York\nBoth true?"
+                );
             }
         }
+        let llm = ScriptedLlm::new([r#"{"answer": "maybe"}"#, yes, no]);
+        assert!(
+            supersedes(&llm, "Lives in Hull", "Moved to York")
+                .await
+                .unwrap()
+                .value
+        );
+        let kept: Vec<bool> = llm.requests().iter().map(|r| r.keep_note).collect();
+        assert_eq!(kept, [true, false, true]);
     }
 
     /// A second look at a memory the model named settles a disagreement of its two answers

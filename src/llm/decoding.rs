@@ -59,6 +59,19 @@ impl Default for Decoding {
     }
 }
 
+/// What of a prompt a local model keeps read for later calls (see [`Core::run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Keep {
+    /// The end of its fixed part (its instructions and worked examples), kept among the
+    /// [`PREFIXES`].
+    pub(super) prefix: usize,
+    /// The end of the note its last message asks about, before the question on that
+    /// message's last line, when the request keeps it ([`ChatRequest::keep_note`]): kept
+    /// apart from the prefixes (one at a time), so that the next question about the same
+    /// note reads only itself.
+    pub(super) shared: Option<usize>,
+}
+
 /// What a local model provider needs besides the model's arithmetic: the tokenizer built
 /// from the GGUF, the token masks of JSON schemas, the stop tokens and the counters. Shared
 /// by the candle model and llama.cpp's (feature `llama`), which run the same loop
@@ -76,11 +89,13 @@ pub(super) struct Core {
 
 /// The model's arithmetic, as [`Core::run`] drives it through one call.
 pub(super) trait Backend {
-    /// Reads a prompt from its start, reusing what is kept of its first `keep` tokens (its
-    /// instructions and examples) when an earlier call kept exactly those, and keeps them
-    /// for later calls otherwise. Returns the scores of the next token, one per
+    /// Reads a prompt from its start, reusing what is kept of its first `keep.prefix` tokens
+    /// (its instructions and examples) when an earlier call kept exactly those, and keeps
+    /// them for later calls otherwise; the same for the first `keep.shared` tokens, kept
+    /// apart from the prefixes. It reads in the same pieces whatever is kept: the prefix,
+    /// then the shared part, then the rest. Returns the scores of the next token, one per
     /// token of the vocabulary, and how many tokens were reused.
-    fn read_prompt(&mut self, tokens: &[u32], keep: Option<usize>) -> Result<(Vec<f32>, usize)>;
+    fn read_prompt(&mut self, tokens: &[u32], keep: Option<Keep>) -> Result<(Vec<f32>, usize)>;
 
     /// Reads the tokens that follow, in one pass (one token written, or one and the tokens
     /// the schema forces after it); returns the scores of the next.
@@ -202,6 +217,46 @@ impl Core {
         }
     }
 
+    /// What a chat's prompt (`tokens`, after `before`: the prompt's text before its last
+    /// message's) keeps for reuse (see [`Keep`]): nothing unless it opens with a system
+    /// message and has something after what it keeps. The prefix ends through a message's `<|im_end|>`; the note of a
+    /// request that keeps one ([`ChatRequest::keep_note`]) through the last line break of
+    /// its last message, when the tokens up to there are the same alone as in the prompt.
+    fn keep(&self, request: &ChatRequest, before: &str, tokens: &[u32]) -> Result<Option<Keep>> {
+        let messages = &request.messages;
+        if messages.first().is_none_or(|m| m.role != "system") {
+            return Ok(None);
+        }
+        let Some(prefix) = tokens
+            .iter()
+            .enumerate()
+            .filter(|&(_, &t)| t == self.end_of_message)
+            .nth(messages.len().saturating_sub(2))
+            .map(|(i, _)| i + 1)
+            .filter(|&end| end <= MAX_PREFIX_TOKENS && end < tokens.len())
+        else {
+            return Ok(None);
+        };
+        let last = messages.last().map_or("", |m| m.content.as_str());
+        let note = match last.rfind('\n') {
+            Some(at) if request.keep_note && messages.len() >= 2 => {
+                let head = format!("{before}{}", &last[..=at]);
+                let head = self
+                    .tokenizer
+                    .encode(head.as_str(), false)
+                    .map_err(|e| Error::internal(format!("tokenizer failed: {e}")))?;
+                let head = head.get_ids();
+                (head.len() > prefix && head.len() < tokens.len() && tokens.starts_with(head))
+                    .then_some(head.len())
+            }
+            _ => None,
+        };
+        Ok(Some(Keep {
+            prefix,
+            shared: note,
+        }))
+    }
+
     /// Runs a chat on `backend`, stopping before its next step once `cancelled` is set.
     pub(super) fn run(
         &self,
@@ -220,12 +275,16 @@ impl Core {
             return Err(e);
         }
         let mut prompt = String::new();
+        // Where the last message's text starts in the prompt.
+        let mut last_at = 0;
         for m in &request.messages {
             let role = match m.role.as_str() {
                 "system" | "assistant" => m.role.as_str(),
                 _ => "user",
             };
-            prompt.push_str(&format!("<|im_start|>{role}\n{}<|im_end|>\n", m.content));
+            prompt.push_str(&format!("<|im_start|>{role}\n"));
+            last_at = prompt.len();
+            prompt.push_str(&format!("{}<|im_end|>\n", m.content));
         }
         prompt.push_str("<|im_start|>assistant\n");
         // In JSON mode the reply is started for the model (`{"`, one token in Qwen's
@@ -272,17 +331,9 @@ impl Core {
         // A chat that opens with a system message keeps for reuse everything before its last
         // message (the instructions, and any worked examples after them), through that
         // message's `<|im_end|>`. Control tokens are split out before the text is, so those
-        // tokens are the same whatever follows.
-        let keep = match request.messages.first() {
-            Some(m) if m.role == "system" => tokens
-                .iter()
-                .enumerate()
-                .filter(|&(_, &t)| t == self.end_of_message)
-                .nth(request.messages.len().saturating_sub(2))
-                .map(|(i, _)| i + 1)
-                .filter(|&end| end <= MAX_PREFIX_TOKENS && end < tokens.len()),
-            _ => None,
-        };
+        // tokens are the same whatever follows. A request that keeps its note keeps the last
+        // message's text before its question apart.
+        let keep = self.keep(request, &prompt[..last_at], &tokens)?;
         let mut sampler = Sampler::new(request.temperature);
         let counters = &self.counters;
         counters.calls.fetch_add(1, Ordering::Relaxed);
@@ -403,7 +454,7 @@ impl Core {
             let rest = &step[done..];
             let guessed = if decoding.lookup {
                 guess(
-                    &prompt_read[keep.unwrap_or(0)..prompt_tokens],
+                    &prompt_read[keep.map_or(0, |k| k.prefix)..prompt_tokens],
                     &generated,
                     guessing.need,
                     guessing.fitted(rest.len()),

@@ -25,7 +25,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 
-use super::decoding::{Backend, CancelOnDrop, Core, Decoding, LocalLlmStats, PREFIXES};
+use super::decoding::{Backend, CancelOnDrop, Core, Decoding, Keep, LocalLlmStats, PREFIXES};
 use super::prefixes::Prefixes;
 use super::{ChatRequest, ChatResponse, Llm};
 use crate::error::{Error, Result};
@@ -231,7 +231,8 @@ fn serve(
 }
 
 /// The prefixes kept in the cache: each in a sequence of its own, which holds nothing else
-/// between calls.
+/// between calls but the shared part kept after it (see [`Keep`]), until a call reads
+/// something else there.
 struct Kept {
     prefixes: Prefixes<i32>,
     /// Sequences that hold no prefix.
@@ -309,15 +310,24 @@ impl LlamaTurn<'_, '_> {
 }
 
 impl Backend for LlamaTurn<'_, '_> {
-    fn read_prompt(&mut self, tokens: &[u32], keep: Option<usize>) -> Result<(Vec<f32>, usize)> {
-        let end = keep.unwrap_or(0);
-        let kept = (end > 0)
-            .then(|| self.kept.prefixes.get(&tokens[..end]).copied())
-            .flatten();
+    fn read_prompt(&mut self, tokens: &[u32], keep: Option<Keep>) -> Result<(Vec<f32>, usize)> {
+        let (end, shared) = keep.map_or((0, None), |k| (k.prefix, k.shared));
+        // The shared part is kept in its prefix's sequence, after the prefix.
+        let kept_shared = shared.and_then(|at| {
+            let seq = *self.kept.prefixes.get_shared(&tokens[..at])?;
+            let prefix = *self.kept.prefixes.get(&tokens[..end])?;
+            (prefix == seq).then_some((seq, at))
+        });
+        let kept = match kept_shared {
+            Some((seq, _)) => Some(seq),
+            None => (end > 0)
+                .then(|| self.kept.prefixes.get(&tokens[..end]).copied())
+                .flatten(),
+        };
         let start = match kept {
             Some(seq) => {
                 self.seq = seq;
-                end
+                kept_shared.map_or(end, |(_, at)| at)
             }
             None if end > 0 => {
                 // A sequence for this prefix: a free one, or the least recently used
@@ -338,8 +348,12 @@ impl Backend for LlamaTurn<'_, '_> {
                 0
             }
         };
-        // What the last call on this sequence read after its prefix goes (all of it for a
-        // prefix read anew).
+        // What the last call on this sequence read after its prefix (or its shared part)
+        // goes, all of it for a prefix read anew; and with it a shared part kept there.
+        if kept_shared.is_none() {
+            let seq = self.seq;
+            self.kept.prefixes.forget_shared(|&s| s == seq);
+        }
         self.context
             .clear_kv_cache_seq(Some(self.seq as u32), Some(start as u32), None)
             .map_err(|e| llama_err("clear its cache", e))?;
@@ -354,8 +368,16 @@ impl Backend for LlamaTurn<'_, '_> {
                 self.kept.free.push(gone);
             }
         }
+        let mut at = start.max(end);
+        if let Some(shared) = shared.filter(|&shared| at < shared && end > 0) {
+            self.read(&tokens[at..shared], Scores::None)?;
+            self.kept
+                .prefixes
+                .keep_shared(tokens[..shared].to_vec(), self.seq);
+            at = shared;
+        }
         let scores = self
-            .read(&tokens[end..], Scores::Last)?
+            .read(&tokens[at..], Scores::Last)?
             .ok_or_else(|| Error::internal("a prompt with nothing after its kept prefix"))?;
         Ok((scores, start))
     }

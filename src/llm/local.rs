@@ -10,7 +10,7 @@ use candle_core::{DType, Device};
 use tokenizers::Tokenizer;
 
 use super::decoding::{
-    check_architecture, Backend, CancelOnDrop, Core, Decoding, LocalLlmStats, PREFIXES,
+    check_architecture, Backend, CancelOnDrop, Core, Decoding, Keep, LocalLlmStats, PREFIXES,
 };
 use super::prefixes::Prefixes;
 use super::qwen2::{Cache, Qwen2};
@@ -47,8 +47,12 @@ const PINNED_ID: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m";
 /// change are read once. Only a whole kept prefix is reused, never a start shared with
 /// one: read in other pieces, a prefix rounds differently. memlane's extraction and
 /// reconciliation prompts are instructions and worked examples that never change, then
-/// the question with its date, so every call after the first reads only the question. [`stats`](Self::stats) counts
-/// the tokens reused.
+/// the question with its date, so every call after the first reads only the question. A
+/// request that keeps its note ([`ChatRequest::keep_note`]: a last message that is a note,
+/// then a question on its last line) also keeps the note, apart and one at a time: the
+/// next question about the same note reads only itself (the second look asks two
+/// questions of one memory and one fact this way). [`stats`](Self::stats) counts the
+/// tokens reused.
 ///
 /// A request with a JSON schema ([`ChatRequest::schema`], as every memlane prompt sends) is
 /// decoded under it: at each step only the tokens that keep the reply valid can be chosen
@@ -274,25 +278,37 @@ struct CandleTurn<'a> {
 }
 
 impl Backend for CandleTurn<'_> {
-    fn read_prompt(&mut self, tokens: &[u32], keep: Option<usize>) -> Result<(Vec<f32>, usize)> {
+    fn read_prompt(&mut self, tokens: &[u32], keep: Option<Keep>) -> Result<(Vec<f32>, usize)> {
         let model = self.model;
-        let end = keep.unwrap_or(0);
-        let kept = (end > 0)
-            .then(|| self.prefixes.get(&tokens[..end]))
-            .flatten();
-        let (mut cache, start) = match kept {
-            Some(kept) => (kept.prefix(end), end),
-            None => (model.cache(), 0),
-        };
-        if start < end {
+        let (prefix, shared) = keep.map_or((0, None), |k| (k.prefix, k.shared));
+        let found_shared = shared.and_then(|end| {
+            let kept = self.prefixes.get_shared(&tokens[..end])?;
+            Some((kept.prefix(end), end))
+        });
+        let found = found_shared.or_else(|| {
+            let kept = (prefix > 0).then(|| self.prefixes.get(&tokens[..prefix]))??;
+            Some((kept.prefix(prefix), prefix))
+        });
+        let (mut cache, start) = found.unwrap_or_else(|| (model.cache(), 0));
+        let mut at = start;
+        if at < prefix {
             // The rest of the prefix to keep, kept for the calls after this one.
             model
-                .forward(&tokens[start..end], &mut cache)
+                .forward(&tokens[at..prefix], &mut cache)
                 .map_err(model_err)?;
-            self.prefixes.keep(tokens[..end].to_vec(), cache.clone());
+            self.prefixes.keep(tokens[..prefix].to_vec(), cache.clone());
+            at = prefix;
+        }
+        if let Some(end) = shared.filter(|&end| at < end) {
+            model
+                .forward(&tokens[at..end], &mut cache)
+                .map_err(model_err)?;
+            self.prefixes
+                .keep_shared(tokens[..end].to_vec(), cache.clone());
+            at = end;
         }
         let logits = model
-            .forward(&tokens[end..], &mut cache)
+            .forward(&tokens[at..], &mut cache)
             .map_err(model_err)?;
         self.cache = Some(cache);
         Ok((scores_of(&logits)?, start))

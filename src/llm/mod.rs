@@ -68,6 +68,14 @@ pub struct ChatRequest {
     pub max_tokens: u32,
     /// Sampling temperature; 0 picks the most likely token.
     pub temperature: f32,
+    /// The last message is a note, then a question about it on its last line, and other
+    /// calls will ask other questions about the same note after the same earlier messages:
+    /// a local model that keeps what it read (`LocalLlm`, `LlamaCppLlm`) then keeps
+    /// the note too (one at a time), so that the next such call reads only its question.
+    /// The reply never depends on what was kept: a prompt is read in the same pieces
+    /// either way. Servers ignore it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_note: bool,
 }
 
 impl ChatRequest {
@@ -79,6 +87,7 @@ impl ChatRequest {
             schema: None,
             max_tokens: 1024,
             temperature: 0.0,
+            keep_note: false,
         }
     }
 
@@ -99,6 +108,13 @@ impl ChatRequest {
     /// Caps the reply's length in tokens.
     pub fn max_tokens(mut self, max_tokens: u32) -> Self {
         self.max_tokens = max_tokens;
+        self
+    }
+
+    /// Keeps the last message's note for the next question about it (see
+    /// [`keep_note`](Self::keep_note)).
+    pub fn keep_note(mut self, keep_note: bool) -> Self {
+        self.keep_note = keep_note;
         self
     }
 }
@@ -183,13 +199,46 @@ where
     T: DeserializeOwned,
     F: Fn(&T) -> std::result::Result<(), String>,
 {
+    ask_json(llm, messages, schema, max_tokens, false, validate).await
+}
+
+/// [`chat_json`] for a last message that is a note, then a question about it on its last
+/// line: the first attempt keeps the note for the next question ([`ChatRequest::keep_note`]).
+pub(crate) async fn chat_json_about_note<T, F>(
+    llm: &dyn Llm,
+    messages: Vec<Message>,
+    schema: serde_json::Value,
+    max_tokens: u32,
+    validate: F,
+) -> Result<Parsed<T>>
+where
+    T: DeserializeOwned,
+    F: Fn(&T) -> std::result::Result<(), String>,
+{
+    ask_json(llm, messages, schema, max_tokens, true, validate).await
+}
+
+async fn ask_json<T, F>(
+    llm: &dyn Llm,
+    messages: Vec<Message>,
+    schema: serde_json::Value,
+    max_tokens: u32,
+    keep_note: bool,
+    validate: F,
+) -> Result<Parsed<T>>
+where
+    T: DeserializeOwned,
+    F: Fn(&T) -> std::result::Result<(), String>,
+{
     let mut messages = messages;
     let mut usage = Usage::default();
     let mut first_error = None;
     for attempt in 0..2 {
+        // A retry ends with its correction, not with the note.
         let request = ChatRequest::new(messages.clone())
             .schema(schema.clone())
-            .max_tokens(max_tokens);
+            .max_tokens(max_tokens)
+            .keep_note(keep_note && attempt == 0);
         let span = tracing::info_span!(
             target: "memlane",
             "model",

@@ -7,15 +7,23 @@
 //! before its last message: its key/value cache), and a call whose fixed part is one of
 //! them reads only its last message.
 //!
-//! Only a whole fixed part is reused, never a shared start of one: a prefix read in other
+//! One more part is kept apart from them: the message a chat's last question is about,
+//! when it comes before the question (the second look asks two questions of one memory and
+//! one fact), so that the next question about it reads only itself.
+//!
+//! Only a whole kept part is reused, never a shared start of one: a prefix read in other
 //! pieces, or beside other tokens, rounds differently, and a reply would then depend on
-//! which calls came before it rather than on its prompt alone.
+//! which calls came before it rather than on its prompt alone. So a prompt is read in the
+//! same pieces whatever is kept: its fixed part, the part it shares, the rest.
 
 /// The caches of recently read prefixes, keyed by their tokens; the most recently used
 /// last. Generic over the cache so that its rules are tested without a model.
 pub(crate) struct Prefixes<C> {
     entries: Vec<(Vec<u32>, C)>,
     capacity: usize,
+    /// The one shared part kept (see the module's documentation), apart from the prefixes
+    /// so that it never takes one's place.
+    shared: Option<(Vec<u32>, C)>,
 }
 
 impl<C> Prefixes<C> {
@@ -24,6 +32,7 @@ impl<C> Prefixes<C> {
         Prefixes {
             entries: Vec::new(),
             capacity,
+            shared: None,
         }
     }
 
@@ -33,6 +42,31 @@ impl<C> Prefixes<C> {
         let entry = self.entries.remove(at);
         self.entries.push(entry);
         self.entries.last().map(|(_, cache)| cache)
+    }
+
+    /// What was kept of exactly `tokens` as the shared part.
+    pub(crate) fn get_shared(&self, tokens: &[u32]) -> Option<&C> {
+        self.shared
+            .as_ref()
+            .filter(|(kept, _)| kept == tokens)
+            .map(|(_, cache)| cache)
+    }
+
+    /// Keeps `cache` as what was read of `tokens`, the shared part, in place of the one
+    /// kept before; returns that one's cache.
+    pub(crate) fn keep_shared(&mut self, tokens: Vec<u32>, cache: C) -> Option<C> {
+        self.shared.replace((tokens, cache)).map(|(_, cache)| cache)
+    }
+
+    /// Forgets the shared part kept when `which` holds for its cache (one a call is about
+    /// to read over); returns whether it did.
+    #[cfg(any(feature = "llama", test))]
+    pub(crate) fn forget_shared(&mut self, which: impl Fn(&C) -> bool) -> bool {
+        let gone = self.shared.as_ref().is_some_and(|(_, cache)| which(cache));
+        if gone {
+            self.shared = None;
+        }
+        gone
     }
 
     /// Takes out the least recently used prefix's cache when `capacity` are kept, to make
@@ -104,5 +138,27 @@ mod tests {
         assert_eq!(p.make_room(), None);
         assert_eq!(p.keep(vec![4], "four"), Vec::<&str>::new());
         assert_eq!(p.get(&[3]), None);
+    }
+
+    #[test]
+    fn the_shared_part_is_kept_apart_one_at_a_time() {
+        let mut p = Prefixes::new(1);
+        p.keep(vec![1, 2], "prefix");
+        assert_eq!(p.keep_shared(vec![1, 2, 3], "pair"), None);
+        // It takes no prefix's place, and is found only by its own tokens.
+        assert_eq!(p.get(&[1, 2]), Some(&"prefix"));
+        assert_eq!(p.get(&[1, 2, 3]), None);
+        assert_eq!(p.get_shared(&[1, 2, 3]), Some(&"pair"));
+        assert_eq!(p.get_shared(&[1, 2]), None);
+        assert_eq!(p.get_shared(&[1, 2, 4]), None);
+        // A new shared part replaces the last.
+        assert_eq!(p.keep_shared(vec![1, 2, 4], "other pair"), Some("pair"));
+        assert_eq!(p.get_shared(&[1, 2, 3]), None);
+        assert_eq!(p.get_shared(&[1, 2, 4]), Some(&"other pair"));
+        // It is forgotten only when it is the cache named.
+        assert!(!p.forget_shared(|c| *c == "pair"));
+        assert!(p.forget_shared(|c| *c == "other pair"));
+        assert_eq!(p.get_shared(&[1, 2, 4]), None);
+        assert_eq!(p.get(&[1, 2]), Some(&"prefix"));
     }
 }

@@ -125,6 +125,18 @@ async fn a_reply_that_copies_its_prompt_is_read_ahead_and_comes_out_the_same() {
     .await;
 }
 
+#[tokio::test]
+async fn a_second_question_about_a_message_reads_only_itself() {
+    let llm = private();
+    let counted = llm.clone();
+    crate::local_llm::a_second_question_reads_only_itself(
+        Arc::new(llm),
+        move || counted.stats().reused_tokens,
+        false,
+    )
+    .await;
+}
+
 /// A call reuses what an earlier one read of its system message, answers as it did the
 /// first time, and still answers right after more system messages than are kept have
 /// pushed its prefix out (the sequences they held are cleared and used again).

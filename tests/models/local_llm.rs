@@ -580,6 +580,75 @@ pub(crate) async fn a_copying_reply_is_read_ahead(
     );
 }
 
+#[tokio::test]
+async fn a_second_question_about_a_message_reads_only_itself() {
+    let llm = private_llm();
+    let counted = llm.clone();
+    a_second_question_reads_only_itself(Arc::new(llm), move || counted.stats().reused_tokens, true)
+        .await;
+}
+
+/// A request that keeps its note (a last message that is a note, then a question about it
+/// on its last line, as the second look asks two questions of one memory and one fact)
+/// keeps the note apart from the prefixes: the next question about it reads only itself,
+/// and the reply is the one the question gets when the note is read anew. `reused` counts the prompt tokens reused. A
+/// plain call on the same instructions keeps the note in candle's cache (`outlived`), not
+/// in llama.cpp's, where the call reads over it. Shared with the llama.cpp provider's tests.
+pub(crate) async fn a_second_question_reads_only_itself(
+    llm: Arc<dyn Llm>,
+    reused: impl Fn() -> u64,
+    outlived: bool,
+) {
+    let system = "Answer with one word, in lowercase, without punctuation.";
+    let about = |note: &str, question: &str| {
+        ChatRequest::new(vec![
+            Message::new("system", system),
+            Message::user(format!("{note}\n{question}")),
+        ])
+        .max_tokens(4)
+        .keep_note(true)
+    };
+    let note = "The meeting with Ana and Jon is on Tuesday in the blue room.";
+    let other = "The party is on Friday at the old boathouse by the river.";
+    // The instructions, read and kept by a question about another note.
+    llm.chat(about(other, "Which day?")).await.unwrap();
+    let read = |request: ChatRequest| {
+        let llm = llm.clone();
+        let before = reused();
+        async move {
+            let reply = llm.chat(request).await.unwrap();
+            (reply.text, before)
+        }
+    };
+    let (day, before) = read(about(note, "Which day?")).await;
+    let instructions = reused() - before;
+    assert!(instructions > 10, "{instructions}");
+    let (colour, before) = read(about(note, "Which colour is the room?")).await;
+    let with_note = reused() - before;
+    assert!(
+        with_note >= instructions + 12,
+        "{with_note} reused, {instructions} of them the instructions"
+    );
+    assert!(day.to_lowercase().contains("tuesday"), "{day}");
+    assert!(colour.to_lowercase().contains("blue"), "{colour}");
+    // After a plain question on the same instructions.
+    let plain = ChatRequest::new(vec![
+        Message::new("system", system),
+        Message::user("What colour is the sky?"),
+    ])
+    .max_tokens(4);
+    llm.chat(plain).await.unwrap();
+    let (again, before) = read(about(note, "Which colour is the room?")).await;
+    let expected = if outlived { with_note } else { instructions };
+    assert_eq!(reused() - before, expected);
+    assert_eq!(again, colour);
+    // Another note takes the kept one's place: the note is read anew, with the same reply.
+    llm.chat(about(other, "Which day?")).await.unwrap();
+    let (anew, before) = read(about(note, "Which colour is the room?")).await;
+    assert_eq!(reused() - before, instructions);
+    assert_eq!(anew, colour);
+}
+
 /// Drops a call once it has written a few tokens (`written` counts the model's tokens): it
 /// stops before its next token, and the next call waits for it, then writes its own. Shared
 /// with the llama.cpp provider's tests.
