@@ -290,13 +290,28 @@ const SUBJECTS: &[&str] = &[
     "ik", "hij", "zij", "ze", "het", "wij", "jij", // Dutch ("je" is French's too)
 ];
 
-/// A sentence cut before each comma whose next word is one of the [`SUBJECTS`].
+/// Words by which a clause points back at what the clause before it named, in the same
+/// languages (not the pro-drop ones' clitics, which begin their clause): "I love steak, I
+/// have one every Friday" says one thing, which a change of diet replaces whole. Not
+/// French "l'" (an article as often: "je travaille à l'hôpital").
+const BACK: &[&str] = &[
+    "one", "ones", "it", "them", "there", // English
+    "y",     // French ("en" joins clauses in Dutch: see `as_said`)
+    "ihn", "ihm", "dort", "eins", // German
+    "er", "hem", "daar", "ervan", // Dutch
+];
+
+/// A sentence cut before each comma whose next word is one of the [`SUBJECTS`], unless the
+/// clause that word begins points back at the one before it ([`BACK`]) after its subject.
 fn at_subjects(sentence: &str) -> Vec<&str> {
     let mut pieces = Vec::new();
     let mut start = 0;
     for (comma, _) in sentence.match_indices(',') {
-        let next = crate::text::keywords(&sentence[comma + 1..]);
-        if next.first().is_some_and(|w| SUBJECTS.contains(&w.as_str())) {
+        let rest = &sentence[comma + 1..];
+        let clause = rest.split(',').next().unwrap_or(rest);
+        let next = crate::text::keywords(clause);
+        let back = next.iter().skip(1).any(|w| BACK.contains(&w.as_str()));
+        if next.first().is_some_and(|w| SUBJECTS.contains(&w.as_str())) && !back {
             pieces.push(&sentence[start..comma]);
             start = comma + 1;
         }
@@ -748,7 +763,9 @@ mod tests {
             {"text": "I work as a nurse"},
             {"text": "Retiro park is nearby"},
             {"text": "Ho due gatti"},
-            {"text": "Ho due gatti neri"}]}"#;
+            {"text": "Ho due gatti neri"},
+            {"text": "I love steak"},
+            {"text": "I have one every Friday"}]}"#;
         let conversation = [
             Message::user(
                 "Big news: I live in Madrid, near Retiro park. My dog is called Rex, he's a \
@@ -756,7 +773,8 @@ mod tests {
             ),
             Message::assistant("Nice!"),
             Message::user(
-                "I live in Leeds and I work as a nurse! Ho due gatti neri. Ho due gatti neri.",
+                "I live in Leeds and I work as a nurse! Ho due gatti neri. Ho due gatti neri. \
+                 I love steak, I have one every Friday.",
             ),
         ];
         let labels = [Label::new("home", ""), Label::new("places", "")];
@@ -764,7 +782,8 @@ mod tests {
         // One sentence, two facts: the sentence, at the first one's place, with the labels
         // and the highest importance of both. Two things joined by "and" or by a comma
         // before a subject, a fact with a word the sentence lacks ("nearby") and a sentence
-        // said twice stay as they were.
+        // said twice stay as they were; a clause after such a comma that points back at
+        // the one before it ("one") is one thing said with it.
         assert_eq!(
             texts(&facts),
             [
@@ -776,7 +795,8 @@ mod tests {
                 "I work as a nurse",
                 "Retiro park is nearby",
                 "Ho due gatti",
-                "Ho due gatti neri"
+                "Ho due gatti neri",
+                "I love steak, I have one every Friday"
             ]
         );
         assert_eq!(facts[0].categories, ["home", "places"]);
