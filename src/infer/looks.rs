@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::answer;
 use crate::error::Result;
-use crate::llm::{chat_json, chat_json_about_note, Llm, Parsed};
+use crate::llm::{chat_json, chat_json_with, Llm, Parsed};
 use crate::record::Message;
 
 /// The two questions of a second look at one memory and one new fact (see [`supersedes`]).
@@ -151,13 +151,17 @@ async fn ask(llm: &dyn Llm, memory: &str, fact: &str, question: Question) -> Res
     let mut chat = second_look_prefix();
     chat.push(Message::user(second_look_question(memory, fact, question)));
     // The memory and the fact are read once for both questions.
-    chat_json_about_note::<Answer, _>(llm, chat, yes_no_schema(), SECOND_LOOK_TOKENS, |a| match a
-        .answer
-        .as_str()
-    {
-        "yes" | "no" => Ok(()),
-        other => Err(format!("answer {other:?}: answer \"yes\" or \"no\"")),
-    })
+    chat_json_with::<Answer, _>(
+        llm,
+        chat,
+        yes_no_schema(),
+        SECOND_LOOK_TOKENS,
+        true,
+        |a| match a.answer.as_str() {
+            "yes" | "no" => Ok(()),
+            other => Err(format!("answer {other:?}: answer \"yes\" or \"no\"")),
+        },
+    )
     .await
     .map(|p| Parsed {
         value: p.value.answer == "yes",

@@ -217,11 +217,12 @@ impl Core {
         }
     }
 
-    /// What a chat's prompt (`tokens`, after `before`: the prompt's text before its last
+    /// What a chat's prompt (`tokens`; `before` is the prompt's text before its last
     /// message's) keeps for reuse (see [`Keep`]): nothing unless it opens with a system
-    /// message and has something after what it keeps. The prefix ends through a message's `<|im_end|>`; the note of a
-    /// request that keeps one ([`ChatRequest::keep_note`]) through the last line break of
-    /// its last message, when the tokens up to there are the same alone as in the prompt.
+    /// message and has something after what it keeps. The prefix ends through a message's
+    /// `<|im_end|>`; the note of a request that keeps one ([`ChatRequest::keep_note`])
+    /// through the last line break of its last message, when the tokens up to there are
+    /// the same alone as in the prompt.
     fn keep(&self, request: &ChatRequest, before: &str, tokens: &[u32]) -> Result<Option<Keep>> {
         let messages = &request.messages;
         if messages.first().is_none_or(|m| m.role != "system") {

@@ -199,26 +199,13 @@ where
     T: DeserializeOwned,
     F: Fn(&T) -> std::result::Result<(), String>,
 {
-    ask_json(llm, messages, schema, max_tokens, false, validate).await
+    chat_json_with(llm, messages, schema, max_tokens, false, validate).await
 }
 
-/// [`chat_json`] for a last message that is a note, then a question about it on its last
-/// line: the first attempt keeps the note for the next question ([`ChatRequest::keep_note`]).
-pub(crate) async fn chat_json_about_note<T, F>(
-    llm: &dyn Llm,
-    messages: Vec<Message>,
-    schema: serde_json::Value,
-    max_tokens: u32,
-    validate: F,
-) -> Result<Parsed<T>>
-where
-    T: DeserializeOwned,
-    F: Fn(&T) -> std::result::Result<(), String>,
-{
-    ask_json(llm, messages, schema, max_tokens, true, validate).await
-}
-
-async fn ask_json<T, F>(
+/// [`chat_json`], keeping the note of a last message that is a note, then a question
+/// about it on its last line, when `keep_note`: the first attempt asks so
+/// ([`ChatRequest::keep_note`]); a retry, which ends with its correction, does not.
+pub(crate) async fn chat_json_with<T, F>(
     llm: &dyn Llm,
     messages: Vec<Message>,
     schema: serde_json::Value,
