@@ -69,7 +69,7 @@ pub(super) struct Keep {
     /// message's last line, when the request keeps it ([`ChatRequest::keep_note`]): kept
     /// apart from the prefixes (one at a time), so that the next question about the same
     /// note reads only itself.
-    pub(super) shared: Option<usize>,
+    pub(super) note: Option<usize>,
 }
 
 /// What a local model provider needs besides the model's arithmetic: the tokenizer built
@@ -91,9 +91,9 @@ pub(super) struct Core {
 pub(super) trait Backend {
     /// Reads a prompt from its start, reusing what is kept of its first `keep.prefix` tokens
     /// (its instructions and examples) when an earlier call kept exactly those, and keeps
-    /// them for later calls otherwise; the same for the first `keep.shared` tokens, kept
+    /// them for later calls otherwise; the same for the first `keep.note` tokens, kept
     /// apart from the prefixes. It reads in the same pieces whatever is kept: the prefix,
-    /// then the shared part, then the rest. Returns the scores of the next token, one per
+    /// then the note, then the rest. Returns the scores of the next token, one per
     /// token of the vocabulary, and how many tokens were reused.
     fn read_prompt(&mut self, tokens: &[u32], keep: Option<Keep>) -> Result<(Vec<f32>, usize)>;
 
@@ -252,10 +252,7 @@ impl Core {
             }
             _ => None,
         };
-        Ok(Some(Keep {
-            prefix,
-            shared: note,
-        }))
+        Ok(Some(Keep { prefix, note }))
     }
 
     /// Runs a chat on `backend`, stopping before its next step once `cancelled` is set.

@@ -231,7 +231,7 @@ fn serve(
 }
 
 /// The prefixes kept in the cache: each in a sequence of its own, which holds nothing else
-/// between calls but the shared part kept after it (see [`Keep`]), until a call reads
+/// between calls but the note kept after it (see [`Keep`]), until a call reads
 /// something else there.
 struct Kept {
     prefixes: Prefixes<i32>,
@@ -311,14 +311,14 @@ impl LlamaTurn<'_, '_> {
 
 impl Backend for LlamaTurn<'_, '_> {
     fn read_prompt(&mut self, tokens: &[u32], keep: Option<Keep>) -> Result<(Vec<f32>, usize)> {
-        let (end, shared) = keep.map_or((0, None), |k| (k.prefix, k.shared));
-        // The shared part is kept in its prefix's sequence, after the prefix.
-        let kept_shared = shared.and_then(|at| {
-            let seq = *self.kept.prefixes.get_shared(&tokens[..at])?;
+        let (end, note) = keep.map_or((0, None), |k| (k.prefix, k.note));
+        // The note is kept in its prefix's sequence, after the prefix.
+        let kept_note = note.and_then(|at| {
+            let seq = *self.kept.prefixes.get_note(&tokens[..at])?;
             let prefix = *self.kept.prefixes.get(&tokens[..end])?;
             (prefix == seq).then_some((seq, at))
         });
-        let kept = match kept_shared {
+        let kept = match kept_note {
             Some((seq, _)) => Some(seq),
             None => (end > 0)
                 .then(|| self.kept.prefixes.get(&tokens[..end]).copied())
@@ -327,7 +327,7 @@ impl Backend for LlamaTurn<'_, '_> {
         let start = match kept {
             Some(seq) => {
                 self.seq = seq;
-                kept_shared.map_or(end, |(_, at)| at)
+                kept_note.map_or(end, |(_, at)| at)
             }
             None if end > 0 => {
                 // A sequence for this prefix: a free one, or the least recently used
@@ -348,11 +348,11 @@ impl Backend for LlamaTurn<'_, '_> {
                 0
             }
         };
-        // What the last call on this sequence read after its prefix (or its shared part)
-        // goes, all of it for a prefix read anew; and with it a shared part kept there.
-        if kept_shared.is_none() {
+        // What the last call on this sequence read after its prefix (or its note)
+        // goes, all of it for a prefix read anew; and with it a note kept there.
+        if kept_note.is_none() {
             let seq = self.seq;
-            self.kept.prefixes.forget_shared(|&s| s == seq);
+            self.kept.prefixes.forget_note(|&s| s == seq);
         }
         self.context
             .clear_kv_cache_seq(Some(self.seq as u32), Some(start as u32), None)
@@ -369,12 +369,12 @@ impl Backend for LlamaTurn<'_, '_> {
             }
         }
         let mut at = start.max(end);
-        if let Some(shared) = shared.filter(|&shared| at < shared && end > 0) {
-            self.read(&tokens[at..shared], Scores::None)?;
+        if let Some(note) = note.filter(|&note| at < note && end > 0) {
+            self.read(&tokens[at..note], Scores::None)?;
             self.kept
                 .prefixes
-                .keep_shared(tokens[..shared].to_vec(), self.seq);
-            at = shared;
+                .keep_note(tokens[..note].to_vec(), self.seq);
+            at = note;
         }
         let scores = self
             .read(&tokens[at..], Scores::Last)?

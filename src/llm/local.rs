@@ -280,12 +280,12 @@ struct CandleTurn<'a> {
 impl Backend for CandleTurn<'_> {
     fn read_prompt(&mut self, tokens: &[u32], keep: Option<Keep>) -> Result<(Vec<f32>, usize)> {
         let model = self.model;
-        let (prefix, shared) = keep.map_or((0, None), |k| (k.prefix, k.shared));
-        let found_shared = shared.and_then(|end| {
-            let kept = self.prefixes.get_shared(&tokens[..end])?;
+        let (prefix, note) = keep.map_or((0, None), |k| (k.prefix, k.note));
+        let found_note = note.and_then(|end| {
+            let kept = self.prefixes.get_note(&tokens[..end])?;
             Some((kept.prefix(end), end))
         });
-        let found = found_shared.or_else(|| {
+        let found = found_note.or_else(|| {
             let kept = (prefix > 0).then(|| self.prefixes.get(&tokens[..prefix]))??;
             Some((kept.prefix(prefix), prefix))
         });
@@ -299,12 +299,12 @@ impl Backend for CandleTurn<'_> {
             self.prefixes.keep(tokens[..prefix].to_vec(), cache.clone());
             at = prefix;
         }
-        if let Some(end) = shared.filter(|&end| at < end) {
+        if let Some(end) = note.filter(|&end| at < end) {
             model
                 .forward(&tokens[at..end], &mut cache)
                 .map_err(model_err)?;
             self.prefixes
-                .keep_shared(tokens[..end].to_vec(), cache.clone());
+                .keep_note(tokens[..end].to_vec(), cache.clone());
             at = end;
         }
         let logits = model

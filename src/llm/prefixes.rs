@@ -7,23 +7,24 @@
 //! before its last message: its key/value cache), and a call whose fixed part is one of
 //! them reads only its last message.
 //!
-//! One more part is kept apart from them: the message a chat's last question is about,
-//! when it comes before the question (the second look asks two questions of one memory and
-//! one fact), so that the next question about it reads only itself.
+//! One more part is kept apart from them: the note of a request that keeps one
+//! (`ChatRequest::keep_note`: its last message's text before the question on its last
+//! line; the second look asks two questions of one memory and one fact so), so that the
+//! next question about it reads only itself.
 //!
 //! Only a whole kept part is reused, never a shared start of one: a prefix read in other
 //! pieces, or beside other tokens, rounds differently, and a reply would then depend on
 //! which calls came before it rather than on its prompt alone. So a prompt is read in the
-//! same pieces whatever is kept: its fixed part, the part it shares, the rest.
+//! same pieces whatever is kept: its fixed part, its note, the rest.
 
 /// The caches of recently read prefixes, keyed by their tokens; the most recently used
 /// last. Generic over the cache so that its rules are tested without a model.
 pub(crate) struct Prefixes<C> {
     entries: Vec<(Vec<u32>, C)>,
     capacity: usize,
-    /// The one shared part kept (see the module's documentation), apart from the prefixes
-    /// so that it never takes one's place.
-    shared: Option<(Vec<u32>, C)>,
+    /// The one note kept (see the module's documentation), apart from the prefixes so
+    /// that it never takes one's place.
+    note: Option<(Vec<u32>, C)>,
 }
 
 impl<C> Prefixes<C> {
@@ -32,7 +33,7 @@ impl<C> Prefixes<C> {
         Prefixes {
             entries: Vec::new(),
             capacity,
-            shared: None,
+            note: None,
         }
     }
 
@@ -44,27 +45,27 @@ impl<C> Prefixes<C> {
         self.entries.last().map(|(_, cache)| cache)
     }
 
-    /// What was kept of exactly `tokens` as the shared part.
-    pub(crate) fn get_shared(&self, tokens: &[u32]) -> Option<&C> {
-        self.shared
+    /// What was kept of exactly `tokens` as the note.
+    pub(crate) fn get_note(&self, tokens: &[u32]) -> Option<&C> {
+        self.note
             .as_ref()
             .filter(|(kept, _)| kept == tokens)
             .map(|(_, cache)| cache)
     }
 
-    /// Keeps `cache` as what was read of `tokens`, the shared part, in place of the one
+    /// Keeps `cache` as what was read of `tokens`, the note, in place of the one
     /// kept before; returns that one's cache.
-    pub(crate) fn keep_shared(&mut self, tokens: Vec<u32>, cache: C) -> Option<C> {
-        self.shared.replace((tokens, cache)).map(|(_, cache)| cache)
+    pub(crate) fn keep_note(&mut self, tokens: Vec<u32>, cache: C) -> Option<C> {
+        self.note.replace((tokens, cache)).map(|(_, cache)| cache)
     }
 
-    /// Forgets the shared part kept when `which` holds for its cache (one a call is about
+    /// Forgets the note kept when `which` holds for its cache (one a call is about
     /// to read over); returns whether it did.
     #[cfg(any(feature = "llama", test))]
-    pub(crate) fn forget_shared(&mut self, which: impl Fn(&C) -> bool) -> bool {
-        let gone = self.shared.as_ref().is_some_and(|(_, cache)| which(cache));
+    pub(crate) fn forget_note(&mut self, which: impl Fn(&C) -> bool) -> bool {
+        let gone = self.note.as_ref().is_some_and(|(_, cache)| which(cache));
         if gone {
-            self.shared = None;
+            self.note = None;
         }
         gone
     }
@@ -141,24 +142,24 @@ mod tests {
     }
 
     #[test]
-    fn the_shared_part_is_kept_apart_one_at_a_time() {
+    fn the_note_is_kept_apart_one_at_a_time() {
         let mut p = Prefixes::new(1);
         p.keep(vec![1, 2], "prefix");
-        assert_eq!(p.keep_shared(vec![1, 2, 3], "pair"), None);
+        assert_eq!(p.keep_note(vec![1, 2, 3], "pair"), None);
         // It takes no prefix's place, and is found only by its own tokens.
         assert_eq!(p.get(&[1, 2]), Some(&"prefix"));
         assert_eq!(p.get(&[1, 2, 3]), None);
-        assert_eq!(p.get_shared(&[1, 2, 3]), Some(&"pair"));
-        assert_eq!(p.get_shared(&[1, 2]), None);
-        assert_eq!(p.get_shared(&[1, 2, 4]), None);
-        // A new shared part replaces the last.
-        assert_eq!(p.keep_shared(vec![1, 2, 4], "other pair"), Some("pair"));
-        assert_eq!(p.get_shared(&[1, 2, 3]), None);
-        assert_eq!(p.get_shared(&[1, 2, 4]), Some(&"other pair"));
+        assert_eq!(p.get_note(&[1, 2, 3]), Some(&"pair"));
+        assert_eq!(p.get_note(&[1, 2]), None);
+        assert_eq!(p.get_note(&[1, 2, 4]), None);
+        // A new note replaces the last.
+        assert_eq!(p.keep_note(vec![1, 2, 4], "other pair"), Some("pair"));
+        assert_eq!(p.get_note(&[1, 2, 3]), None);
+        assert_eq!(p.get_note(&[1, 2, 4]), Some(&"other pair"));
         // It is forgotten only when it is the cache named.
-        assert!(!p.forget_shared(|c| *c == "pair"));
-        assert!(p.forget_shared(|c| *c == "other pair"));
-        assert_eq!(p.get_shared(&[1, 2, 4]), None);
+        assert!(!p.forget_note(|c| *c == "pair"));
+        assert!(p.forget_note(|c| *c == "other pair"));
+        assert_eq!(p.get_note(&[1, 2, 4]), None);
         assert_eq!(p.get(&[1, 2]), Some(&"prefix"));
     }
 }
