@@ -82,6 +82,11 @@ fn function_words() -> &'static std::collections::HashSet<&'static str> {
     })
 }
 
+/// The words of a text, every one, folded as [`terms`] are but not stemmed.
+pub(crate) fn folded_words(text: &str) -> Vec<String> {
+    words(text).map(|w| fold(&w).into_owned()).collect()
+}
+
 /// The stems of a text's [`keywords`] (English Snowball stemmer, no folding).
 pub fn stems(text: &str) -> Vec<String> {
     let stemmer = stemmer();

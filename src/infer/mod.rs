@@ -20,10 +20,12 @@ mod looks;
 pub(crate) mod places;
 mod reconcile;
 mod small_talk;
+mod topics;
 
 pub(crate) use extract::{extract_facts, Fact};
 pub(crate) use looks::{answers, apart, clauses, outdates, replaces, with_the_rest_kept, Apart};
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
+pub(crate) use topics::topics;
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
 

@@ -1194,3 +1194,50 @@ async fn consolidate_pays_for_every_model_call_and_stops_when_the_balance_cannot
     );
     assert_eq!(live(&memory, "u3").await.len(), 2, "never reached");
 }
+
+/// A fact that ends a partnership, a diet or a job is compared with the memories of that
+/// topic, which share no word or meaning with it (here, no word: the test's hashing
+/// embedder finds them unrelated): the model sees the partner's memory, not the hobby, and
+/// the fact takes its place once the second look agrees. A fact of no topic is compared
+/// with nothing.
+#[tokio::test]
+async fn a_fact_that_ends_a_relationship_is_compared_with_the_partners_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (yes, no) = (r#"{"answer": "yes"}"#, r#"{"answer": "no"}"#);
+    let delete = json!({"decisions": [{"fact": 0, "event": "DELETE", "memory": 0}]}).to_string();
+    let llm = ScriptedLlm::new([
+        facts(&["That relationship ended in spring"]),
+        delete,
+        yes.to_string(),
+        no.to_string(),
+        facts(&["Rainy Sundays are for films"]),
+    ]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    for text in ["My girlfriend Ana is a nurse", "I play the cello"] {
+        memory.add(text).user("leo").infer(false).await.unwrap();
+    }
+    let ended = memory
+        .add("Life update: that relationship ended in spring.")
+        .user("leo")
+        .await
+        .unwrap();
+    let asked = &llm.requests()[1];
+    let shown = shown_memories(&asked.messages.last().unwrap().content);
+    assert_eq!(
+        shown,
+        [json!({"memory": 0, "text": "My girlfriend Ana is a nurse"})]
+    );
+    assert_eq!(ended.results.len(), 1);
+    assert_eq!(ended.results[0].event, HistoryEvent::Update);
+    assert_eq!(
+        live(&memory, "leo").await,
+        ["I play the cello", "That relationship ended in spring"]
+    );
+    // Of no topic and like no memory: no reconciliation.
+    memory
+        .add("Any film for a rainy Sunday?")
+        .user("leo")
+        .await
+        .unwrap();
+    assert_eq!(llm.requests().len(), 5);
+}

@@ -384,6 +384,27 @@ async fn a_correction_takes_the_place_of_one_clause_and_keeps_the_other() {
     );
 }
 
+/// A relationship that ended, through the real model: the fact shares no word and little
+/// meaning with the partner's memory, which is found by its topic, shown to the model,
+/// and superseded, history kept.
+#[tokio::test]
+async fn a_relationship_that_ended_leaves_no_partner_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = memory(&dir).await;
+    let said = "My boyfriend Marco is a baker";
+    let first = memory.add(said).user("ines").infer(false).await.unwrap();
+    memory
+        .add("Quick update: that relationship is over, it ended in October.")
+        .user("ines")
+        .await
+        .unwrap();
+    let kept = texts(&memory, "ines").await;
+    assert!(!kept.iter().any(|m| m.contains("Marco")), "{kept:?}");
+    assert!(kept.iter().any(|m| m.contains("October")), "{kept:?}");
+    let history = memory.history(first.results[0].id).await.unwrap();
+    assert_eq!(history.len(), 2, "{history:?}");
+}
+
 /// Small talk the real model extracts beside a fact is not stored: the fact is, and
 /// nothing about the weather or a wish.
 #[tokio::test]

@@ -57,6 +57,12 @@ const MAX_EXISTING: usize = 30;
 /// 0.33; one that shares a name with it, much less.
 const MIN_RELEVANCE: f32 = 0.3;
 
+/// Most memories of a fact's topics shown with it beside the similar ones (see
+/// [`Memory::on_topic`]).
+const TOPIC_CANDIDATES: usize = 2;
+/// Memories a topic's keyword search reads, of which those that speak of the topic are kept.
+const TOPIC_SEARCHED: usize = 8;
+
 /// The owners a fact is reconciled against: the same user, agent and app in any session;
 /// the session only when it is the one owner given.
 fn reconcile_scope(owners: &Owners) -> Owners {
@@ -155,7 +161,8 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     let similar = memory
         .similar(&texts, vectors.clone(), &filter, CANDIDATES_PER_FACT, at)
         .await?;
-    for (i, (text, hits)) in texts.iter().zip(similar).enumerate() {
+    let on_topic = memory.on_topic(&said, &filter, at).await?;
+    for (i, ((text, hits), topical)) in texts.iter().zip(similar).zip(on_topic).enumerate() {
         let hash = content_hash(text);
         if hits.iter().any(|(row, _)| row.record.hash == hash) {
             known[i] = Some(FactPlan::None);
@@ -174,6 +181,19 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
                 existing.len() - 1
             });
             own.push((at, relevance));
+        }
+        // Then the memories that speak of what the fact changes, however unlike it.
+        for (row, score) in topical {
+            if existing.len() >= MAX_EXISTING && !slot.contains_key(&row.record.id) {
+                break;
+            }
+            let at = *slot.entry(row.record.id).or_insert_with(|| {
+                existing.push(row);
+                existing.len() - 1
+            });
+            if !own.iter().any(|&(m, _)| m == at) {
+                own.push((at, score));
+            }
         }
         if !own.is_empty() {
             asked.push(i);
@@ -451,6 +471,49 @@ impl Memory {
         for ranked in ranked {
             let rows = self.hydrate_rows(ranked, filter, false, at).await?;
             out.push(rows.into_iter().map(|(row, r)| (row, r.score)).collect());
+        }
+        Ok(out)
+    }
+}
+
+impl Memory {
+    /// For each fact, the live memories among `filter` that speak of a topic it speaks of
+    /// (a partner, a diet, work: see [`infer::topics`]), at most [`TOPIC_CANDIDATES`], best
+    /// keyword score first, with that score: a change of these rarely resembles the memory
+    /// it ends. Facts of no topic get none, and cost no search.
+    async fn on_topic(
+        &self,
+        facts: &[String],
+        filter: &crate::filter::Filter,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<Vec<(Row, f32)>>> {
+        let among = Among::new(filter, at, false);
+        let mut out = Vec::with_capacity(facts.len());
+        for fact in facts {
+            let mut found: Vec<(Row, f32)> = Vec::new();
+            for topic in infer::topics(fact) {
+                // A query reads at most `MAX_QUERY_WORDS` words.
+                for words in topic.words().chunks(crate::text::MAX_QUERY_WORDS) {
+                    let ranked = self
+                        .keyword_ranked(
+                            &words.join(" "),
+                            among,
+                            TOPIC_SEARCHED,
+                            RECONCILE_MIN_ROWS,
+                            None,
+                        )
+                        .await?;
+                    for (row, r) in self.hydrate_rows(ranked, filter, false, at).await? {
+                        let speaks = infer::topics(&row.record.memory).contains(&topic);
+                        if speaks && !found.iter().any(|(f, _)| f.record.id == row.record.id) {
+                            found.push((row, r.score));
+                        }
+                    }
+                }
+            }
+            found.sort_by(|a, b| b.1.total_cmp(&a.1));
+            found.truncate(TOPIC_CANDIDATES);
+            out.push(found);
         }
         Ok(out)
     }

@@ -1,0 +1,313 @@
+//! The things about a person that one fact can end: who their partner is, what they eat,
+//! whether they work. A change of these rarely shares words or meaning with the memory it
+//! ends ("That relationship ended in spring" and "My boyfriend Declan is a chef", "I
+//! retired" and "I work as an accountant"), so similarity alone does not find the memory;
+//! a fact and a memory that speak of the same topic are compared as well.
+//!
+//! Words are matched whole, lowercase and without diacritics (as [`crate::text`] folds
+//! them), in the languages memlane is evaluated in: English, French, German, Italian,
+//! Spanish, Portuguese and Dutch.
+
+/// A thing about a person that a new fact can change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Topic {
+    /// A partner, and being with one: boyfriend, wife, married, divorced, a relationship.
+    Partner,
+    /// What a person eats: vegan, vegetarian, meat, fish.
+    Diet,
+    /// Working, and no longer working: a job, retired, quit.
+    Work,
+}
+
+impl Topic {
+    const ALL: [Topic; 3] = [Topic::Partner, Topic::Diet, Topic::Work];
+
+    /// The words that speak of the topic, folded.
+    pub(crate) fn words(self) -> &'static [&'static str] {
+        match self {
+            Topic::Partner => PARTNER,
+            Topic::Diet => DIET,
+            Topic::Work => WORK,
+        }
+    }
+}
+
+const PARTNER: &[&str] = &[
+    // English
+    "boyfriend",
+    "girlfriend",
+    "partner",
+    "husband",
+    "wife",
+    "fiance",
+    "fiancee",
+    "spouse",
+    "married",
+    "divorced",
+    "engaged",
+    "single",
+    "relationship",
+    "dating",
+    "ex",
+    // French
+    "copain",
+    "copine",
+    "mari",
+    "femme",
+    "epoux",
+    "epouse",
+    "compagnon",
+    "compagne",
+    "mariee",
+    "divorcee",
+    "relation",
+    "celibataire",
+    // German
+    "freund",
+    "freundin",
+    "mann",
+    "frau",
+    "ehemann",
+    "ehefrau",
+    "partnerin",
+    "verheiratet",
+    "verlobt",
+    "ledig",
+    "geschieden",
+    "beziehung",
+    "getrennt",
+    // Spanish
+    "novio",
+    "novia",
+    "marido",
+    "esposo",
+    "esposa",
+    "mujer",
+    "pareja",
+    "casado",
+    "casada",
+    "soltero",
+    "soltera",
+    "divorciado",
+    "divorciada",
+    "relacion",
+    // Italian
+    "fidanzato",
+    "fidanzata",
+    "ragazzo",
+    "ragazza",
+    "moglie",
+    "sposato",
+    "sposata",
+    "divorziato",
+    "relazione",
+    // Portuguese
+    "namorado",
+    "namorada",
+    "noivo",
+    "noiva",
+    "mulher",
+    "solteiro",
+    "solteira",
+    "relacao",
+    // Dutch
+    "vriend",
+    "vriendin",
+    "vrouw",
+    "echtgenoot",
+    "getrouwd",
+    "vrijgezel",
+    "relatie",
+];
+
+const DIET: &[&str] = &[
+    // English
+    "vegan",
+    "vegetarian",
+    "veggie",
+    "pescatarian",
+    "meat",
+    "fish",
+    "chicken",
+    "dairy",
+    // French
+    "vegane",
+    "vegetarien",
+    "vegetarienne",
+    "vegetalien",
+    "vegetalienne",
+    "viande",
+    "poisson",
+    // German
+    "veganer",
+    "veganerin",
+    "vegetarier",
+    "vegetarierin",
+    "vegetarisch",
+    "fleisch",
+    "fisch",
+    // Spanish and Portuguese
+    "vegano",
+    "vegana",
+    "vegetariano",
+    "vegetariana",
+    "carne",
+    "pescado",
+    "pollo",
+    "peixe",
+    "frango",
+    // Italian
+    "vegani",
+    "vegetariani",
+    "pesce",
+    // Dutch
+    "veganist",
+    "vegetariers",
+    "vlees",
+    "kip",
+    // Eating again, or no longer
+    "eat",
+    "eating",
+    "mange",
+    "mangiare",
+];
+
+const WORK: &[&str] = &[
+    // English
+    "job",
+    "work",
+    "works",
+    "working",
+    "employed",
+    "career",
+    "retired",
+    "retirement",
+    "pension",
+    "quit",
+    "resigned",
+    "fired",
+    "redundant",
+    "unemployed",
+    // French
+    "travail",
+    "travaille",
+    "emploi",
+    "metier",
+    "retraite",
+    "retraitee",
+    "demissionne",
+    "licencie",
+    "chomage",
+    // German
+    "arbeite",
+    "arbeitet",
+    "arbeit",
+    "beruf",
+    "rente",
+    "ruhestand",
+    "rentner",
+    "rentnerin",
+    "gekundigt",
+    "arbeitslos",
+    // Spanish
+    "trabajo",
+    "trabaja",
+    "empleo",
+    "jubilado",
+    "jubilada",
+    "jubilacion",
+    "despedido",
+    // Italian
+    "lavoro",
+    "lavora",
+    "pensione",
+    "pensionato",
+    "pensionata",
+    "licenziato",
+    "licenziata",
+    "disoccupato",
+    // Portuguese
+    "trabalho",
+    "trabalha",
+    "emprego",
+    "aposentado",
+    "aposentada",
+    "reformado",
+    // Dutch
+    "werk",
+    "werkt",
+    "baan",
+    "gepensioneerd",
+    "ontslag",
+];
+
+/// The topics a text speaks of, in [`Topic::ALL`]'s order.
+pub(crate) fn topics(text: &str) -> Vec<Topic> {
+    let words = crate::text::folded_words(text);
+    Topic::ALL
+        .into_iter()
+        .filter(|topic| words.iter().any(|w| topic.words().contains(&w.as_str())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_and_the_memory_it_ends_share_a_topic() {
+        let shared = |fact: &str, memory: &str| -> Vec<Topic> {
+            let of_memory = topics(memory);
+            topics(fact)
+                .into_iter()
+                .filter(|t| of_memory.contains(t))
+                .collect()
+        };
+        for (fact, memory, topic) in [
+            (
+                "We broke up, that relationship is over",
+                "My girlfriend Ana is a nurse",
+                Topic::Partner,
+            ),
+            (
+                "Je suis divorcée depuis mars",
+                "Mon mari s'appelle Luc",
+                Topic::Partner,
+            ),
+            (
+                "Ik heb een nieuwe vriendin",
+                "Ik ben getrouwd met Sanne",
+                Topic::Partner,
+            ),
+            (
+                "I started eating fish again",
+                "I'm a vegetarian",
+                Topic::Diet,
+            ),
+            ("Como carne otra vez", "Soy vegetariana", Topic::Diet),
+            (
+                "Ich bin seit Mai in Rente",
+                "Ich arbeite als Koch",
+                Topic::Work,
+            ),
+            ("Sono in pensione", "Lavoro in banca", Topic::Work),
+            ("I retired last year", "I work as a pilot", Topic::Work),
+        ] {
+            assert_eq!(shared(fact, memory), [topic], "{fact} / {memory}");
+        }
+        // Every word of a topic is written as texts are read: lowercase, no diacritics.
+        for topic in Topic::ALL {
+            for word in topic.words() {
+                assert!(topics(word).contains(&topic), "{word}");
+            }
+        }
+        // A move, a hobby or a pet is none of them.
+        for text in [
+            "I moved to Valencia last month",
+            "I play the cello on Sundays",
+            "We adopted a cat called Miso",
+        ] {
+            assert!(topics(text).is_empty(), "{text}: {:?}", topics(text));
+        }
+    }
+}
