@@ -25,7 +25,7 @@ mod topics;
 pub(crate) use extract::{extract_facts, Fact};
 pub(crate) use looks::{answers, apart, clauses, outdates, replaces, with_the_rest_kept, Apart};
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
-pub(crate) use topics::topics;
+pub(crate) use topics::{gives_up_diet, topics};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
 

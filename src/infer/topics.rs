@@ -250,6 +250,107 @@ pub(crate) fn topics(text: &str) -> Vec<Topic> {
         .collect()
 }
 
+/// Words that say a person eats no meat nor fish: vegetarian and vegan.
+const NO_MEAT: &[&str] = &[
+    "vegan",
+    "vegetarian",
+    "veggie",
+    "vegane",
+    "vegetarien",
+    "vegetarienne",
+    "vegetalien",
+    "vegetalienne",
+    "veganer",
+    "veganerin",
+    "vegetarier",
+    "vegetarierin",
+    "vegetarisch",
+    "vegano",
+    "vegana",
+    "vegetariano",
+    "vegetariana",
+    "vegani",
+    "vegetariani",
+    "veganist",
+];
+
+/// Meat and fish, which neither a vegetarian nor a vegan eats.
+const MEAT: &[&str] = &[
+    "meat",
+    "fish",
+    "chicken",
+    "beef",
+    "pork",
+    "steak",
+    "bacon",
+    "ham",
+    "salmon",
+    "tuna",
+    "viande",
+    "poisson",
+    "poulet",
+    "boeuf",
+    "porc",
+    "jambon",
+    "fleisch",
+    "fisch",
+    "hahnchen",
+    "huhn",
+    "rind",
+    "schwein",
+    "wurst",
+    "schinken",
+    "carne",
+    "pescado",
+    "pollo",
+    "cerdo",
+    "jamon",
+    "pesce",
+    "maiale",
+    "prosciutto",
+    "peixe",
+    "frango",
+    "porco",
+    "presunto",
+    "vlees",
+    "vis",
+    "kip",
+    "rundvlees",
+    "varkensvlees",
+];
+
+/// Eating, in the forms a person uses of themselves (the first person, the infinitive and
+/// the participle): "eats", "isst", "mangia" are about someone else.
+const EAT: &[&str] = &[
+    "eat", "eating", "ate", "eaten", "esse", "essen", "gegessen", "mange", "remange", "manger",
+    "mangio", "mangiare", "mangiato", "como", "comer", "comido", "comi", "eet", "eten", "gegeten",
+];
+
+/// Words that deny what follows: "I don't eat meat" keeps a vegetarian one.
+const NOT: &[&str] = &[
+    "no", "not", "never", "don", "didn", "won", "without", "ne", "n", "pas", "jamais", "sans",
+    "nicht", "kein", "keine", "keinen", "nie", "niemals", "ohne", "nunca", "sin", "non", "mai",
+    "senza", "nao", "sem", "niet", "geen", "nooit", "zonder",
+];
+
+/// Whether a new fact says its speaker eats meat or fish (a word of eating and one of
+/// meat or fish, no denial, no vegetarian word of its own) while the memory says they are
+/// vegetarian or vegan: the diet was given up ("Ich esse inzwischen wieder Fisch und Eier"
+/// after "Ich bin Veganerin"). A small model keeps the two side by side, asked whether the
+/// memory was replaced; that meat is not vegetarian is what it misses.
+pub(crate) fn gives_up_diet(memory: &str, fact: &str) -> bool {
+    let any = |words: &[String], of: &[&str]| words.iter().any(|w| of.contains(&w.as_str()));
+    let (memory, fact) = (
+        crate::text::folded_words(memory),
+        crate::text::folded_words(fact),
+    );
+    any(&memory, NO_MEAT)
+        && any(&fact, EAT)
+        && any(&fact, MEAT)
+        && !any(&fact, NOT)
+        && !any(&fact, NO_MEAT)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,6 +409,40 @@ mod tests {
             "We adopted a cat called Miso",
         ] {
             assert!(topics(text).is_empty(), "{text}: {:?}", topics(text));
+        }
+    }
+
+    #[test]
+    fn eating_meat_again_gives_up_a_vegetarian_diet() {
+        for (memory, fact) in [
+            (
+                "Ich bin Veganerin",
+                "Ich esse inzwischen wieder Fisch und Eier",
+            ),
+            ("I'm vegetarian", "I started eating chicken again"),
+            (
+                "Soy vegetariana desde 2019",
+                "Ahora como pescado dos veces por semana",
+            ),
+            ("Je suis végétarien", "Je remange de la viande"),
+            ("Ik ben vegetariër", "Ik eet weer vlees"),
+        ] {
+            assert!(gives_up_diet(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            // Denied, still vegetarian, or about someone else.
+            ("I'm vegetarian", "I don't eat meat or fish"),
+            ("Je suis végétarienne", "Je ne mange jamais de poisson"),
+            ("I'm vegetarian", "I'm still vegetarian, but I eat eggs"),
+            ("I'm vegetarian", "My son eats chicken every day"),
+            ("Sono vegetariano", "Mio marito mangia carne"),
+            // No meat, or no diet in the memory.
+            ("I'm vegan", "I eat a lot of Thai curries"),
+            ("I love steak", "I eat fish on Fridays"),
+            // Cooking is not eating.
+            ("I'm vegetarian", "I cooked chicken for the kids"),
+        ] {
+            assert!(!gives_up_diet(memory, fact), "{memory} / {fact}");
         }
     }
 }

@@ -1241,3 +1241,57 @@ async fn a_fact_that_ends_a_relationship_is_compared_with_the_partners_memory() 
         .unwrap();
     assert_eq!(llm.requests().len(), 5);
 }
+
+/// Eating meat again gives up a vegetarian diet: the fact takes the memory's place,
+/// history kept, without a look by the model (which keeps the two side by side); a fact
+/// about someone else's meals asks the model as before.
+#[tokio::test]
+async fn eating_meat_again_replaces_a_vegetarian_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let add = json!({"decisions": [{"fact": 0, "event": "ADD"}]}).to_string();
+    let llm = ScriptedLlm::new([
+        facts(&["I started eating chicken again"]),
+        add.clone(),
+        facts(&["My son eats chicken every day"]),
+        add,
+        r#"{"answer": "no"}"#.to_string(),
+    ]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let vegetarian = memory
+        .add("I'm vegetarian")
+        .user("mia")
+        .infer(false)
+        .await
+        .unwrap();
+    let again = memory
+        .add("Confession: I started eating chicken again.")
+        .user("mia")
+        .await
+        .unwrap();
+    assert_eq!(llm.requests().len(), 2);
+    assert_eq!(again.results[0].event, HistoryEvent::Update);
+    assert_eq!(again.results[0].id, vegetarian.results[0].id);
+    assert_eq!(
+        live(&memory, "mia").await,
+        ["I started eating chicken again"]
+    );
+
+    memory.delete(again.results[0].id).await.unwrap();
+    memory
+        .add("I'm vegetarian")
+        .user("mia")
+        .infer(false)
+        .await
+        .unwrap();
+    memory
+        .add("My son eats chicken every day")
+        .user("mia")
+        .await
+        .unwrap();
+    // The closer look asked the model, which said the memory still holds.
+    assert_eq!(llm.requests().len(), 5);
+    assert_eq!(
+        live(&memory, "mia").await,
+        ["I'm vegetarian", "My son eats chicken every day"]
+    );
+}

@@ -405,6 +405,26 @@ async fn a_relationship_that_ended_leaves_no_partner_beside_it() {
     assert_eq!(history.len(), 2, "{history:?}");
 }
 
+/// A vegetarian diet given up, through the real model: the fact that says its speaker eats
+/// fish again takes the vegetarian memory's place; the other memory stays.
+#[tokio::test]
+async fn eating_fish_again_leaves_no_vegetarian_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = memory(&dir).await;
+    for said in ["I'm a vegetarian", "I play the trumpet in a brass band"] {
+        memory.add(said).user("theo").infer(false).await.unwrap();
+    }
+    memory
+        .add("These days I eat fish again, mostly salmon.")
+        .user("theo")
+        .await
+        .unwrap();
+    let kept = texts(&memory, "theo").await;
+    assert!(!kept.iter().any(|m| m.contains("vegetarian")), "{kept:?}");
+    assert!(kept.iter().any(|m| m.contains("fish")), "{kept:?}");
+    assert!(kept.iter().any(|m| m.contains("trumpet")), "{kept:?}");
+}
+
 /// Small talk the real model extracts beside a fact is not stored: the fact is, and
 /// nothing about the weather or a wish.
 #[tokio::test]

@@ -226,6 +226,21 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     let mut plan = plan::decide(
         known, &said, &asked, &existing, &found, decisions, spoken_at,
     );
+    // A fact that says its speaker eats meat again takes the place of a vegetarian memory
+    // found for it, whatever the model decided: a small model misses that the two cannot
+    // both be true, and may name another memory instead.
+    for (i, &fact) in asked.iter().enumerate() {
+        for &m in &found[i] {
+            let row = &existing[m];
+            if !row.record.immutable
+                && row.record.created_at <= spoken_at
+                && infer::gives_up_diet(&row.record.memory, &said[fact])
+                && settle(&mut plan, fact, row, m, &texts[fact], "a diet given up")
+            {
+                break;
+            }
+        }
+    }
     // A second look at each DELETE, and at each UPDATE whose text failed the plan's
     // checks: the memory the model named, alone with the fact.
     for (fact, m) in plan.second_looks() {
