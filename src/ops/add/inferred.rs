@@ -168,22 +168,13 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
             known[i] = Some(FactPlan::None);
             continue;
         }
-        let mut own = Vec::new();
-        for (row, relevance) in hits
+        let mut own: Vec<(usize, f32)> = Vec::new();
+        // The similar memories, then those that speak of what the fact changes, however
+        // unlike it (with their keyword score).
+        let relevant = hits
             .into_iter()
-            .filter(|(_, relevance)| *relevance >= MIN_RELEVANCE)
-        {
-            if existing.len() >= MAX_EXISTING && !slot.contains_key(&row.record.id) {
-                break;
-            }
-            let at = *slot.entry(row.record.id).or_insert_with(|| {
-                existing.push(row);
-                existing.len() - 1
-            });
-            own.push((at, relevance));
-        }
-        // Then the memories that speak of what the fact changes, however unlike it.
-        for (row, score) in topical {
+            .filter(|(_, relevance)| *relevance >= MIN_RELEVANCE);
+        for (row, relevance) in relevant.chain(topical) {
             if existing.len() >= MAX_EXISTING && !slot.contains_key(&row.record.id) {
                 break;
             }
@@ -192,7 +183,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
                 existing.len() - 1
             });
             if !own.iter().any(|&(m, _)| m == at) {
-                own.push((at, score));
+                own.push((at, relevance));
             }
         }
         if !own.is_empty() {
