@@ -417,7 +417,8 @@ fn settle(plan: &mut plan::Plan, fact: usize, row: &Row, m: usize, text: &str, l
 
 /// At debug level, each decision of the model: the fact (its number among those asked
 /// about), the memory it names, and the memories its fact was found similar to, with their
-/// relevance: what to read when a fact replaced the wrong memory, or none it should have.
+/// relevance (a memory found by its topic, with its keyword score instead): what to read
+/// when a fact replaced the wrong memory, or none it should have.
 /// Memories appear by id; no text is traced.
 fn trace_decisions(
     decisions: &[infer::Decision],
@@ -480,9 +481,7 @@ impl Memory {
         }
         Ok(out)
     }
-}
 
-impl Memory {
     /// For each fact, the live memories among `filter` that speak of a topic it speaks of
     /// (a partner, a diet, work: see [`infer::topics`]), at most [`TOPIC_CANDIDATES`], best
     /// keyword score first, with that score: a change of these rarely resembles the memory
