@@ -17,6 +17,7 @@ use crate::record::Message;
 pub(crate) mod dates;
 mod extract;
 mod looks;
+mod moves;
 pub(crate) mod places;
 mod reconcile;
 mod small_talk;
@@ -24,6 +25,7 @@ mod topics;
 
 pub(crate) use extract::{extract_facts, Fact};
 pub(crate) use looks::{answers, apart, clauses, outdates, replaces, with_the_rest_kept, Apart};
+pub(crate) use moves::moved_away;
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
 pub(crate) use topics::{gives_up_diet, topics};
 #[cfg(feature = "fuzzing")]

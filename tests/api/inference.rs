@@ -1243,7 +1243,7 @@ async fn a_fact_that_ends_a_relationship_is_compared_with_the_partners_memory() 
 }
 
 /// Eating meat again gives up a vegetarian diet: the fact takes the memory's place,
-/// history kept, without a look by the model (which keeps the two side by side); a fact
+/// history kept, without asking the model (which keeps the two side by side); a fact
 /// about someone else's meals asks the model as before.
 #[tokio::test]
 async fn eating_meat_again_replaces_a_vegetarian_memory() {
@@ -1251,7 +1251,6 @@ async fn eating_meat_again_replaces_a_vegetarian_memory() {
     let add = json!({"decisions": [{"fact": 0, "event": "ADD"}]}).to_string();
     let llm = ScriptedLlm::new([
         facts(&["I started eating chicken again"]),
-        add.clone(),
         facts(&["My son eats chicken every day"]),
         add,
         r#"{"answer": "no"}"#.to_string(),
@@ -1268,7 +1267,8 @@ async fn eating_meat_again_replaces_a_vegetarian_memory() {
         .user("mia")
         .await
         .unwrap();
-    assert_eq!(llm.requests().len(), 2);
+    // The extraction only: no reconciliation.
+    assert_eq!(llm.requests().len(), 1);
     assert_eq!(again.results[0].event, HistoryEvent::Update);
     assert_eq!(again.results[0].id, vegetarian.results[0].id);
     assert_eq!(
@@ -1288,10 +1288,77 @@ async fn eating_meat_again_replaces_a_vegetarian_memory() {
         .user("mia")
         .await
         .unwrap();
-    // The closer look asked the model, which said the memory still holds.
-    assert_eq!(llm.requests().len(), 5);
+    // The reconciliation and the closer look asked the model, which said the memory
+    // still holds.
+    assert_eq!(llm.requests().len(), 4);
     assert_eq!(
         live(&memory, "mia").await,
         ["I'm vegetarian", "My son eats chicken every day"]
+    );
+}
+
+/// A move away from where a memory says its owner lives takes that memory's place without
+/// asking the model, history kept; someone else's move, and a move back to the same place,
+/// are left to the model.
+#[tokio::test]
+async fn a_move_elsewhere_replaces_the_memory_of_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let add = json!({"decisions": [{"fact": 0, "event": "ADD"}]}).to_string();
+    let no = r#"{"answer": "no"}"#.to_string();
+    let llm = ScriptedLlm::new([
+        facts(&["I moved from Madrid to Valencia"]),
+        facts(&["My sister moved from Valencia to Bilbao"]),
+        add,
+        no.clone(),
+        no,
+    ]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let home = memory
+        .add("I live in Madrid")
+        .user("carlos")
+        .infer(false)
+        .await
+        .unwrap();
+    let moved = memory
+        .add("Big news: I moved from Madrid to Valencia!")
+        .user("carlos")
+        .await
+        .unwrap();
+    // The extraction only: no reconciliation, no look.
+    assert_eq!(llm.requests().len(), 1);
+    assert_eq!(moved.results.len(), 1);
+    assert_eq!(moved.results[0].event, HistoryEvent::Update);
+    assert_eq!(moved.results[0].id, home.results[0].id);
+    assert_eq!(
+        live(&memory, "carlos").await,
+        ["I moved from Madrid to Valencia"]
+    );
+    let history = memory.history(home.results[0].id).await.unwrap();
+    assert_eq!(
+        history.last().unwrap().old_memory.as_deref(),
+        Some("I live in Madrid")
+    );
+
+    // Someone else's move ends no home of the owner's.
+    memory
+        .add("I live in Valencia")
+        .user("carlos")
+        .infer(false)
+        .await
+        .unwrap();
+    memory
+        .add("My sister just moved from Valencia to Bilbao")
+        .user("carlos")
+        .await
+        .unwrap();
+    // Asked: the reconciliation, then a closer look at each memory, which said it holds.
+    assert_eq!(llm.requests().len(), 5);
+    assert_eq!(
+        live(&memory, "carlos").await,
+        [
+            "I live in Valencia",
+            "I moved from Madrid to Valencia",
+            "My sister moved from Valencia to Bilbao"
+        ]
     );
 }

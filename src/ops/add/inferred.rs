@@ -7,7 +7,10 @@
 //!    the user's greeting names ([`places::annotate`]).
 //! 2. Each fact is embedded and searched (hybrid) among the owner's live memories. A fact
 //!    whose text a memory already has is known (NONE) without asking the model.
-//! 3. Facts with similar memories go to the model with those memories, numbered 0, 1, …
+//! 3. A fact that says plainly that it supersedes one of those memories takes its place
+//!    without the model: a move away from the place a memory says its owner lives, meat
+//!    eaten again after a vegetarian or vegan memory ([`superseded_by_rule`]).
+//!    Other facts with similar memories go to the model with those memories, numbered 0, 1, …
 //!    (never real ids): ADD, UPDATE, DELETE or NONE each. Facts with none are ADDed.
 //! 4. The decisions are made safe: an updated memory takes the fact's text; an immutable
 //!    memory is never changed, nor replaced by a fact said to be one more of its kind
@@ -186,7 +189,25 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
                 own.push((at, relevance));
             }
         }
-        if !own.is_empty() {
+        // A fact that a rule finds superseding one of its memories takes that memory's
+        // place without asking the model (see [`superseded_by_rule`]).
+        let ruled = own.iter().find_map(|&(m, _)| {
+            let record = &existing[m].record;
+            let free = !record.immutable
+                && record.created_at <= spoken_at
+                && !known
+                    .iter()
+                    .any(|p| matches!(p, Some(FactPlan::Update { memory, .. }) if *memory == m));
+            free.then(|| superseded_by_rule(&record.memory, &said[i]).map(|rule| (m, rule)))
+                .flatten()
+        });
+        if let Some((m, rule)) = ruled {
+            tracing::debug!(target: "memlane", memory = %existing[m].record.id, "{rule}: the fact supersedes the memory");
+            known[i] = Some(FactPlan::Update {
+                memory: m,
+                text: texts[i].clone(),
+            });
+        } else if !own.is_empty() {
             asked.push(i);
             neighbours.push(own);
         } else {
@@ -217,21 +238,6 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     let mut plan = plan::decide(
         known, &said, &asked, &existing, &found, decisions, spoken_at,
     );
-    // A fact that says its speaker eats meat again takes the place of a vegetarian memory
-    // found for it, whatever the model decided: a small model misses that the two cannot
-    // both be true, and may name another memory instead.
-    for (i, &fact) in asked.iter().enumerate() {
-        for &m in &found[i] {
-            let row = &existing[m];
-            if !row.record.immutable
-                && row.record.created_at <= spoken_at
-                && infer::gives_up_diet(&row.record.memory, &said[fact])
-                && settle(&mut plan, fact, row, m, &texts[fact], "a diet given up")
-            {
-                break;
-            }
-        }
-    }
     // A second look at each DELETE, and at each UPDATE whose text failed the plan's
     // checks: the memory the model named, alone with the fact.
     for (fact, m) in plan.second_looks() {
@@ -407,6 +413,20 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 /// Fact `fact` takes the place of memory `m` (`row`), which a look found it supersedes,
 /// unless the plan already changes that memory; whether it did. Traced at debug level with
 /// the look's name and the memory's id.
+/// The rule by which a new fact supersedes a memory of its owner, when one does: the
+/// speaker eats meat again after a vegetarian or vegan memory ([`infer::gives_up_diet`]),
+/// or moved away from the place a memory says they live ([`infer::moved_away`]). A small
+/// model keeps such pairs side by side; these say it plainly enough to need no model.
+fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
+    if infer::gives_up_diet(memory, fact) {
+        Some("a diet given up")
+    } else if infer::moved_away(memory, fact) {
+        Some("a move")
+    } else {
+        None
+    }
+}
+
 fn settle(plan: &mut plan::Plan, fact: usize, row: &Row, m: usize, text: &str, look: &str) -> bool {
     let settled = plan.supersede(fact, m, text);
     if settled {

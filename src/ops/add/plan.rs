@@ -83,7 +83,15 @@ pub(crate) fn decide(
     decisions: Vec<Decision>,
     spoken_at: DateTime<Utc>,
 ) -> Plan {
+    // The memories a fact already takes the place of (by a rule, before the model).
     let mut touched = vec![false; shown.len()];
+    for plan in plans.iter().flatten() {
+        if let FactPlan::Update { memory, .. } = plan {
+            if let Some(t) = touched.get_mut(*memory) {
+                *t = true;
+            }
+        }
+    }
     let mut doubtful = Vec::new();
     // The words of the call's new facts, which an UPDATE's text must bring news from.
     let said: std::collections::HashSet<String> =
