@@ -342,6 +342,139 @@ pub(crate) fn moved_away(memory: &str, fact: &str) -> bool {
     !(to.contains(&from) || from.contains(&to))
 }
 
+/// Words of a stay away from home: a trip, a holiday, a visit, a conference, a flight, and
+/// the spans of time a stay lasts ("this week", "for four days", "until Sunday").
+const STAY: &[&str] = &[
+    "trip",
+    "visit",
+    "visiting",
+    "holiday",
+    "holidays",
+    "vacation",
+    "conference",
+    "festival",
+    "weekend",
+    "week",
+    "days",
+    "until",
+    "fly",
+    "flying",
+    "travelling",
+    "traveling",
+    "tour",
+    "vacances",
+    "visite",
+    "voyage",
+    "sejour",
+    "conference",
+    "semaine",
+    "jours",
+    "jusqu",
+    "vole",
+    "pars",
+    "chez",
+    "urlaub",
+    "besuch",
+    "besuche",
+    "reise",
+    "konferenz",
+    "wochenende",
+    "woche",
+    "tage",
+    "bis",
+    "fliege",
+    "ferien",
+    "vacanza",
+    "vacanze",
+    "visita",
+    "viaggio",
+    "conferenza",
+    "settimana",
+    "giorni",
+    "fino",
+    "volo",
+    "ferie",
+    "vacaciones",
+    "viaje",
+    "conferencia",
+    "finde",
+    "semana",
+    "dias",
+    "hasta",
+    "vuelo",
+    "ferias",
+    "viagem",
+    "conferencia",
+    "ate",
+    "voo",
+    "vakantie",
+    "bezoek",
+    "reis",
+    "conferentie",
+    "dagen",
+    "tot",
+    "vlieg",
+];
+
+/// Words of living somewhere or of moving, in any person or tense: a fact with one is no
+/// mere stay ("I've lived in Lisbon for three weeks now").
+const SETTLING: &[&str] = &[
+    "lived",
+    "move",
+    "moving",
+    "moved",
+    "relocate",
+    "relocating",
+    "relocated",
+    "demenager",
+    "demenage",
+    "installe",
+    "installee",
+    "installes",
+    "installees",
+    "umziehen",
+    "ziehe",
+    "ziehen",
+    "gezogen",
+    "umgezogen",
+    "trasferisco",
+    "trasferito",
+    "trasferita",
+    "mudarme",
+    "mudo",
+    "mude",
+    "mudado",
+    "mudar",
+    "mudei",
+    "mudamos",
+    "verhuizen",
+    "verhuis",
+    "verhuisd",
+    "vivia",
+    "vivait",
+    "wohnte",
+    "abitavo",
+    "woonde",
+];
+
+/// Whether a new fact tells of a stay away from the home the memory names, which both can
+/// be true beside: "I'm in Lisbon this week for a conference", "Nächste Woche fliege ich
+/// für vier Tage nach Rom", "Je suis chez mes parents à Lyon pour les vacances" beside "I
+/// live in Dublin", "Ich wohne in Hamburg", "J'habite à Toulouse". The fact has a word of
+/// a trip, a visit or a span of time, and none of living or moving; the memory says where
+/// its owner lives, in a named place. A small model takes such a stay for a move as
+/// readily as it keeps an old home beside a new one.
+pub(crate) fn stays_away(memory: &str, fact: &str) -> bool {
+    let words = words(fact);
+    let any = |of: &[&str]| words.iter().any(|w| of.contains(&w.folded.as_str()));
+    home(memory).is_some()
+        && any(STAY)
+        && !any(SETTLING)
+        && !any(LIVE_FIRST)
+        && !any(LIVE_THIRD)
+        && destination(fact).is_none()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,6 +548,53 @@ mod tests {
         ];
         for (memory, fact) in kept {
             assert!(!moved_away(memory, fact), "{memory} / {fact}");
+        }
+    }
+
+    #[test]
+    fn a_stay_away_leaves_the_memory_of_home() {
+        let stays = [
+            (
+                "I live in Dublin",
+                "I'm in Lisbon this week for a conference",
+            ),
+            (
+                "J'habite à Toulouse avec mon chien",
+                "Je suis chez mes parents à Lyon pour les vacances",
+            ),
+            (
+                "Ich wohne in Hamburg",
+                "Nächste Woche fliege ich für vier Tage nach Rom",
+            ),
+            (
+                "Vivo en Sevilla",
+                "Estoy de vacaciones en Cádiz hasta el domingo",
+            ),
+            ("Abito a Torino", "Sono a Roma per una conferenza"),
+            ("Moro em Coimbra", "Passei o fim de semana em Lisboa"),
+            ("Ik woon in Gent", "Dit weekend ben ik in Antwerpen"),
+        ];
+        for (memory, fact) in stays {
+            assert!(stays_away(memory, fact), "{memory} / {fact}");
+        }
+        let not = [
+            // Living or moving there, however long.
+            (
+                "I live in Dublin",
+                "I've lived in Lisbon for three weeks now",
+            ),
+            ("I live in Dublin", "I moved to Lisbon last week"),
+            ("Ich wohne in Hamburg", "Ich ziehe nächste Woche nach Rom"),
+            // No stay, or no home in the memory.
+            ("I live in Dublin", "I work in Lisbon now"),
+            (
+                "I work as an architect",
+                "I'm in Lisbon this week for a conference",
+            ),
+            ("My sister lives in Rome", "I'm in Rome this week"),
+        ];
+        for (memory, fact) in not {
+            assert!(!stays_away(memory, fact), "{memory} / {fact}");
         }
     }
 }

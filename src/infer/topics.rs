@@ -351,6 +351,274 @@ pub(crate) fn gives_up_diet(memory: &str, fact: &str) -> bool {
         && !any(&fact, NO_MEAT)
 }
 
+/// Verbs of liking, in the first person: "I love steak", "J'aime la viande", "Me encanta
+/// el jamón".
+const LIKE: &[&str] = &[
+    "love", "like", "adore", "aime", "adore", "liebe", "mag", "amo", "adoro", "encanta", "gusta",
+    "hou",
+];
+
+/// Words that put someone else in a speaker's place: possessives and third-person
+/// pronouns ("My son is vegan", "Meine Freundin ist Vegetarierin", "Lui è vegano").
+const SOMEONE_ELSE: &[&str] = &[
+    "my", "his", "her", "their", "he", "she", "they", "mon", "ma", "mes", "son", "sa", "ses",
+    "leur", "il", "elle", "ils", "elles", "mein", "meine", "meiner", "meinem", "sein", "seine",
+    "ihr", "ihre", "er", "sie", "mio", "mia", "miei", "mie", "suo", "sua", "lui", "lei", "loro",
+    "mis", "su", "sus", "el", "ella", "ellos", "meu", "minha", "meus", "minhas", "seu", "ele",
+    "ela", "eles", "mijn", "haar", "hij", "zij", "ze",
+];
+
+/// Words that say the speaker is the subject: pronouns and first-person verbs of being
+/// and becoming ("I'm", "je suis", "ich bin", "sono", "soy", "sou", "ik ben").
+const SPEAKER: &[&str] = &[
+    "i",
+    "m",
+    "am",
+    "we",
+    "je",
+    "j",
+    "suis",
+    "sommes",
+    "nous",
+    "ich",
+    "bin",
+    "wir",
+    "io",
+    "sono",
+    "yo",
+    "soy",
+    "me",
+    "nos",
+    "eu",
+    "sou",
+    "virei",
+    "tornei",
+    "ik",
+    "ben",
+    "wij",
+    "devenu",
+    "devenue",
+    "geworden",
+    "diventato",
+    "diventata",
+    "hice",
+    "vuelto",
+];
+
+/// Whether `words[at]` is said of the speaker: among the four words before it there is a
+/// [`SPEAKER`] word, and no [`SOMEONE_ELSE`] word stands between.
+fn of_the_speaker(words: &[String], at: usize) -> bool {
+    for w in words[at.saturating_sub(4)..at].iter().rev() {
+        if SOMEONE_ELSE.contains(&w.as_str()) {
+            return false;
+        }
+        if SPEAKER.contains(&w.as_str()) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Whether a new fact says its speaker went vegetarian or vegan (a vegetarian word said
+/// of the speaker, nothing denied) while the memory says they eat or like meat or fish
+/// (a verb of eating or liking in the first person, nothing denied, no vegetarian word):
+/// "Depuis cet été je suis devenue végétarienne" after "Je mange de tout, surtout de la
+/// viande rouge". The other direction of [`gives_up_diet`].
+pub(crate) fn takes_up_diet(memory: &str, fact: &str) -> bool {
+    let any = |words: &[String], of: &[&str]| words.iter().any(|w| of.contains(&w.as_str()));
+    let (memory, fact) = (
+        crate::text::folded_words(memory),
+        crate::text::folded_words(fact),
+    );
+    let eats_meat = (any(&memory, EAT) || any(&memory, LIKE))
+        && any(&memory, MEAT)
+        && !any(&memory, NOT)
+        && !any(&memory, NO_MEAT);
+    eats_meat
+        && !any(&fact, NOT)
+        && fact
+            .iter()
+            .enumerate()
+            .any(|(i, w)| NO_MEAT.contains(&w.as_str()) && of_the_speaker(&fact, i))
+}
+
+/// Words that say a person has no partner.
+const SINGLE: &[&str] = &[
+    "single",
+    "celibataire",
+    "ledig",
+    "soltero",
+    "soltera",
+    "solteiro",
+    "solteira",
+    "celibe",
+    "nubile",
+    "vrijgezel",
+    "alleenstaand",
+];
+
+/// A partner, in the words a person uses of their own.
+const PARTNER_OF_ONES_OWN: &[&str] = &[
+    "boyfriend",
+    "girlfriend",
+    "partner",
+    "wife",
+    "husband",
+    "fiance",
+    "fiancee",
+    "copain",
+    "copine",
+    "mari",
+    "femme",
+    "compagnon",
+    "compagne",
+    "fiance",
+    "fiancee",
+    "freund",
+    "freundin",
+    "partnerin",
+    "frau",
+    "mann",
+    "verlobte",
+    "verlobter",
+    "fidanzato",
+    "fidanzata",
+    "ragazzo",
+    "ragazza",
+    "moglie",
+    "marito",
+    "compagno",
+    "compagna",
+    "novio",
+    "novia",
+    "pareja",
+    "esposa",
+    "esposo",
+    "marido",
+    "namorado",
+    "namorada",
+    "noivo",
+    "noiva",
+    "vriend",
+    "vriendin",
+    "man",
+    "vrouw",
+    "verloofde",
+];
+
+/// Partner words that also mean a man or a woman: a partner only after "my" ("ma femme",
+/// "meine Frau", "mijn man"; "j'ai une femme de ménage" is no wife).
+const MAN_OR_WOMAN: &[&str] = &["femme", "frau", "mann", "man", "vrouw"];
+
+/// First-person possessives: what makes a partner the speaker's ("my girlfriend").
+const MY: &[&str] = &[
+    "my", "mon", "ma", "mein", "meine", "meinen", "meiner", "mio", "mia", "mi", "meu", "minha",
+    "mijn",
+];
+
+/// Verbs of having in the first person ("ich habe eine Freundin", "tengo novia").
+const HAVE: &[&str] = &[
+    "have", "ve", "got", "ai", "habe", "hab", "ho", "tengo", "tenho", "heb",
+];
+
+/// Words that may stand between "my" or "I have" and the partner: articles and "new".
+const BEFORE_PARTNER: &[&str] = &[
+    "a",
+    "an",
+    "new",
+    "un",
+    "une",
+    "nouveau",
+    "nouvel",
+    "nouvelle",
+    "ein",
+    "eine",
+    "einen",
+    "neue",
+    "neuen",
+    "neuer",
+    "neu",
+    "un",
+    "una",
+    "uno",
+    "nuovo",
+    "nuova",
+    "nuevo",
+    "nueva",
+    "um",
+    "uma",
+    "novo",
+    "nova",
+    "een",
+    "nieuwe",
+    "jetzt",
+    "now",
+    "nu",
+    "agora",
+    "ahora",
+    "ora",
+    "maintenant",
+];
+
+/// Words of a wedding or an engagement in the first person ("we got married", "je me suis
+/// mariée", "ich habe geheiratet", "mi sono sposata", "me casé", "casei", "ik ben
+/// getrouwd"), said with a [`SPEAKER`] word before them.
+const WED: &[&str] = &[
+    "married",
+    "engaged",
+    "marie",
+    "mariee",
+    "maries",
+    "fiance",
+    "fiancee",
+    "geheiratet",
+    "verheiratet",
+    "verlobt",
+    "sposato",
+    "sposata",
+    "sposati",
+    "fidanzato",
+    "fidanzata",
+    "case",
+    "casado",
+    "casada",
+    "casei",
+    "casamos",
+    "noivei",
+    "getrouwd",
+    "verloofd",
+];
+
+/// Whether a new fact says its speaker has a partner now while the memory says they are
+/// single: "Ich habe jetzt eine Freundin, sie heißt Lena" after "Ich bin Single". The
+/// memory's single word and the fact's partner must both be said of the speaker, nothing
+/// denied ("I'm not single", "my brother has a girlfriend" leave the memory to the model).
+pub(crate) fn ends_single_life(memory: &str, fact: &str) -> bool {
+    let any = |words: &[String], of: &[&str]| words.iter().any(|w| of.contains(&w.as_str()));
+    let (memory, fact) = (
+        crate::text::folded_words(memory),
+        crate::text::folded_words(fact),
+    );
+    let single = !any(&memory, NOT)
+        && memory
+            .iter()
+            .enumerate()
+            .any(|(i, w)| SINGLE.contains(&w.as_str()) && of_the_speaker(&memory, i));
+    let partnered = fact.iter().enumerate().any(|(i, w)| {
+        let before = fact[..i]
+            .iter()
+            .rev()
+            .find(|b| !BEFORE_PARTNER.contains(&b.as_str()))
+            .map(String::as_str);
+        let own = PARTNER_OF_ONES_OWN.contains(&w.as_str())
+            && before.is_some_and(|b| {
+                MY.contains(&b) || (HAVE.contains(&b) && !MAN_OR_WOMAN.contains(&w.as_str()))
+            });
+        own || (WED.contains(&w.as_str()) && of_the_speaker(&fact, i))
+    });
+    single && partnered && !any(&fact, NOT) && !any(&fact, SINGLE)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,6 +711,68 @@ mod tests {
             ("I'm vegetarian", "I cooked chicken for the kids"),
         ] {
             assert!(!gives_up_diet(memory, fact), "{memory} / {fact}");
+        }
+    }
+
+    #[test]
+    fn going_vegetarian_ends_a_memory_of_eating_meat() {
+        for (memory, fact) in [
+            (
+                "Je mange de tout, surtout de la viande rouge",
+                "Depuis cet été je suis devenue végétarienne",
+            ),
+            ("I eat meat most days", "I went vegan in January"),
+            ("I love steak", "I'm vegetarian now"),
+            ("Ich esse gern Fleisch", "Ich bin seit März Vegetarierin"),
+            ("Como pollo casi todos los días", "Me hice vegano"),
+        ] {
+            assert!(takes_up_diet(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            // Someone else's diet, or denied.
+            ("I eat meat most days", "My daughter went vegan"),
+            ("Ich esse gern Fleisch", "Meine Freundin ist Vegetarierin"),
+            ("I love steak", "I'm not vegetarian, just eating less meat"),
+            // No meat eaten or liked in the memory.
+            ("I cook chicken for the kids", "I'm vegan now"),
+            ("My husband loves steak", "I'm vegetarian now"),
+        ] {
+            assert!(!takes_up_diet(memory, fact), "{memory} / {fact}");
+        }
+    }
+
+    #[test]
+    fn a_partner_ends_a_single_life() {
+        for (memory, fact) in [
+            (
+                "Ich bin Single",
+                "Ich habe jetzt eine Freundin, sie heißt Lena",
+            ),
+            ("I'm single", "My new boyfriend Sam is a chef"),
+            (
+                "I'm single and honestly loving it",
+                "I got married to Priya last weekend",
+            ),
+            ("Je suis célibataire", "Je me suis mariée en juin"),
+            ("Soy soltera", "Tengo novio"),
+            ("Ik ben vrijgezel", "Ik heb een nieuwe vriendin"),
+            ("Je suis célibataire", "Ma femme s'appelle Inès"),
+        ] {
+            assert!(ends_single_life(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            // Someone else's partner or wedding.
+            ("I'm single", "My brother has a girlfriend"),
+            ("I'm single", "My sister got married in June"),
+            // Still single, or not single in the memory.
+            ("I'm single", "I don't have a boyfriend"),
+            ("I'm single", "Still single, and I have a new cat"),
+            ("My sister is single", "I have a girlfriend"),
+            ("I'm not single", "I have a girlfriend"),
+            // A woman who is no wife.
+            ("Je suis célibataire", "J'ai une femme de ménage le lundi"),
+        ] {
+            assert!(!ends_single_life(memory, fact), "{memory} / {fact}");
         }
     }
 }

@@ -1362,3 +1362,88 @@ async fn a_move_elsewhere_replaces_the_memory_of_home() {
         ]
     );
 }
+
+/// A stay never takes the place of a home, whatever the model said: the fact is added
+/// beside it, and no look asks about the two.
+#[tokio::test]
+async fn a_stay_away_leaves_the_home_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let update = json!({"decisions": [
+        {"fact": 0, "event": "UPDATE", "memory": 0, "text": "I'm at a conference in Lisbon until Sunday"}
+    ]})
+    .to_string();
+    let llm = ScriptedLlm::new([
+        facts(&["I'm at a conference in Lisbon until Sunday"]),
+        update,
+    ]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    memory
+        .add("I live in Lisbon")
+        .user("aoife")
+        .infer(false)
+        .await
+        .unwrap();
+    let stay = memory
+        .add("I'm at a conference in Lisbon until Sunday.")
+        .user("aoife")
+        .await
+        .unwrap();
+    // The extraction and the reconciliation; no look.
+    assert_eq!(llm.requests().len(), 2);
+    assert_eq!(stay.results.len(), 1);
+    assert_eq!(stay.results[0].event, HistoryEvent::Add);
+    assert_eq!(
+        live(&memory, "aoife").await,
+        [
+            "I live in Lisbon",
+            "I'm at a conference in Lisbon until Sunday"
+        ]
+    );
+}
+
+/// Going vegetarian ends a memory of eating meat, and a partner a memory of being single,
+/// without asking the model, history kept.
+#[tokio::test]
+async fn a_diet_taken_up_and_a_partner_replace_their_memories() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([
+        facts(&["I went vegetarian in March"]),
+        facts(&["Ich habe jetzt eine Freundin, sie heißt Lena"]),
+    ]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let meat = memory
+        .add("I eat meat most days")
+        .user("noor")
+        .infer(false)
+        .await
+        .unwrap();
+    let single = memory
+        .add("Ich bin Single")
+        .user("noor")
+        .infer(false)
+        .await
+        .unwrap();
+    let diet = memory
+        .add("News: I went vegetarian in March.")
+        .user("noor")
+        .await
+        .unwrap();
+    assert_eq!(diet.results[0].event, HistoryEvent::Update);
+    assert_eq!(diet.results[0].id, meat.results[0].id);
+    let partner = memory
+        .add("Ich habe jetzt eine Freundin, sie heißt Lena!")
+        .user("noor")
+        .await
+        .unwrap();
+    assert_eq!(partner.results[0].event, HistoryEvent::Update);
+    assert_eq!(partner.results[0].id, single.results[0].id);
+    // The two extractions only.
+    assert_eq!(llm.requests().len(), 2);
+    assert_eq!(
+        live(&memory, "noor").await,
+        [
+            "I went vegetarian in March",
+            "Ich habe jetzt eine Freundin, sie heißt Lena"
+        ]
+    );
+}

@@ -461,6 +461,40 @@ async fn eating_fish_again_leaves_no_vegetarian_memory() {
     assert!(kept.iter().any(|m| m.contains("trumpet")), "{kept:?}");
 }
 
+/// A partner after a single life, through the real model: "Ich bin Single" is replaced by
+/// the new girlfriend, history kept, and the chess club stays. Asked, the model kept both.
+#[tokio::test]
+async fn a_new_girlfriend_leaves_no_single_life_beside_her() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = memory(&dir).await;
+    let single = memory
+        .add("Ich bin Single")
+        .user("jonas")
+        .infer(false)
+        .await
+        .unwrap();
+    memory
+        .add("Ich spiele Schach im Verein")
+        .user("jonas")
+        .infer(false)
+        .await
+        .unwrap();
+    memory
+        .add("Neuigkeiten: Ich habe jetzt eine Freundin, sie heißt Lena!")
+        .user("jonas")
+        .await
+        .unwrap();
+    let kept = texts(&memory, "jonas").await;
+    assert!(!kept.iter().any(|m| m.contains("Single")), "{kept:?}");
+    assert!(kept.iter().any(|m| m.contains("Lena")), "{kept:?}");
+    assert!(kept.iter().any(|m| m.contains("Schach")), "{kept:?}");
+    let history = memory.history(single.results[0].id).await.unwrap();
+    assert_eq!(
+        history.last().and_then(|h| h.old_memory.as_deref()),
+        Some("Ich bin Single")
+    );
+}
+
 /// Small talk the real model extracts beside a fact is not stored: the fact is, and
 /// nothing about the weather or a wish.
 #[tokio::test]

@@ -8,11 +8,12 @@
 //! 2. Each fact is embedded and searched (hybrid) among the owner's live memories. A fact
 //!    whose text a memory already has is known (NONE) without asking the model.
 //! 3. A fact that says plainly that it supersedes one of those memories takes its place
-//!    without the model: a move away from the place a memory says its owner lives, meat
-//!    eaten again after a vegetarian or vegan memory ([`superseded_by_rule`]).
+//!    without the model: a move away from the place a memory says its owner lives, a
+//!    diet given up or taken up, a partner after a single life ([`superseded_by_rule`]).
 //!    Other facts with similar memories go to the model with those memories, numbered 0, 1, …
 //!    (never real ids): ADD, UPDATE, DELETE or NONE each. Facts with none are ADDed.
-//! 4. The decisions are made safe: an updated memory takes the fact's text; an immutable
+//! 4. The decisions are made safe: a stay away from a home never takes the home's place
+//!    ([`infer::stays_away`]); an updated memory takes the fact's text; an immutable
 //!    memory is never changed, nor replaced by a fact said to be one more of its kind
 //!    ("also", "anche"; the fact is added instead); a memory is changed at most once per
 //!    call; a fact replaces only a memory found for it, and none when another fact
@@ -193,13 +194,13 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         // place without asking the model (see [`superseded_by_rule`]).
         let ruled = own.iter().find_map(|&(m, _)| {
             let record = &existing[m].record;
-            let free = !record.immutable
-                && record.created_at <= spoken_at
-                && !known
-                    .iter()
-                    .any(|p| matches!(p, Some(FactPlan::Update { memory, .. }) if *memory == m));
-            free.then(|| superseded_by_rule(&record.memory, &said[i]).map(|rule| (m, rule)))
-                .flatten()
+            let taken = known
+                .iter()
+                .any(|p| matches!(p, Some(FactPlan::Update { memory, .. }) if *memory == m));
+            if record.immutable || record.created_at > spoken_at || taken {
+                return None;
+            }
+            superseded_by_rule(&record.memory, &said[i]).map(|rule| (m, rule))
         });
         if let Some((m, rule)) = ruled {
             tracing::debug!(target: "memlane", memory = %existing[m].record.id, "{rule}: the fact supersedes the memory");
@@ -238,6 +239,14 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     let mut plan = plan::decide(
         known, &said, &asked, &existing, &found, decisions, spoken_at,
     );
+    // A fact that tells of a stay away from a home found for it leaves that home alone.
+    let beside: Vec<(usize, usize)> = asked
+        .iter()
+        .zip(&found)
+        .flat_map(|(&fact, memories)| memories.iter().map(move |&m| (fact, m)))
+        .filter(|&(fact, m)| infer::stays_away(&existing[m].record.memory, &said[fact]))
+        .collect();
+    plan.keep_beside(beside);
     // A second look at each DELETE, and at each UPDATE whose text failed the plan's
     // checks: the memory the model named, alone with the fact.
     for (fact, m) in plan.second_looks() {
@@ -410,16 +419,19 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     ))
 }
 
-/// Fact `fact` takes the place of memory `m` (`row`), which a look found it supersedes,
-/// unless the plan already changes that memory; whether it did. Traced at debug level with
-/// the look's name and the memory's id.
 /// The rule by which a new fact supersedes a memory of its owner, when one does: the
 /// speaker eats meat again after a vegetarian or vegan memory ([`infer::gives_up_diet`]),
-/// or moved away from the place a memory says they live ([`infer::moved_away`]). A small
-/// model keeps such pairs side by side; these say it plainly enough to need no model.
+/// went vegetarian or vegan after a memory of eating meat ([`infer::takes_up_diet`]), has
+/// a partner after a memory of being single ([`infer::ends_single_life`]), or moved away
+/// from the place a memory says they live ([`infer::moved_away`]). A small model keeps
+/// such pairs side by side; these say it plainly enough to need no model.
 fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
     if infer::gives_up_diet(memory, fact) {
         Some("a diet given up")
+    } else if infer::takes_up_diet(memory, fact) {
+        Some("a diet taken up")
+    } else if infer::ends_single_life(memory, fact) {
+        Some("a single life ended")
     } else if infer::moved_away(memory, fact) {
         Some("a move")
     } else {
@@ -427,6 +439,9 @@ fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
     }
 }
 
+/// Fact `fact` takes the place of memory `m` (`row`), which a look found it supersedes,
+/// unless the plan already changes that memory; whether it did. Traced at debug level with
+/// the look's name and the memory's id.
 fn settle(plan: &mut plan::Plan, fact: usize, row: &Row, m: usize, text: &str, look: &str) -> bool {
     let settled = plan.supersede(fact, m, text);
     if settled {

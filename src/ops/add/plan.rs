@@ -34,6 +34,9 @@ pub(crate) struct Plan {
     /// after all ([`Plan::second_looks`]). Then also the memories a second look could not
     /// tell apart from them ([`Plan::rival`]). No pair here gets a closer look.
     pub(crate) doubtful: Vec<(usize, usize)>,
+    /// Pairs (fact, memory) that both stay true, told by their words (a stay away from a
+    /// home: see [`Plan::keep_beside`]): the fact never takes that memory's place.
+    pub(crate) beside: Vec<(usize, usize)>,
 }
 
 /// Applies the model's decisions for the facts that were asked about (`asked[i]` is the
@@ -181,6 +184,7 @@ pub(crate) fn decide(
             .map(|p| p.unwrap_or(FactPlan::Add))
             .collect(),
         doubtful,
+        beside: Vec::new(),
     }
 }
 
@@ -260,7 +264,7 @@ impl Plan {
     /// The memory a second look at fact `fact` and memory `m` must tell `m` apart from:
     /// the fact's most relevant other memory found for it (`found[i]`, most relevant
     /// first, for the fact the model calls `i`, which is fact `asked[i]`) that it could
-    /// replace (not immutable). None when the fact has no other.
+    /// replace (not immutable, not kept beside it). None when the fact has no other.
     pub(crate) fn rival(
         &self,
         fact: usize,
@@ -270,11 +274,11 @@ impl Plan {
         found: &[Vec<usize>],
     ) -> Option<usize> {
         let i = asked.iter().position(|&a| a == fact)?;
-        found
-            .get(i)?
-            .iter()
-            .copied()
-            .find(|&o| o != m && shown.get(o).is_some_and(|row| !row.record.immutable))
+        found.get(i)?.iter().copied().find(|&o| {
+            o != m
+                && shown.get(o).is_some_and(|row| !row.record.immutable)
+                && !self.beside.contains(&(fact, o))
+        })
     }
 
     /// The memories worth a closer look ([`crate::infer::outdates`]) beside each fact the
@@ -308,6 +312,7 @@ impl Plan {
                         shown.get(m).is_some_and(|row| {
                             !row.record.immutable && row.record.created_at <= spoken_at
                         }) && !self.doubtful.contains(&(fact, m))
+                            && !self.beside.contains(&(fact, m))
                             && !self.touches(m)
                     })
                     .take(CLOSER_LOOKS)
@@ -316,6 +321,21 @@ impl Plan {
             })
             .filter(|(_, memories): &(usize, Vec<usize>)| !memories.is_empty())
             .collect()
+    }
+
+    /// Each fact of `pairs` (fact, memory) stays beside its memory whatever the model
+    /// said: an UPDATE of that memory by that fact adds the fact instead, and neither a
+    /// second look nor a closer look asks about the pair.
+    pub(crate) fn keep_beside(&mut self, pairs: Vec<(usize, usize)>) {
+        for &(fact, m) in &pairs {
+            if matches!(self.facts.get(fact), Some(FactPlan::Update { memory, .. }) if *memory == m)
+            {
+                tracing::debug!("a fact stays beside the memory it would have replaced");
+                self.facts[fact] = FactPlan::Add;
+            }
+        }
+        self.doubtful.retain(|pair| !pairs.contains(pair));
+        self.beside.extend(pairs);
     }
 
     /// Whether the plan updates memory `m`.
@@ -328,7 +348,10 @@ impl Plan {
     /// Fact `fact`, which the plan adds, takes the place of memory `m` instead, unless the
     /// plan already changes that memory. Whether it did.
     pub(crate) fn supersede(&mut self, fact: usize, m: usize, text: &str) -> bool {
-        if self.touches(m) || self.facts.get(fact) != Some(&FactPlan::Add) {
+        if self.touches(m)
+            || self.facts.get(fact) != Some(&FactPlan::Add)
+            || self.beside.contains(&(fact, m))
+        {
             return false;
         }
         self.facts[fact] = FactPlan::Update {

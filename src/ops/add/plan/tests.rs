@@ -640,6 +640,7 @@ fn a_plan_becomes_writes_with_digests_history_input_and_credits() {
     let shown = vec![memory("Likes tea", false), memory("Lives in Madrid", false)];
     let plan = Plan {
         doubtful: Vec::new(),
+        beside: Vec::new(),
         facts: vec![
             FactPlan::Add,
             FactPlan::Update {
