@@ -180,7 +180,7 @@ fn add_months(d: NaiveDate, months: i32) -> Option<NaiveDate> {
     NaiveDate::from_ymd_opt(total.div_euclid(12), total.rem_euclid(12) as u32 + 1, 1)
 }
 
-fn weekday(name: &str) -> Option<Weekday> {
+pub(crate) fn weekday(name: &str) -> Option<Weekday> {
     Some(match name {
         "monday" => Weekday::Mon,
         "tuesday" => Weekday::Tue,

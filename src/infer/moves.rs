@@ -150,27 +150,9 @@ const TO: &[&str] = &[
 /// Articles that may open a place ("to the Netherlands", "para o Porto").
 const ARTICLES: &[&str] = &["the", "la", "le", "l", "el", "il", "lo", "o", "den", "der"];
 
-/// Capitalised words that name a time, not a place: "I moved to a flat in March".
+/// Capitalised words that name a time, not a place ("I moved to a flat in March"),
+/// besides the English months and days ([`is_time`]).
 const TIMES: &[&str] = &[
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
     "christmas",
     "easter",
     "januar",
@@ -199,6 +181,13 @@ const TIMES: &[&str] = &[
     "woche",
 ];
 
+/// Whether a folded word names a time: an English month or day, or one of [`TIMES`].
+fn is_time(word: &str) -> bool {
+    TIMES.contains(&word)
+        || crate::retrieve::period::MONTHS.contains(&word)
+        || super::dates::weekday(word).is_some()
+}
+
 /// The place the words from `start` lead to: a [`TO`] word, maybe an article, then
 /// capitalised words (not a time), folded and joined by spaces.
 fn place_after(words: &[Word], start: usize) -> Option<String> {
@@ -214,7 +203,7 @@ fn place_after(words: &[Word], start: usize) -> Option<String> {
             }
             let name: Vec<&str> = words[j.min(words.len())..]
                 .iter()
-                .take_while(|w| capitalised(w) && !TIMES.contains(&w.folded.as_str()))
+                .take_while(|w| capitalised(w) && !is_time(&w.folded))
                 .map(|w| w.folded.as_str())
                 .collect();
             if !name.is_empty() {

@@ -14,7 +14,7 @@ use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc};
 use crate::filter::{Condition, Filter, Op, TimeField, TimeRange};
 use crate::infer::dates::{self, Relative};
 
-const MONTHS: [&str; 12] = [
+pub(crate) const MONTHS: [&str; 12] = [
     "january",
     "february",
     "march",
