@@ -333,13 +333,17 @@ const NOT: &[&str] = &[
     "senza", "nao", "sem", "niet", "geen", "nooit", "zonder",
 ];
 
+/// Whether any of the folded `words` is one of `of`.
+fn any(words: &[String], of: &[&str]) -> bool {
+    words.iter().any(|w| of.contains(&w.as_str()))
+}
+
 /// Whether a new fact says its speaker eats meat or fish (a word of eating and one of
 /// meat or fish, no denial, no vegetarian word of its own) while the memory says they are
 /// vegetarian or vegan: the diet was given up ("Ich esse inzwischen wieder Fisch und Eier"
 /// after "Ich bin Veganerin"). A small model keeps the two side by side, asked whether the
 /// memory was replaced; that meat is not vegetarian is what it misses.
 pub(crate) fn gives_up_diet(memory: &str, fact: &str) -> bool {
-    let any = |words: &[String], of: &[&str]| words.iter().any(|w| of.contains(&w.as_str()));
     let (memory, fact) = (
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
@@ -425,7 +429,6 @@ fn of_the_speaker(words: &[String], at: usize) -> bool {
 /// "Depuis cet été je suis devenue végétarienne" after "Je mange de tout, surtout de la
 /// viande rouge". The other direction of [`gives_up_diet`].
 pub(crate) fn takes_up_diet(memory: &str, fact: &str) -> bool {
-    let any = |words: &[String], of: &[&str]| words.iter().any(|w| of.contains(&w.as_str()));
     let (memory, fact) = (
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
@@ -594,7 +597,6 @@ const WED: &[&str] = &[
 /// memory's single word and the fact's partner must both be said of the speaker, nothing
 /// denied ("I'm not single", "my brother has a girlfriend" leave the memory to the model).
 pub(crate) fn ends_single_life(memory: &str, fact: &str) -> bool {
-    let any = |words: &[String], of: &[&str]| words.iter().any(|w| of.contains(&w.as_str()));
     let (memory, fact) = (
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
