@@ -7,6 +7,7 @@
 //! with the local model, or any OpenAI-compatible server when `OPENAI_API_KEY` or
 //! `OPENAI_BASE_URL` is set (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
 //! `-- --set tuned|untuned` runs one half (`dev`: the development cases); `-- --only ID[,ID…]` some cases only;
+//! `-- --set tuned --cases PATH` runs your own cases, in the halves' format;
 //! `-- --store-per-case` gives each case a store of its own, so that no case's keyword
 //! statistics hold another's memories (by default all cases share one store, as a
 //! service's users do);
@@ -216,8 +217,10 @@ async fn main() -> memlane::Result<()> {
     let mut add_times = Vec::new();
     let mut failures = 0;
     for half in halves {
-        let cases: Vec<Case> = half
-            .cases()
+        let cases: Vec<Case> = args
+            .cases
+            .as_deref()
+            .map_or_else(|| half.cases(), cases::load_path)
             .into_iter()
             .filter(|c| args.runs(&c.id))
             .collect();

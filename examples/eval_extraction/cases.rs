@@ -91,10 +91,16 @@ impl Set {
 
 /// The conversations of `examples/data/<file>`.
 pub fn load(file: &str) -> Vec<Case> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/data")
-        .join(file);
-    let text = std::fs::read_to_string(&path)
+    load_path(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/data")
+            .join(file),
+    )
+}
+
+/// The conversations of a file anywhere (`--cases PATH`).
+pub fn load_path(path: &std::path::Path) -> Vec<Case> {
+    let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

@@ -7,6 +7,7 @@
 //! the local model, or any OpenAI-compatible server when `OPENAI_API_KEY` or
 //! `OPENAI_BASE_URL` is set (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
 //! `-- --set tuned|heldout` runs one set; `-- --only ID[,ID…]` some conversations only;
+//! `-- --set tuned --cases PATH` runs your own conversations, in the sets' format;
 //! `-- --unconstrained` lets the model write its answers freely (no schema), to compare;
 //! `--features llama -- --llama` runs the local model on llama.cpp (`LlamaCppLlm`), about
 //! twice as fast.
@@ -97,8 +98,10 @@ async fn main() -> memlane::Result<()> {
     let started = Instant::now();
     let mut tables: Vec<Table> = Vec::new();
     for set in sets {
-        let cases: Vec<Case> = set
-            .cases()
+        let cases: Vec<Case> = args
+            .cases
+            .as_deref()
+            .map_or_else(|| set.cases(), cases::load_path)
             .into_iter()
             .filter(|c| args.runs(&c.id))
             .collect();

@@ -18,13 +18,16 @@ pub fn trace_to_stderr() {
         .init();
 }
 
-/// The command line: `--set NAME`, `--only ID[,ID…]`, `--unconstrained`, `--lookup` or
-/// `--no-lookup`, `--llama`.
+/// The command line: `--set NAME`, `--cases PATH`, `--only ID[,ID…]`, `--unconstrained`,
+/// `--lookup` or `--no-lookup`, `--llama`.
 pub struct Args {
     /// The local model runs on llama.cpp (`LlamaCppLlm`; built with `--features llama`)
     /// instead of candle.
     pub llama: bool,
     pub set: Option<String>,
+    /// Cases read from this file instead of the set's own (your conversations, in the
+    /// set's format), reported under the set's name.
+    pub cases: Option<std::path::PathBuf>,
     pub only: Option<Vec<String>>,
     /// The local model writes freely (no token masks from the answers' schemas), for the
     /// comparison with constrained decoding.
@@ -45,6 +48,7 @@ impl Args {
         Args {
             llama: args.iter().any(|a| a == "--llama"),
             set: value("--set"),
+            cases: value("--cases").map(std::path::PathBuf::from),
             only: value("--only").map(|ids| ids.split(',').map(str::to_string).collect()),
             unconstrained: args.iter().any(|a| a == "--unconstrained"),
             lookup: if args.iter().any(|a| a == "--no-lookup") {
