@@ -12,8 +12,9 @@ use std::sync::OnceLock;
 /// "always" is not a word of small talk), the days of the week, and the fillers and
 /// intensifiers that come with them (not "busy": "busy on weekends" says something).
 /// None of them says alone what a person is, does, has or likes; a remark made only of
-/// these words and function words is small talk. Any other word (a place, a name, a
-/// verb such as "love" or "moved", a number) makes it a statement worth keeping.
+/// these words and function words is small talk, and so is a reply of one or two function
+/// words ("Will do", "Me too"). Any other word (a place, a name, a verb such as "love" or
+/// "moved", a number) makes it a statement worth keeping.
 const WORDS: &[&str] = &[
     // English
     "weather",
@@ -517,6 +518,139 @@ const WORDS: &[&str] = &[
     "nachtmerrie",
     "gutes",
     "zeg",
+    // The moment's states and replies, in all seven languages: hunger and thirst, "now"
+    // and "soon", agreement, "I'll try", laughter, a slow connection. None says alone what
+    // a person is or does ("always hungry" keeps "always"; "I go running" keeps "running").
+    "starving",
+    "thirsty",
+    "absolutely",
+    "totally",
+    "right",
+    "now",
+    "soon",
+    "enough",
+    "come",
+    "wait",
+    "yes",
+    "yeah",
+    "yep",
+    "sure",
+    "exactly",
+    "true",
+    "agreed",
+    "makes",
+    "sense",
+    "idea",
+    "try",
+    "later",
+    "omg",
+    "lmao",
+    "hehe",
+    "slow",
+    "wifi",
+    "internet",
+    "connection",
+    "faim",
+    "soif",
+    "là",
+    "oui",
+    "ouais",
+    "vivement",
+    "midi",
+    "maintenant",
+    "bientôt",
+    "accord",
+    "exactement",
+    "idée",
+    "essayer",
+    "essaie",
+    "essaierai",
+    "mdr",
+    "total",
+    "hunger",
+    "durst",
+    "jetzt",
+    "gleich",
+    "später",
+    "genau",
+    "stimmt",
+    "klar",
+    "idee",
+    "versuchen",
+    "versuche",
+    "hab",
+    "hambre",
+    "sed",
+    "ahora",
+    "mismo",
+    "pronto",
+    "sí",
+    "claro",
+    "exacto",
+    "intentar",
+    "intentaré",
+    "intento",
+    "jaja",
+    "jajaja",
+    "stanchissimo",
+    "stanchissima",
+    "fame",
+    "sete",
+    "adesso",
+    "subito",
+    "esatto",
+    "certo",
+    "vero",
+    "provo",
+    "provare",
+    "proverò",
+    "fome",
+    "sede",
+    "agora",
+    "sim",
+    "exato",
+    "ideia",
+    "verdade",
+    "tentar",
+    "tento",
+    "vou",
+    "kkk",
+    "honger",
+    "dorst",
+    "klopt",
+    "precies",
+    "zeker",
+    "probeer",
+    "proberen",
+    "need",
+    "late",
+    "sorry",
+    "crazy",
+    "lent",
+    "lente",
+    "vais",
+    "pardon",
+    "désolé",
+    "désolée",
+    "retard",
+    "gerade",
+    "spät",
+    "entschuldigung",
+    "llego",
+    "perdón",
+    "perdona",
+    "sì",
+    "pazzesca",
+    "pazzesco",
+    "scusa",
+    "scusate",
+    "tardi",
+    "desculpa",
+    "atrasado",
+    "atrasada",
+    "meteen",
+    "laat",
+    "traag",
 ];
 
 /// [`WORDS`], folded as [`crate::text::content_words`] reads a fact.
@@ -531,13 +665,18 @@ fn words() -> &'static HashSet<String> {
 }
 
 /// Whether a fact is small talk: it has words that are not function words, and each is a
-/// word of small talk ([`WORDS`]). A fact of function words alone is kept: the lists of
-/// eleven languages hold words of others ("Tengo un loro": Italian's "loro" is Spanish
-/// for a parrot). A fact in a script without spaces between words is never small talk.
+/// word of small talk ([`WORDS`]); or it is a reply of one or two function words ("Will
+/// do"). A longer fact of function words alone is kept: the lists of eleven languages
+/// hold words of others ("Tengo un loro": Italian's "loro" is Spanish for a parrot). A
+/// fact in a script without spaces between words is never small talk.
 pub(crate) fn is_small_talk(fact: &str) -> bool {
     let small = words();
     let said = crate::text::content_words(fact);
-    !said.is_empty() && said.iter().all(|w| small.contains(w))
+    if said.is_empty() {
+        let words = crate::text::folded_words(fact);
+        return !words.is_empty() && words.len() <= 2;
+    }
+    said.iter().all(|w| small.contains(w))
 }
 
 #[cfg(test)]
@@ -578,6 +717,29 @@ mod tests {
             "Frohe Weihnachten und ein gutes neues Jahr!",
             "Wat een drukke week zeg",
             "¡Qué tráfico había hoy!",
+            "I'm absolutely starving right now",
+            "Can't come soon enough lol",
+            "J'ai trop faim là",
+            "Oui, vivement midi",
+            "Bin heute total müde",
+            "Sono stanchissimo",
+            "Obrigado, vou tentar",
+            "Goed idee",
+            "Yeah, makes sense",
+            "Tengo un hambre terrible ahora mismo",
+            "Ich hab so Hunger jetzt",
+            "Sí, claro, lo intentaré",
+            "D'accord, bonne idée",
+            "Esatto, ci provo subito",
+            "Ja, klopt, ik probeer het later",
+            "Estou com fome agora",
+            "Omg jajaja",
+            "My wifi is so slow today",
+            "Will do",
+            "Ich hab gerade so Hunger",
+            "Sì, esatto, subito",
+            "Llego tarde, perdón",
+            "Ja, zo meteen",
         ] {
             assert!(is_small_talk(remark), "{remark:?}");
         }
@@ -605,6 +767,15 @@ mod tests {
             "I worked as a nurse for ten years",
             "My best friend Tom lives in Leeds",
             "Every Christmas we go skiing in Austria",
+            "I go running every morning",
+            "I'm trying to learn Spanish",
+            "I'm always hungry after my run",
+            "J'ai toujours faim le soir",
+            "I work late on Tuesdays",
+            "I come from Portugal",
+            "Mi idea es abrir una panadería",
+            "I'm starving myself before the weigh-in",
+            "I'm 34",
         ] {
             assert!(!is_small_talk(fact), "{fact:?}");
         }

@@ -496,12 +496,13 @@ async fn a_new_girlfriend_leaves_no_single_life_beside_her() {
 }
 
 /// Small talk the real model extracts beside a fact is not stored: the fact is, and
-/// nothing about the weather or a wish.
+/// nothing about the weather, the moment's hunger or a wish.
 #[tokio::test]
 async fn small_talk_beside_a_fact_is_not_stored() {
     let dir = tempfile::tempdir().unwrap();
     let memory = memory(&dir).await;
-    let said = "Good morning! Lovely sunny day here. My driving test is on Friday, wish me luck!";
+    let said = "Good morning! Lovely sunny day here. I'm absolutely starving right now. My driving \
+        test is on Friday, wish me luck!";
     memory.add(said).user("dana").await.unwrap();
     let kept = texts(&memory, "dana").await;
     assert!(kept.iter().any(|m| m.contains("driving test")), "{kept:?}");
