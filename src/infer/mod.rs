@@ -27,7 +27,7 @@ pub(crate) use extract::{extract_facts, Fact};
 pub(crate) use looks::{answers, apart, clauses, outdates, replaces, with_the_rest_kept, Apart};
 pub(crate) use moves::{moved_away, stays_away};
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
-pub(crate) use topics::{ends_single_life, gives_up_diet, takes_up_diet, topics};
+pub(crate) use topics::{ends_partnership, ends_single_life, gives_up_diet, takes_up_diet, topics};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
 

@@ -1447,3 +1447,52 @@ async fn a_diet_taken_up_and_a_partner_replace_their_memories() {
         ]
     );
 }
+
+/// A break-up and a new partner end the memory of the partner before, and a wedding the
+/// memory of an engagement, without asking the model, history kept; a friend made is
+/// left to the model.
+#[tokio::test]
+async fn a_break_up_a_new_partner_and_a_wedding_replace_the_partner_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([
+        facts(&["Ik heb nu een nieuwe vriend, Joris"]),
+        facts(&["We got married in April"]),
+        facts(&["Paul and I divorced last year"]),
+    ]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let mut ids = Vec::new();
+    for (user, said) in [
+        ("sanne", "Mijn vriend heet Bas"),
+        ("rosa", "I'm engaged to Marco"),
+        ("dana", "I'm married to Paul"),
+    ] {
+        let added = memory.add(said).user(user).infer(false).await.unwrap();
+        ids.push(added.results[0].id);
+    }
+    for (i, (user, said)) in [
+        ("sanne", "Ik heb nu een nieuwe vriend, Joris."),
+        ("rosa", "We got married in April!"),
+        ("dana", "Paul and I divorced last year."),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let added = memory.add(said).user(user).await.unwrap();
+        assert_eq!(added.results.len(), 1, "{said}");
+        assert_eq!(added.results[0].event, HistoryEvent::Update, "{said}");
+        assert_eq!(added.results[0].id, ids[i], "{said}");
+        let history = memory.history(ids[i]).await.unwrap();
+        assert_eq!(history.len(), 2, "{said}");
+    }
+    // The three extractions only.
+    assert_eq!(llm.requests().len(), 3);
+    assert_eq!(
+        live(&memory, "sanne").await,
+        ["Ik heb nu een nieuwe vriend, Joris"]
+    );
+    assert_eq!(live(&memory, "rosa").await, ["We got married in April"]);
+    assert_eq!(
+        live(&memory, "dana").await,
+        ["Paul and I divorced last year (2025)"]
+    );
+}

@@ -461,10 +461,11 @@ async fn eating_fish_again_leaves_no_vegetarian_memory() {
     assert!(kept.iter().any(|m| m.contains("trumpet")), "{kept:?}");
 }
 
-/// A partner after a single life, through the real model: "Ich bin Single" is replaced by
-/// the new girlfriend, history kept, and the chess club stays. Asked, the model kept both.
+/// A partner after a single life, then a break-up, through the real model: "Ich bin
+/// Single" is replaced by the new girlfriend, and she by the break-up, history kept, and
+/// the chess club stays. Asked, the model kept both each time.
 #[tokio::test]
-async fn a_new_girlfriend_leaves_no_single_life_beside_her() {
+async fn a_girlfriend_and_a_break_up_leave_no_old_status_beside_them() {
     let dir = tempfile::tempdir().unwrap();
     let memory = memory(&dir).await;
     let single = memory
@@ -493,6 +494,17 @@ async fn a_new_girlfriend_leaves_no_single_life_beside_her() {
         history.last().and_then(|h| h.old_memory.as_deref()),
         Some("Ich bin Single")
     );
+    memory
+        .add("Lena und ich haben uns im Sommer getrennt.")
+        .user("jonas")
+        .await
+        .unwrap();
+    let kept = texts(&memory, "jonas").await;
+    assert!(!kept.iter().any(|m| m.contains("Freundin")), "{kept:?}");
+    assert!(kept.iter().any(|m| m.contains("getrennt")), "{kept:?}");
+    assert!(kept.iter().any(|m| m.contains("Schach")), "{kept:?}");
+    let history = memory.history(single.results[0].id).await.unwrap();
+    assert_eq!(history.len(), 3, "{history:?}");
 }
 
 /// Small talk the real model extracts beside a fact is not stored: the fact is, and
@@ -501,7 +513,8 @@ async fn a_new_girlfriend_leaves_no_single_life_beside_her() {
 async fn small_talk_beside_a_fact_is_not_stored() {
     let dir = tempfile::tempdir().unwrap();
     let memory = memory(&dir).await;
-    let said = "Good morning! Lovely sunny day here. I'm absolutely starving right now. My driving \
+    let said =
+        "Good morning! Lovely sunny day here. I'm absolutely starving right now. My driving \
         test is on Friday, wish me luck!";
     memory.add(said).user("dana").await.unwrap();
     let kept = texts(&memory, "dana").await;

@@ -9,7 +9,8 @@
 //!    whose text a memory already has is known (NONE) without asking the model.
 //! 3. A fact that says plainly that it supersedes one of those memories takes its place
 //!    without the model: a move away from the place a memory says its owner lives, a
-//!    diet given up or taken up, a partner after a single life ([`superseded_by_rule`]).
+//!    diet given up or taken up, a partner after a single life, a relationship ended (a
+//!    break-up, a new partner, a wedding) ([`superseded_by_rule`]).
 //!    Other facts with similar memories go to the model with those memories, numbered 0, 1, …
 //!    (never real ids): ADD, UPDATE, DELETE or NONE each. Facts with none are ADDed.
 //! 4. The decisions are made safe: a stay away from a home never takes the home's place
@@ -422,9 +423,11 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 /// The rule by which a new fact supersedes a memory of its owner, when one does: the
 /// speaker eats meat again after a vegetarian or vegan memory ([`infer::gives_up_diet`]),
 /// went vegetarian or vegan after a memory of eating meat ([`infer::takes_up_diet`]), has
-/// a partner after a memory of being single ([`infer::ends_single_life`]), or moved away
-/// from the place a memory says they live ([`infer::moved_away`]). A small model keeps
-/// such pairs side by side; these say it plainly enough to need no model.
+/// a partner after a memory of being single ([`infer::ends_single_life`]), ended a
+/// relationship, found a new partner or married after a memory of the partner before
+/// ([`infer::ends_partnership`]), or moved away from the place a memory says they live
+/// ([`infer::moved_away`]). A small model keeps such pairs side by side; these say it
+/// plainly enough to need no model.
 fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
     if infer::gives_up_diet(memory, fact) {
         Some("a diet given up")
@@ -432,6 +435,8 @@ fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
         Some("a diet taken up")
     } else if infer::ends_single_life(memory, fact) {
         Some("a single life ended")
+    } else if infer::ends_partnership(memory, fact) {
+        Some("a relationship ended")
     } else if infer::moved_away(memory, fact) {
         Some("a move")
     } else {
