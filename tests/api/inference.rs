@@ -1496,3 +1496,70 @@ async fn a_break_up_a_new_partner_and_a_wedding_replace_the_partner_before() {
         ["Paul and I divorced last year (2025)"]
     );
 }
+
+/// A taste turned around replaces the memory of the taste before, without asking the
+/// model, in English as in Italian.
+#[tokio::test]
+async fn a_taste_turned_around_replaces_the_taste_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([
+        facts(&["I've come to love jazz"]),
+        facts(&["Adesso adoro il pesce"]),
+    ]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let jazz = memory
+        .add("I can't stand jazz")
+        .user("ines")
+        .infer(false)
+        .await
+        .unwrap();
+    let fish = memory
+        .add("Non mi piace il pesce")
+        .user("ines")
+        .infer(false)
+        .await
+        .unwrap();
+    for (said, before) in [
+        ("Funny thing: I've come to love jazz.", &jazz),
+        ("Adesso adoro il pesce!", &fish),
+    ] {
+        let added = memory.add(said).user("ines").await.unwrap();
+        assert_eq!(added.results.len(), 1, "{said}");
+        assert_eq!(added.results[0].event, HistoryEvent::Update, "{said}");
+        assert_eq!(added.results[0].id, before.results[0].id, "{said}");
+    }
+    // The two extractions only.
+    assert_eq!(llm.requests().len(), 2);
+    assert_eq!(
+        live(&memory, "ines").await,
+        ["Adesso adoro il pesce", "I've come to love jazz"]
+    );
+}
+
+/// Another taste is added beside the taste a memory holds, whatever the model decided: no
+/// look asks about the two.
+#[tokio::test]
+async fn another_taste_is_kept_beside_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let update = json!({"decisions": [
+        {"fact": 0, "event": "UPDATE", "memory": 0, "text": "I hate fish"}
+    ]})
+    .to_string();
+    let llm = ScriptedLlm::new([facts(&["I hate fish"]), update]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    memory
+        .add("I love chicken")
+        .user("lea")
+        .infer(false)
+        .await
+        .unwrap();
+    let added = memory.add("But I hate fish.").user("lea").await.unwrap();
+    // The extraction and the reconciliation; no look.
+    assert_eq!(llm.requests().len(), 2);
+    assert_eq!(added.results.len(), 1);
+    assert_eq!(added.results[0].event, HistoryEvent::Add);
+    assert_eq!(
+        live(&memory, "lea").await,
+        ["I hate fish", "I love chicken"]
+    );
+}

@@ -10,11 +10,12 @@
 //! 3. A fact that says plainly that it supersedes one of those memories takes its place
 //!    without the model: a move away from the place a memory says its owner lives, a
 //!    diet given up or taken up, a partner after a single life, a relationship ended (a
-//!    break-up, a new partner, a wedding) ([`superseded_by_rule`]).
+//!    break-up, a new partner, a wedding), a taste turned around ([`superseded_by_rule`]).
 //!    Other facts with similar memories go to the model with those memories, numbered 0, 1, …
 //!    (never real ids): ADD, UPDATE, DELETE or NONE each. Facts with none are ADDed.
 //! 4. The decisions are made safe: a stay away from a home never takes the home's place
-//!    ([`infer::stays_away`]); an updated memory takes the fact's text; an immutable
+//!    ([`infer::stays_away`]), nor another taste a taste's ([`infer::another_taste`]); an
+//!    updated memory takes the fact's text; an immutable
 //!    memory is never changed, nor replaced by a fact said to be one more of its kind
 //!    ("also", "anche"; the fact is added instead); a memory is changed at most once per
 //!    call; a fact replaces only a memory found for it, and none when another fact
@@ -240,12 +241,16 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     let mut plan = plan::decide(
         known, &said, &asked, &existing, &found, decisions, spoken_at,
     );
-    // A fact that tells of a stay away from a home found for it leaves that home alone.
+    // A fact that tells of a stay away from a home found for it leaves that home alone,
+    // and one that tells of another taste leaves the taste.
     let beside: Vec<(usize, usize)> = asked
         .iter()
         .zip(&found)
         .flat_map(|(&fact, memories)| memories.iter().map(move |&m| (fact, m)))
-        .filter(|&(fact, m)| infer::stays_away(&existing[m].record.memory, &said[fact]))
+        .filter(|&(fact, m)| {
+            let memory = &existing[m].record.memory;
+            infer::stays_away(memory, &said[fact]) || infer::another_taste(memory, &said[fact])
+        })
         .collect();
     plan.keep_beside(beside);
     // A second look at each DELETE, and at each UPDATE whose text failed the plan's
@@ -425,9 +430,9 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 /// went vegetarian or vegan after a memory of eating meat ([`infer::takes_up_diet`]), has
 /// a partner after a memory of being single ([`infer::ends_single_life`]), ended a
 /// relationship, found a new partner or married after a memory of the partner before
-/// ([`infer::ends_partnership`]), or moved away from the place a memory says they live
-/// ([`infer::moved_away`]). A small model keeps such pairs side by side; these say it
-/// plainly enough to need no model.
+/// ([`infer::ends_partnership`]), turned a taste around ([`infer::reverses_taste`]), or
+/// moved away from the place a memory says they live ([`infer::moved_away`]). A small
+/// model keeps such pairs side by side; these say it plainly enough to need no model.
 fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
     if infer::gives_up_diet(memory, fact) {
         Some("a diet given up")
@@ -437,6 +442,8 @@ fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
         Some("a single life ended")
     } else if infer::ends_partnership(memory, fact) {
         Some("a relationship ended")
+    } else if infer::reverses_taste(memory, fact) {
+        Some("a taste reversed")
     } else if infer::moved_away(memory, fact) {
         Some("a move")
     } else {
