@@ -651,6 +651,45 @@ const WORDS: &[&str] = &[
     "meteen",
     "laat",
     "traag",
+    // How something went, said alone: "It was perfect", "C'était magnifique"
+    "perfect",
+    "amazing",
+    "wonderful",
+    "fantastic",
+    "incredible",
+    "brilliant",
+    "parfait",
+    "parfaite",
+    "magnifique",
+    "incroyable",
+    "perfekt",
+    "wunderbar",
+    "fantastisch",
+    "unglaublich",
+    "perfecto",
+    "perfecta",
+    "increíble",
+    "maravilloso",
+    "maravillosa",
+    "perfetto",
+    "perfetta",
+    "fantastico",
+    "fantastica",
+    "incredibile",
+    "meraviglioso",
+    "perfeito",
+    "perfeita",
+    "incrível",
+    "maravilhoso",
+    "geweldig",
+    "prachtig",
+    "simply",
+    "simplement",
+    "einfach",
+    "simplemente",
+    "semplicemente",
+    "simplesmente",
+    "gewoon",
 ];
 
 /// [`WORDS`], folded as [`crate::text::content_words`] reads a fact.
@@ -740,6 +779,9 @@ mod tests {
             "Sì, esatto, subito",
             "Llego tarde, perdón",
             "Ja, zo meteen",
+            "It was perfect",
+            "C'était magnifique !",
+            "Es war einfach wunderbar",
         ] {
             assert!(is_small_talk(remark), "{remark:?}");
         }
@@ -776,6 +818,8 @@ mod tests {
             "Mi idea es abrir una panadería",
             "I'm starving myself before the weigh-in",
             "I'm 34",
+            "Amazing Grace is my favourite hymn",
+            "The wedding in Porto was perfect",
         ] {
             assert!(!is_small_talk(fact), "{fact:?}");
         }
