@@ -206,15 +206,18 @@ fn in_users_words(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
 /// two things said each, and stay two facts, so that a correction of the name keeps the
 /// breed. The first of the facts takes the sentence, with the labels and entities of all
 /// of them and their highest importance. "en" is Dutch for "and" and Spanish and French
-/// for "in", so a Spanish or French sentence with "en" is never put back together.
+/// for "in": it joins clauses only in a sentence with a word of Dutch's own ([`DUTCH`]),
+/// so that "Estoy de visita en Granada, en casa de mis tíos" is put back together.
 fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
     let sentences: Vec<(&str, Vec<String>)> = users_sentences(messages)
         .flat_map(at_subjects)
         .map(|s| s.trim().trim_matches(|c: char| !c.is_alphanumeric()))
         .filter(|s| {
-            !crate::text::keywords(s)
+            let words = crate::text::keywords(s);
+            let dutch = words.iter().any(|w| DUTCH.contains(&w.as_str()));
+            !words
                 .iter()
-                .any(|w| super::looks::CONJUNCTIONS.contains(&w.as_str()))
+                .any(|w| super::looks::CONJUNCTIONS.contains(&w.as_str()) && (w != "en" || dutch))
         })
         .map(|s| (s, crate::text::content_terms(s)))
         .collect();
@@ -266,6 +269,14 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
     }
     out
 }
+
+/// Words of Dutch's own, none of them Spanish or French: a sentence with one is Dutch,
+/// and its "en" is "and".
+const DUTCH: &[&str] = &[
+    "ik", "het", "een", "niet", "zijn", "wij", "jij", "hij", "ook", "maar", "wel", "mijn", "dat",
+    "wat", "heb", "ben", "naar", "met", "voor", "bij", "van", "we", "ze", "is", "heeft", "wonen",
+    "woon", "werk",
+];
 
 /// The user's messages cut into sentences, untrimmed: at . ! ? : ; and line breaks (and
 /// their CJK forms), not at commas, which would cut "Teacher, 12 years" to a fragment.
@@ -802,6 +813,27 @@ mod tests {
         assert_eq!(facts[0].categories, ["home", "places"]);
         assert_eq!(facts[0].entities, ["Madrid", "Retiro park"]);
         assert_eq!(facts[0].importance, 8);
+    }
+
+    /// Spanish and French "en" is "in": a sentence with it is put back together as any
+    /// other; Dutch "en" is "and", and its two clauses stay two facts.
+    #[tokio::test]
+    async fn a_sentence_with_en_is_put_back_together_unless_it_is_dutch() {
+        let reply = r#"{"facts": [{"text": "Estoy de visita en Granada"},
+            {"text": "en casa de mis tíos"}, {"text": "Ik woon in Gent"},
+            {"text": "Ik werk in Brussel"}]}"#;
+        let conversation = [Message::user(
+            "Estoy de visita en Granada, en casa de mis tíos. Ik woon in Gent en ik werk in \
+             Brussel.",
+        )];
+        assert_eq!(
+            texts(&extracted(reply, &conversation, &[]).await),
+            [
+                "Estoy de visita en Granada, en casa de mis tíos",
+                "Ik woon in Gent",
+                "Ik werk in Brussel"
+            ]
+        );
     }
 
     #[tokio::test]
