@@ -812,8 +812,9 @@ const BEFORE_WEDDING: &[&str] = &[
 ];
 
 /// The index of each of the speaker's own partners in `words`: a partner word after "my"
-/// or "I have" (articles, "new" and "now" may stand between), and which of those words
-/// stood between. "Femme", "Frau", "man" and the like count only after "my".
+/// or "I have" (articles, "new" and "now" may stand between; "heb ik", "habe ich" as well),
+/// and which of those words stood between. "Femme", "Frau", "man" and the like count only
+/// after "my".
 fn own_partners(words: &[String]) -> Vec<(usize, &[String])> {
     words
         .iter()
@@ -823,9 +824,12 @@ fn own_partners(words: &[String]) -> Vec<(usize, &[String])> {
                 .iter()
                 .rposition(|b| !BEFORE_PARTNER.contains(&b.as_str()))?;
             let before = words[start].as_str();
+            let have = HAVE.contains(&before)
+                || (["ik", "ich"].contains(&before)
+                    && start > 0
+                    && HAVE.contains(&words[start - 1].as_str()));
             let own = PARTNER_OF_ONES_OWN.contains(&w.as_str())
-                && (MY.contains(&before)
-                    || (HAVE.contains(&before) && !MAN_OR_WOMAN.contains(&w.as_str())));
+                && (MY.contains(&before) || (have && !MAN_OR_WOMAN.contains(&w.as_str())));
             own.then(|| (i, &words[start + 1..i]))
         })
         .collect()
@@ -842,13 +846,28 @@ fn names(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Words of a relationship: "I'm in a relationship with Tim", "Ik heb een relatie met Tim".
+const RELATIONSHIP: &[&str] = &[
+    "relationship",
+    "relatie",
+    "beziehung",
+    "relation",
+    "relazione",
+    "relacion",
+    "relacao",
+];
+
 /// Whether a memory says its owner has a partner now: their own partner ("My boyfriend
-/// Declan is a chef", "Mijn vriend heet Bas") or their marriage ("I'm married to Paul"),
-/// no "ex".
+/// Declan is a chef", "Mijn vriend heet Bas"), their relationship ("Ik heb een relatie met
+/// Tim") or their marriage ("I'm married to Paul"), no "ex".
 fn partnered(memory: &[String], names: &[String]) -> bool {
     !memory.iter().any(|w| w == "ex")
         && (!own_partners(memory).is_empty()
-            || married_at(memory, names).any(|i| of_the_speaker(memory, i)))
+            || married_at(memory, names).any(|i| of_the_speaker(memory, i))
+            || memory
+                .iter()
+                .enumerate()
+                .any(|(i, w)| RELATIONSHIP.contains(&w.as_str()) && of_the_speaker(memory, i)))
 }
 
 /// Whether a new fact ends the relationship a memory tells of. Three ways:
@@ -1099,6 +1118,18 @@ mod tests {
             ),
             ("Mi novia se llama Carmen", "Tengo una nueva novia, Lucía"),
             ("My girlfriend is called Zoe", "I'm dating Mia now"),
+            (
+                "Ik heb een relatie met Tim",
+                "Ik heb een nieuwe vriend, Daan",
+            ),
+            (
+                "I'm in a relationship with Tim",
+                "My new boyfriend Dan is great",
+            ),
+            (
+                "Mijn vriend heet Tim",
+                "Sinds een maand heb ik een nieuwe vriend, Daan",
+            ),
             // A wedding after an engagement or a girlfriend.
             ("I'm engaged to Marco", "We got married in April"),
             (
@@ -1154,6 +1185,11 @@ mod tests {
             ("I'm married to Paul", "We got married in 2010"),
             ("I collect vinyl records", "We got married in April"),
             ("My ex-boyfriend lives in Leeds", "I'm dating Mia now"),
+            ("My sister is in a relationship", "I'm dating Mia now"),
+            (
+                "Mijn zus heeft een relatie",
+                "Ik heb een nieuwe vriend, Daan",
+            ),
             ("My girlfriend Emma is a vet", "I'm on the case"),
         ] {
             assert!(!ends_partnership(memory, fact), "{memory} / {fact}");
