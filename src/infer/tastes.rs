@@ -11,11 +11,11 @@
 
 use super::topics::{any, of_the_speaker, EAT, LIKE, NOT};
 
-/// Verbs and words of liking beyond [`LIKE`]: "enjoy", "gern", "piace", "graag", "fan".
+/// Verbs and words of liking beyond [`LIKE`]: "enjoy", "gern", "piace", "graag". Not
+/// "fan": a fan of one team is seldom a fan of another.
 const LIKE_MORE: &[&str] = &[
     "enjoy",
     "loving",
-    "fan",
     "kiffe",
     "gern",
     "gerne",
@@ -310,11 +310,13 @@ pub(crate) fn reverses_taste(memory: &str, fact: &str) -> bool {
 /// beside: each of the fact's feelings names nothing the memory's feelings name ("Je
 /// déteste les huîtres" beside "J'adore le fromage"), or is qualified to a time or an
 /// occasion ("Ich mag keinen Kaffee am Abend" beside "Ich liebe Kaffee"). Both must say a
-/// feeling of the speaker's. A small model puts one taste in another's place.
+/// feeling of the speaker's, and the fact no word of a change ("I love Thai food now" may
+/// end "I love Italian food"). A small model puts one taste in another's place.
 pub(crate) fn another_taste(memory: &str, fact: &str) -> bool {
     let (before, now) = (feelings(memory), feelings(fact));
     !before.is_empty()
         && !now.is_empty()
+        && !any(&crate::text::folded_words(fact), CHANGE)
         && now.iter().all(|(_, named, qualified)| {
             *qualified
                 || before
@@ -332,6 +334,7 @@ mod tests {
         for (memory, fact) in [
             ("J'adore le fromage", "Je déteste les huîtres"),
             ("I love jazz", "I also love classical music"),
+            ("I love jazz", "I love classical music too"),
             (
                 "Ich liebe Kaffee",
                 "Ich mag keinen Kaffee am Abend, da schlafe ich schlecht",
@@ -353,6 +356,10 @@ mod tests {
             ("I can't stand jazz", "I've come to love jazz"),
             ("J'adore le fromage", "Mon mari déteste les huîtres"),
             ("I work as a nurse", "I love classical music"),
+            // A change, or a fan's team.
+            ("I love Italian food", "I love Thai food now"),
+            ("I'm a huge Celtics fan", "I'm a Knicks fan now"),
+            ("I'm a huge Celtics fan", "I'm a Knicks fan"),
         ] {
             assert!(!another_taste(memory, fact), "{memory} / {fact}");
         }
