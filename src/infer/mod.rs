@@ -18,6 +18,7 @@ pub(crate) mod dates;
 mod extract;
 mod looks;
 mod moves;
+mod partners;
 pub(crate) mod places;
 mod reconcile;
 mod small_talk;
@@ -27,9 +28,10 @@ mod topics;
 pub(crate) use extract::{extract_facts, Fact};
 pub(crate) use looks::{answers, apart, clauses, outdates, replaces, with_the_rest_kept, Apart};
 pub(crate) use moves::{moved_away, stays_away};
+pub(crate) use partners::{ends_partnership, ends_single_life};
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
 pub(crate) use tastes::{another_taste, reverses_taste};
-pub(crate) use topics::{ends_partnership, ends_single_life, gives_up_diet, takes_up_diet, topics};
+pub(crate) use topics::{gives_up_diet, takes_up_diet, topics};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
 

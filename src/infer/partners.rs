@@ -1,0 +1,635 @@
+//! A partner's coming and going: a partner after a single life, a break-up, a new partner,
+//! a wedding. A small model keeps "Ich bin Single" beside a new girlfriend, or an old
+//! boyfriend beside a new one, about as often as not; these rules tell the plain cases
+//! without it. Words are matched whole, lowercase and without diacritics, in English,
+//! French, German, Italian, Spanish, Portuguese and Dutch.
+
+use super::topics::{any, of_the_speaker, NOT};
+
+/// Words that say a person has no partner.
+const SINGLE: &[&str] = &[
+    "single",
+    "celibataire",
+    "ledig",
+    "soltero",
+    "soltera",
+    "solteiro",
+    "solteira",
+    "celibe",
+    "nubile",
+    "vrijgezel",
+    "alleenstaand",
+];
+
+/// A partner, in the words a person uses of their own.
+const PARTNER_OF_ONES_OWN: &[&str] = &[
+    "boyfriend",
+    "girlfriend",
+    "partner",
+    "wife",
+    "husband",
+    "fiance",
+    "fiancee",
+    "copain",
+    "copine",
+    "mari",
+    "femme",
+    "compagnon",
+    "compagne",
+    "fiance",
+    "fiancee",
+    "freund",
+    "freundin",
+    "partnerin",
+    "frau",
+    "mann",
+    "verlobte",
+    "verlobter",
+    "fidanzato",
+    "fidanzata",
+    "ragazzo",
+    "ragazza",
+    "moglie",
+    "marito",
+    "compagno",
+    "compagna",
+    "novio",
+    "novia",
+    "pareja",
+    "esposa",
+    "esposo",
+    "marido",
+    "namorado",
+    "namorada",
+    "noivo",
+    "noiva",
+    "vriend",
+    "vriendin",
+    "man",
+    "vrouw",
+    "verloofde",
+];
+
+/// Partner words that also mean a man or a woman: a partner only after "my" ("ma femme",
+/// "meine Frau", "mijn man"; "j'ai une femme de ménage" is no wife).
+const MAN_OR_WOMAN: &[&str] = &["femme", "frau", "mann", "man", "vrouw"];
+
+/// First-person possessives: what makes a partner the speaker's ("my girlfriend").
+const MY: &[&str] = &[
+    "my", "mon", "ma", "mein", "meine", "meinen", "meiner", "mio", "mia", "mi", "meu", "minha",
+    "mijn",
+];
+
+/// Verbs of having in the first person ("ich habe eine Freundin", "tengo novia").
+const HAVE: &[&str] = &[
+    "have", "ve", "got", "ai", "habe", "hab", "ho", "tengo", "tenho", "heb",
+];
+
+/// Words that may stand between "my" or "I have" and the partner: articles and "new".
+const BEFORE_PARTNER: &[&str] = &[
+    "a",
+    "an",
+    "new",
+    "un",
+    "une",
+    "nouveau",
+    "nouvel",
+    "nouvelle",
+    "ein",
+    "eine",
+    "einen",
+    "neue",
+    "neuen",
+    "neuer",
+    "neu",
+    "un",
+    "una",
+    "uno",
+    "nuovo",
+    "nuova",
+    "nuevo",
+    "nueva",
+    "um",
+    "uma",
+    "novo",
+    "nova",
+    "een",
+    "nieuwe",
+    "jetzt",
+    "now",
+    "nu",
+    "agora",
+    "ahora",
+    "ora",
+    "maintenant",
+    // "Since", "recently", "finally": "ik heb sinds kort een vriendin", "Ich habe endlich
+    // einen Freund"
+    "recently",
+    "finally",
+    "since",
+    "sinds",
+    "kort",
+    "eindelijk",
+    "seit",
+    "kurzem",
+    "endlich",
+    "depuis",
+    "peu",
+    "enfin",
+    "finalmente",
+];
+
+/// Words of a wedding or an engagement in the first person ("we got married", "je me suis
+/// mariée", "ich habe geheiratet", "mi sono sposata", "me casé", "casei", "ik ben
+/// getrouwd"), said with a [`SPEAKER`] word before them.
+const WED: &[&str] = &[
+    "married",
+    "engaged",
+    "marie",
+    "mariee",
+    "maries",
+    "fiance",
+    "fiancee",
+    "geheiratet",
+    "verheiratet",
+    "verlobt",
+    "sposato",
+    "sposata",
+    "sposati",
+    "fidanzato",
+    "fidanzata",
+    "case",
+    "casado",
+    "casada",
+    "casei",
+    "casamos",
+    "noivei",
+    "getrouwd",
+    "verloofd",
+];
+
+/// Whether a new fact says its speaker has a partner now while the memory says they are
+/// single: "Ich habe jetzt eine Freundin, sie heißt Lena" after "Ich bin Single". The
+/// memory's single word and the fact's partner must both be said of the speaker, nothing
+/// denied ("I'm not single", "my brother has a girlfriend" leave the memory to the model),
+/// and no friend made ("Ik heb een nieuwe vriend gemaakt").
+pub(crate) fn ends_single_life(memory: &str, fact: &str) -> bool {
+    let (memory, fact) = (
+        crate::text::folded_words(memory),
+        crate::text::folded_words(fact),
+    );
+    let single = !any(&memory, NOT)
+        && memory
+            .iter()
+            .enumerate()
+            .any(|(i, w)| SINGLE.contains(&w.as_str()) && of_the_speaker(&memory, i));
+    let partnered = fact.iter().enumerate().any(|(i, w)| {
+        let before = fact[..i]
+            .iter()
+            .rev()
+            .find(|b| !BEFORE_PARTNER.contains(&b.as_str()))
+            .map(String::as_str);
+        let own = PARTNER_OF_ONES_OWN.contains(&w.as_str())
+            && before.is_some_and(|b| {
+                MY.contains(&b) || (HAVE.contains(&b) && !MAN_OR_WOMAN.contains(&w.as_str()))
+            });
+        own || (WED.contains(&w.as_str()) && of_the_speaker(&fact, i))
+    });
+    single && partnered && !any(&fact, NOT) && !any(&fact, SINGLE) && !any(&fact, MADE)
+}
+
+/// Words that say a relationship ended, in any person: "Paul and I divorced", "wir haben
+/// uns getrennt", "ci siamo lasciati". [`BROKE_UP_BEFORE`] holds those that need a word
+/// after them.
+const BROKE_UP: &[&str] = &[
+    "breakup",
+    "separated",
+    "divorced",
+    "separes",
+    "separee",
+    "separe",
+    "rompu",
+    "divorce",
+    "divorcee",
+    "getrennt",
+    "geschieden",
+    "separado",
+    "separada",
+    "separados",
+    "divorciado",
+    "divorciada",
+    "divorciados",
+    "rompimos",
+    "lasciati",
+    "separati",
+    "separato",
+    "separata",
+    "divorziato",
+    "divorziata",
+    "divorziati",
+    "separei",
+    "separamos",
+    "divorciei",
+    "gescheiden",
+    "uitgemaakt",
+    "verbroken",
+];
+
+/// Break-ups of two words: "we broke up" ("I broke my leg" is none), "split up",
+/// "Schluss gemacht", "uit elkaar".
+const BROKE_UP_BEFORE: &[(&str, &str)] = &[
+    ("broke", "up"),
+    ("split", "up"),
+    ("schluss", "gemacht"),
+    ("uit", "elkaar"),
+];
+
+/// Verbs of leaving someone, which end a relationship only when the memory names the one
+/// left ("J'ai quitté Léo" after "Mon copain s'appelle Léo"; "I left my job" ends none).
+const LEFT: &[&str] = &[
+    "left",
+    "quitte",
+    "verlassen",
+    "lasciato",
+    "lasciata",
+    "deje",
+    "deixei",
+    "verlaten",
+];
+
+/// "New", before a partner: "my new girlfriend", "een nieuwe vriend".
+const NEW: &[&str] = &[
+    "new", "nouveau", "nouvel", "nouvelle", "neue", "neuen", "neuer", "nuovo", "nuova", "nuevo",
+    "nueva", "novo", "nova", "nieuwe",
+];
+
+/// Dating someone: "I'm dating Mia". ("Je sors avec Nathan" may be a night out.)
+const DATING: &[&str] = &["dating"];
+
+/// Verbs that make a friend of a "vriend" or a "Freund" ("een nieuwe vriend gemaakt",
+/// "I made a new friend"): friendship, not a partner.
+const MADE: &[&str] = &[
+    "made", "make", "gemaakt", "maken", "fait", "hecho", "fatto", "feito",
+];
+
+/// Words that put a wedding ahead: "we're getting married next year", "on va se marier".
+const AHEAD: &[&str] = &[
+    "getting",
+    "will",
+    "going",
+    "gonna",
+    "next",
+    "soon",
+    "plan",
+    "planning",
+    "va",
+    "allons",
+    "werden",
+    "wollen",
+    "bald",
+    "nachstes",
+    "prossimo",
+    "prossima",
+    "vamos",
+    "proximo",
+    "proxima",
+    "vou",
+    "gaan",
+    "volgend",
+    "volgende",
+    "binnenkort",
+];
+
+/// Words of having married, in the past or the present of being married: "we got
+/// married", "je me suis mariée", "wir haben geheiratet", "mi sono sposata", "me casé"
+/// (after "me" only: English "case"), "casei", "we zijn getrouwd", "tied the knot". A
+/// word the text capitalises is a name ("Marie").
+const MARRIED: &[&str] = &[
+    "married",
+    "knot",
+    "marie",
+    "mariee",
+    "maries",
+    "geheiratet",
+    "verheiratet",
+    "sposato",
+    "sposata",
+    "sposati",
+    "case",
+    "casado",
+    "casada",
+    "casados",
+    "casei",
+    "casamos",
+    "getrouwd",
+];
+
+/// The indices of [`MARRIED`] words in `words`, of which `names` are none.
+fn married_at<'a>(words: &'a [String], names: &'a [String]) -> impl Iterator<Item = usize> + 'a {
+    words.iter().enumerate().filter_map(move |(i, w)| {
+        let married = MARRIED.contains(&w.as_str())
+            && !names.contains(w)
+            && (w != "case" || i > 0 && words[i - 1] == "me");
+        married.then_some(i)
+    })
+}
+
+/// Partners before a wedding: a boyfriend or girlfriend, a fiancé, being engaged.
+const BEFORE_WEDDING: &[&str] = &[
+    "boyfriend",
+    "girlfriend",
+    "fiance",
+    "fiancee",
+    "engaged",
+    "copain",
+    "copine",
+    "freund",
+    "freundin",
+    "verlobt",
+    "verlobte",
+    "verlobter",
+    "fidanzato",
+    "fidanzata",
+    "ragazzo",
+    "ragazza",
+    "novio",
+    "novia",
+    "prometido",
+    "prometida",
+    "namorado",
+    "namorada",
+    "noivo",
+    "noiva",
+    "vriend",
+    "vriendin",
+    "verloofd",
+    "verloofde",
+];
+
+/// The index of each of the speaker's own partners in `words`: a partner word after "my"
+/// or "I have" (articles, "new" and "now" may stand between; "heb ik", "habe ich" as well),
+/// and which of those words stood between. "Femme", "Frau", "man" and the like count only
+/// after "my".
+fn own_partners(words: &[String]) -> Vec<(usize, &[String])> {
+    words
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| {
+            let start = words[..i]
+                .iter()
+                .rposition(|b| !BEFORE_PARTNER.contains(&b.as_str()))?;
+            let before = words[start].as_str();
+            let have = HAVE.contains(&before)
+                || (["ik", "ich"].contains(&before)
+                    && start > 0
+                    && HAVE.contains(&words[start - 1].as_str()));
+            let own = PARTNER_OF_ONES_OWN.contains(&w.as_str())
+                && (MY.contains(&before) || (have && !MAN_OR_WOMAN.contains(&w.as_str())));
+            own.then(|| (i, &words[start + 1..i]))
+        })
+        .collect()
+}
+
+/// The names a text gives: its capitalised words that are no function word, no partner
+/// word and no "I" ("Mon copain s'appelle Léo": "leo"), folded.
+fn names(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().next().is_some_and(char::is_uppercase) && *w != "I")
+        .filter(|w| !crate::text::content_words(w).is_empty())
+        .map(|w| crate::text::folded_words(w).concat())
+        .filter(|w| !PARTNER_OF_ONES_OWN.contains(&w.as_str()))
+        .collect()
+}
+
+/// Words of a relationship: "I'm in a relationship with Tim", "Ik heb een relatie met Tim".
+const RELATIONSHIP: &[&str] = &[
+    "relationship",
+    "relatie",
+    "beziehung",
+    "relation",
+    "relazione",
+    "relacion",
+    "relacao",
+];
+
+/// Whether a memory says its owner has a partner now: their own partner ("My boyfriend
+/// Declan is a chef", "Mijn vriend heet Bas"), their relationship ("Ik heb een relatie met
+/// Tim") or their marriage ("I'm married to Paul"), no "ex".
+fn partnered(memory: &[String], names: &[String]) -> bool {
+    !memory.iter().any(|w| w == "ex")
+        && (!own_partners(memory).is_empty()
+            || married_at(memory, names).any(|i| of_the_speaker(memory, i))
+            || memory
+                .iter()
+                .enumerate()
+                .any(|(i, w)| RELATIONSHIP.contains(&w.as_str()) && of_the_speaker(memory, i)))
+}
+
+/// Whether a new fact ends the relationship a memory tells of. Three ways:
+/// - the relationship ended: a word of a break-up or a divorce said of the speaker ("Bas
+///   en ik zijn uit elkaar", "Paul and I divorced last year", "I'm single again"), or
+///   "I left" the partner the memory names ("J'ai quitté Léo"), after a memory of the
+///   speaker's partner or marriage;
+/// - a new partner: "my new boyfriend", "ik heb nu een nieuwe vriend, Joris", "I'm dating
+///   Mia", after a memory of a partner the fact does not name;
+/// - a wedding: "we got married in April", "Emma and I tied the knot", after a memory of
+///   a boyfriend, a girlfriend or an engagement (a wedding ahead, "we're getting married
+///   next year", leaves it).
+///
+/// Nothing may be denied; a friend made ("een nieuwe vriend gemaakt") is no partner. A
+/// small model keeps an old partner beside a break-up or a new one about as often as not.
+pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
+    let (memory_names, fact_names) = (names(memory), names(fact));
+    let (memory, fact) = (
+        crate::text::folded_words(memory),
+        crate::text::folded_words(fact),
+    );
+    if any(&fact, NOT) || any(&fact, MADE) || any(&memory, NOT) {
+        return false;
+    }
+    let named_in_memory = fact_names.iter().any(|n| memory_names.contains(n));
+    let broke_up = fact.iter().enumerate().any(|(i, w)| {
+        let ended = BROKE_UP.contains(&w.as_str())
+            || SINGLE.contains(&w.as_str())
+            || BROKE_UP_BEFORE
+                .iter()
+                .any(|&(a, b)| w == a && fact.get(i + 1).is_some_and(|n| n == b));
+        let left = LEFT.contains(&w.as_str()) && named_in_memory;
+        (ended || left) && of_the_speaker(&fact, i)
+    });
+    let new_partner = !named_in_memory
+        && (own_partners(&fact)
+            .iter()
+            .any(|(_, between)| any(between, NEW))
+            || fact
+                .iter()
+                .enumerate()
+                .any(|(i, w)| DATING.contains(&w.as_str()) && of_the_speaker(&fact, i)));
+    let engaged = memory.iter().enumerate().any(|(i, w)| {
+        ["engaged", "verlobt", "verloofd"].contains(&w.as_str()) && of_the_speaker(&memory, i)
+    }) || own_partners(&memory)
+        .iter()
+        .any(|&(i, _)| BEFORE_WEDDING.contains(&memory[i].as_str()));
+    let wedding = !any(&fact, AHEAD)
+        && married_at(&fact, &fact_names).any(|i| of_the_speaker(&fact, i))
+        && married_at(&memory, &memory_names).next().is_none()
+        && engaged;
+    (partnered(&memory, &memory_names) && (broke_up || new_partner)) || wedding
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partner_ends_a_single_life() {
+        for (memory, fact) in [
+            (
+                "Ich bin Single",
+                "Ich habe jetzt eine Freundin, sie heißt Lena",
+            ),
+            ("I'm single", "My new boyfriend Sam is a chef"),
+            (
+                "I'm single and honestly loving it",
+                "I got married to Priya last weekend",
+            ),
+            ("Je suis célibataire", "Je me suis mariée en juin"),
+            ("Soy soltera", "Tengo novio"),
+            ("Ik ben vrijgezel", "Ik heb een nieuwe vriendin"),
+            ("Je suis célibataire", "Ma femme s'appelle Inès"),
+            ("Je suis célibataire", "Je me suis mariée avec Hugo en mai"),
+            (
+                "Ik ben vrijgezel",
+                "Ik heb sinds kort een vriendin, ze heet Sanne",
+            ),
+            ("Ich bin ledig", "Ich habe endlich einen Freund"),
+        ] {
+            assert!(ends_single_life(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            // Someone else's partner or wedding.
+            ("I'm single", "My brother has a girlfriend"),
+            ("I'm single", "My sister got married in June"),
+            // Still single, or not single in the memory.
+            ("I'm single", "I don't have a boyfriend"),
+            ("I'm single", "Still single, and I have a new cat"),
+            ("My sister is single", "I have a girlfriend"),
+            ("I'm not single", "I have a girlfriend"),
+            // A woman who is no wife.
+            ("Je suis célibataire", "J'ai une femme de ménage le lundi"),
+            // A friend made.
+            (
+                "Ik ben vrijgezel",
+                "Ik heb een nieuwe vriend gemaakt op yoga",
+            ),
+        ] {
+            assert!(!ends_single_life(memory, fact), "{memory} / {fact}");
+        }
+    }
+
+    #[test]
+    fn a_break_up_a_new_partner_or_a_wedding_ends_a_relationship() {
+        for (memory, fact) in [
+            // The relationship ended.
+            (
+                "Mijn vriend heet Bas, we wonen samen",
+                "Bas en ik zijn uit elkaar",
+            ),
+            ("I'm married to Paul", "Paul and I divorced last year"),
+            ("My girlfriend Ana is a nurse", "We broke up in March"),
+            (
+                "Mein Freund heißt Jonas",
+                "Wir haben uns im Sommer getrennt",
+            ),
+            ("Mon copain s'appelle Léo", "J'ai quitté Léo"),
+            (
+                "Il mio ragazzo si chiama Luca",
+                "Io e Luca ci siamo lasciati",
+            ),
+            ("My husband Tom is a pilot", "I'm single again"),
+            // A new partner.
+            ("Mijn vriend heet Bas", "Ik heb nu een nieuwe vriend, Joris"),
+            (
+                "My boyfriend Declan is a chef",
+                "My new boyfriend Sam is a nurse",
+            ),
+            ("Mi novia se llama Carmen", "Tengo una nueva novia, Lucía"),
+            ("My girlfriend is called Zoe", "I'm dating Mia now"),
+            (
+                "Ik heb een relatie met Tim",
+                "Ik heb een nieuwe vriend, Daan",
+            ),
+            (
+                "I'm in a relationship with Tim",
+                "My new boyfriend Dan is great",
+            ),
+            (
+                "Mijn vriend heet Tim",
+                "Sinds een maand heb ik een nieuwe vriend, Daan",
+            ),
+            // A wedding after an engagement or a girlfriend.
+            ("I'm engaged to Marco", "We got married in April"),
+            (
+                "My girlfriend Emma is a vet",
+                "Emma and I tied the knot in June",
+            ),
+            ("Meine Freundin heißt Lena", "Lena und ich haben geheiratet"),
+            ("Mi novia es Carmen", "Me casé con Carmen en mayo"),
+            ("Mijn vriendin heet Eva", "Eva en ik zijn in juli getrouwd"),
+        ] {
+            assert!(ends_partnership(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            // Someone else's break-up, partner or wedding.
+            (
+                "My wife Sara is a teacher",
+                "My sister broke up with her boyfriend",
+            ),
+            (
+                "My wife Sara is a teacher",
+                "My brother got married in June",
+            ),
+            (
+                "My boyfriend Declan is a chef",
+                "My friend has a new boyfriend",
+            ),
+            // Not a break-up: a leg broken, time split, each other seen, a job left.
+            ("My wife Sara is a teacher", "I broke my leg skiing"),
+            (
+                "My wife Sara is a teacher",
+                "I split my time between Leeds and York",
+            ),
+            ("Mijn vriendin heet Eva", "We zien elkaar elke dag"),
+            ("My wife Sara is a teacher", "I left my job in May"),
+            ("Mon copain s'appelle Léo", "J'ai quitté mon travail"),
+            // The same partner, a friend made, a denial.
+            (
+                "My boyfriend is Sam",
+                "My new boyfriend Sam cooks every night",
+            ),
+            (
+                "Mijn vriendin Lotte en ik wonen in Utrecht",
+                "Ik heb op mijn werk een nieuwe vriend gemaakt, Thijs",
+            ),
+            ("Mijn vriendin heet Eva", "Ik heb een nieuwe vriend gemaakt"),
+            (
+                "My wife Sara is a teacher",
+                "We never split up, despite everything",
+            ),
+            // A wedding ahead, a name, or no partner before it.
+            ("I'm engaged to Marco", "We're getting married next spring"),
+            ("My girlfriend Emma is a vet", "I had dinner with Marie"),
+            ("I'm married to Paul", "We got married in 2010"),
+            ("I collect vinyl records", "We got married in April"),
+            ("My ex-boyfriend lives in Leeds", "I'm dating Mia now"),
+            ("My sister is in a relationship", "I'm dating Mia now"),
+            (
+                "Mijn zus heeft een relatie",
+                "Ik heb een nieuwe vriend, Daan",
+            ),
+            ("My girlfriend Emma is a vet", "I'm on the case"),
+        ] {
+            assert!(!ends_partnership(memory, fact), "{memory} / {fact}");
+        }
+    }
+}
