@@ -1449,8 +1449,7 @@ async fn a_diet_taken_up_and_a_partner_replace_their_memories() {
 }
 
 /// A break-up and a new partner end the memory of the partner before, and a wedding the
-/// memory of an engagement, without asking the model, history kept; a friend made is
-/// left to the model.
+/// memory of an engagement, without asking the model, history kept.
 #[tokio::test]
 async fn a_break_up_a_new_partner_and_a_wedding_replace_the_partner_before() {
     let dir = tempfile::tempdir().unwrap();

@@ -463,7 +463,7 @@ async fn eating_fish_again_leaves_no_vegetarian_memory() {
 
 /// A partner after a single life, then a break-up, through the real model: "Ich bin
 /// Single" is replaced by the new girlfriend, and she by the break-up, history kept, and
-/// the chess club stays. Asked, the model kept both each time.
+/// the chess club stays. Asked instead, the model kept "Ich bin Single" beside her.
 #[tokio::test]
 async fn a_girlfriend_and_a_break_up_leave_no_old_status_beside_them() {
     let dir = tempfile::tempdir().unwrap();
