@@ -264,18 +264,18 @@ fn destination(fact: &str) -> Option<String> {
     None
 }
 
-/// The verbs of living somewhere, in the first person ("I live", "j'habite", "ich
-/// wohne", "vivo", "moro", "ik woon"), and in the third, of a named person ("Carlos lives
-/// in Madrid", as an extraction may word a user's fact).
-const LIVE_FIRST: &[&str] = &[
-    "live", "living", "based", "reside", "habite", "vis", "habitons", "vivons", "wohne", "lebe",
-    "wohnen", "leben", "abito", "vivo", "abitiamo", "viviamo", "resido", "vivimos", "moro",
-    "moramos", "vivemos", "woon", "wonen",
+/// The verbs of living somewhere: in the first person ("I live", "j'habite", "ich
+/// wohne", "vivo", "moro", "ik woon", [`LIVE_FIRST`]), and in the third, of a named person
+/// ("Carlos lives in Madrid", as an extraction may word a user's fact, [`LIVE_THIRD`]).
+/// "Habite" and "reside" are both.
+pub(super) const LIVE: &[&str] = &[
+    "live", "living", "based", "habitons", "vis", "vivons", "wohne", "lebe", "wohnen", "leben",
+    "abito", "vivo", "abitiamo", "viviamo", "resido", "vivimos", "moro", "moramos", "vivemos",
+    "woon", "wonen", "habite", "reside", "lives", "resides", "vit", "wohnt", "lebt", "abita",
+    "vive", "mora", "woont",
 ];
-const LIVE_THIRD: &[&str] = &[
-    "lives", "resides", "habite", "vit", "wohnt", "lebt", "abita", "vive", "reside", "mora",
-    "woont",
-];
+const LIVE_FIRST: &[&str] = LIVE.split_at(23).0;
+const LIVE_THIRD: &[&str] = LIVE.split_at(21).1;
 /// First-person forms that need no subject before them (Italian, Spanish, Portuguese).
 const LIVE_ALONE: &[&str] = &[
     "wohne", "lebe", "abito", "vivo", "abitiamo", "viviamo", "resido", "vivimos", "moro",
@@ -314,6 +314,12 @@ fn home(memory: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether a text says where its speaker lives ("J'habite à Rennes", "Carlos lives in
+/// Madrid") or moved to ("Nous nous sommes installés à Grenoble"), in a named place.
+pub(super) fn speaks_of_home(text: &str) -> bool {
+    home(text).is_some() || destination(text).is_some()
 }
 
 /// Whether a new fact says its speaker moved to another place than the one the memory

@@ -17,17 +17,31 @@ pub(crate) enum Topic {
     Diet,
     /// Working, and no longer working: a job, retired, quit.
     Work,
+    /// Where a person lives: a memory of their home ("J'habite à Rennes") or a move of
+    /// theirs to a named place ("Nous nous sommes installés à Grenoble"), which seldom
+    /// resemble each other enough for similarity to pair them.
+    Home,
 }
 
 impl Topic {
-    const ALL: [Topic; 3] = [Topic::Partner, Topic::Diet, Topic::Work];
+    const ALL: [Topic; 4] = [Topic::Partner, Topic::Diet, Topic::Work, Topic::Home];
 
-    /// The words that speak of the topic, folded.
+    /// The words a keyword search for the topic's memories looks for, folded. A text
+    /// speaks of the first three topics when it has one of their words; of a home, only
+    /// when it says where its owner lives or moved to ([`super::moves::speaks_of_home`]).
     pub(crate) fn words(self) -> &'static [&'static str] {
         match self {
             Topic::Partner => PARTNER,
             Topic::Diet => DIET,
             Topic::Work => WORK,
+            Topic::Home => super::moves::LIVE,
+        }
+    }
+
+    fn in_text(self, text: &str, words: &[String]) -> bool {
+        match self {
+            Topic::Home => super::moves::speaks_of_home(text),
+            _ => words.iter().any(|w| self.words().contains(&w.as_str())),
         }
     }
 }
@@ -246,7 +260,7 @@ pub(crate) fn topics(text: &str) -> Vec<Topic> {
     let words = crate::text::folded_words(text);
     Topic::ALL
         .into_iter()
-        .filter(|topic| words.iter().any(|w| topic.words().contains(&w.as_str())))
+        .filter(|topic| topic.in_text(text, &words))
         .collect()
 }
 
@@ -493,18 +507,27 @@ mod tests {
             ),
             ("Sono in pensione", "Lavoro in banca", Topic::Work),
             ("I retired last year", "I work as a pilot", Topic::Work),
+            (
+                "Nous nous sommes installés à Grenoble cet été",
+                "J'habite à Rennes",
+                Topic::Home,
+            ),
+            ("I moved to Valencia last month", "Carlos lives in Madrid", Topic::Home),
         ] {
             assert_eq!(shared(fact, memory), [topic], "{fact} / {memory}");
         }
         // Every word of a topic is written as texts are read: lowercase, no diacritics.
-        for topic in Topic::ALL {
+        for topic in [Topic::Partner, Topic::Diet, Topic::Work] {
             for word in topic.words() {
                 assert!(topics(word).contains(&topic), "{word}");
             }
         }
-        // A move, a hobby or a pet is none of them.
+        for word in Topic::Home.words() {
+            assert_eq!(crate::text::folded_words(word), [*word]);
+        }
+        // A hobby, a pet or a stay away is none of them.
         for text in [
-            "I moved to Valencia last month",
+            "I'm in Lisbon for the weekend",
             "I play the cello on Sundays",
             "We adopted a cat called Miso",
         ] {

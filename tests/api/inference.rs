@@ -1363,6 +1363,44 @@ async fn a_move_elsewhere_replaces_the_memory_of_home() {
     );
 }
 
+/// A move that shares no word with the home it ends (here, none: the test's hashing
+/// embedder finds them unrelated) is still compared with it, as a fact of the same topic,
+/// and takes its place without asking the model.
+#[tokio::test]
+async fn a_move_unlike_the_home_it_ends_is_found_by_its_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([facts(&["Nous nous sommes installés à Grenoble cet été"])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let home = memory
+        .add("J'habite à Rennes")
+        .user("maud")
+        .infer(false)
+        .await
+        .unwrap();
+    memory
+        .add("Je fais du vélo")
+        .user("maud")
+        .infer(false)
+        .await
+        .unwrap();
+    let moved = memory
+        .add("Nous nous sommes installés à Grenoble cet été !")
+        .user("maud")
+        .await
+        .unwrap();
+    assert_eq!(llm.requests().len(), 1);
+    assert_eq!(moved.results.len(), 1);
+    assert_eq!(moved.results[0].event, HistoryEvent::Update);
+    assert_eq!(moved.results[0].id, home.results[0].id);
+    assert_eq!(
+        live(&memory, "maud").await,
+        [
+            "Je fais du vélo",
+            "Nous nous sommes installés à Grenoble cet été"
+        ]
+    );
+}
+
 /// A stay never takes the place of a home, whatever the model said: the fact is added
 /// beside it, and no look asks about the two.
 #[tokio::test]
