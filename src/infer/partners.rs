@@ -169,11 +169,13 @@ const WED: &[&str] = &[
 ];
 
 /// Whether a new fact says its speaker has a partner now while the memory says they are
-/// single: "Ich habe jetzt eine Freundin, sie heißt Lena" after "Ich bin Single". The
+/// single: "Ich habe jetzt eine Freundin, sie heißt Lena" after "Ich bin Single"; or a
+/// couple without a partner word ("Ik ben sinds kort samen met Eva", see [`coupled`]). The
 /// memory's single word and the fact's partner must both be said of the speaker, nothing
 /// denied ("I'm not single", "my brother has a girlfriend" leave the memory to the model),
 /// and no friend made ("Ik heb een nieuwe vriend gemaakt").
 pub(crate) fn ends_single_life(memory: &str, fact: &str) -> bool {
+    let couple = coupled(fact);
     let (memory, fact) = (
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
@@ -195,7 +197,7 @@ pub(crate) fn ends_single_life(memory: &str, fact: &str) -> bool {
             });
         own || (WED.contains(&w.as_str()) && of_the_speaker(&fact, i))
     });
-    single && partnered && !any(&fact, NOT) && !any(&fact, SINGLE) && !any(&fact, MADE)
+    single && (partnered || couple) && !any(&fact, NOT) && !any(&fact, SINGLE) && !any(&fact, MADE)
 }
 
 /// Words that say a relationship ended, in any person: "Paul and I divorced", "wir haben
@@ -401,6 +403,70 @@ fn names(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Words that say the speaker is in a couple by themselves: "Ik heb verkering met Lotte",
+/// "Estou namorando o Rui", "Namoro com a Ana", "Je suis en couple avec Hugo" (after
+/// "en").
+const COUPLE: &[&str] = &["verkering", "namorando", "namoro", "namoramos", "couple"];
+
+/// Words of being together that say a couple only at the end of a clause, after a verb of
+/// being: "Ik ben sinds kort samen met Eva", "Ich bin mit Lena zusammen", "Eva and I are
+/// together now", "Stiamo insieme da maggio", "Estamos juntos". ("Ik ben samen met Eva
+/// naar Parijs geweest", "We went to Rome together" are no couple.)
+const TOGETHER: &[&str] = &[
+    "samen", "zusammen", "together", "insieme", "juntos", "juntas",
+];
+
+/// Verbs of being, one of which must go before a [`TOGETHER`] word.
+const BE_TOGETHER: &[&str] = &[
+    "ben", "zijn", "bin", "sind", "are", "re", "been", "stiamo", "sto", "estamos", "estoy", "somos",
+];
+
+/// Those of [`BE_TOGETHER`] that are the speaker's alone: "ik ben", "ich bin", "stiamo".
+const BE_FIRST: &[&str] = &["ben", "bin", "stiamo", "sto", "estamos", "estoy", "somos"];
+
+/// Words that may follow a [`TOGETHER`] word at the end of a clause: "now", a time.
+const AFTER_TOGETHER: &[&str] = &[
+    "now", "again", "since", "for", "nu", "sinds", "al", "jetzt", "seit", "ora", "da", "ahora",
+    "desde",
+];
+
+/// Whether a text says its speaker is in a couple without a partner word ([`COUPLE`],
+/// [`TOGETHER`]; "dating" counts where the caller asks for it). Nothing may be denied.
+pub(super) fn coupled(text: &str) -> bool {
+    text.split([',', '.', ';', ':', '!', '?', '(', ')'])
+        .any(|clause| {
+            let words = crate::text::folded_words(clause);
+            let names = names(clause);
+            if any(&words, NOT) {
+                return false;
+            }
+            words.iter().enumerate().any(|(i, w)| {
+                let couple = COUPLE.contains(&w.as_str())
+                    && (w != "couple" || i > 0 && words[i - 1] == "en")
+                    && (w.starts_with("namoro") || of_the_speaker(&words, i));
+                let together = TOGETHER.contains(&w.as_str())
+                    && words[..i].iter().enumerate().any(|(j, b)| {
+                        BE_TOGETHER.contains(&b.as_str())
+                            && (BE_FIRST.contains(&b.as_str()) || of_the_speaker(&words, j))
+                    })
+                    && {
+                        // What follows is "with" and a name, then nothing but a time.
+                        let mut rest = &words[i + 1..];
+                        if rest
+                            .first()
+                            .is_some_and(|w| ["met", "with", "con"].contains(&w.as_str()))
+                            && rest.get(1).is_some_and(|n| names.contains(n))
+                        {
+                            rest = &rest[2..];
+                        }
+                        rest.first()
+                            .is_none_or(|w| AFTER_TOGETHER.contains(&w.as_str()))
+                    };
+                couple || together
+            })
+        })
+}
+
 /// Words of a relationship: "I'm in a relationship with Tim", "Ik heb een relatie met Tim".
 const RELATIONSHIP: &[&str] = &[
     "relationship",
@@ -413,11 +479,13 @@ const RELATIONSHIP: &[&str] = &[
 ];
 
 /// Whether a memory says its owner has a partner now: their own partner ("My boyfriend
-/// Declan is a chef", "Mijn vriend heet Bas"), their relationship ("Ik heb een relatie met
-/// Tim") or their marriage ("I'm married to Paul"), no "ex".
-fn partnered(memory: &[String], names: &[String]) -> bool {
+/// Declan is a chef", "Mijn vriend heet Bas"), their couple ("Ik ben samen met Eva"),
+/// their relationship ("Ik heb een relatie met Tim") or their marriage ("I'm married to
+/// Paul"), no "ex".
+fn partnered(text: &str, memory: &[String], names: &[String]) -> bool {
     !memory.iter().any(|w| w == "ex")
         && (!own_partners(memory).is_empty()
+            || coupled(text)
             || married_at(memory, names).any(|i| of_the_speaker(memory, i))
             || memory
                 .iter()
@@ -431,7 +499,8 @@ fn partnered(memory: &[String], names: &[String]) -> bool {
 ///   "I left" the partner the memory names ("J'ai quitté Léo"), after a memory of the
 ///   speaker's partner or marriage;
 /// - a new partner: "my new boyfriend", "ik heb nu een nieuwe vriend, Joris", "I'm dating
-///   Mia", after a memory of a partner the fact does not name;
+///   Mia", a couple with someone named ("Ik heb nu verkering met Lotte", "Rob and I are
+///   together now"), after a memory of a partner the fact does not name;
 /// - a wedding: "we got married in April", "Emma and I tied the knot", after a memory of
 ///   a boyfriend, a girlfriend or an engagement (a wedding ahead, "we're getting married
 ///   next year", leaves it).
@@ -440,6 +509,7 @@ fn partnered(memory: &[String], names: &[String]) -> bool {
 /// small model keeps an old partner beside a break-up or a new one about as often as not.
 pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
     let (memory_names, fact_names) = (names(memory), names(fact));
+    let (memory_text, couple) = (memory, coupled(fact));
     let (memory, fact) = (
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
@@ -464,7 +534,8 @@ pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
             || fact
                 .iter()
                 .enumerate()
-                .any(|(i, w)| DATING.contains(&w.as_str()) && of_the_speaker(&fact, i)));
+                .any(|(i, w)| DATING.contains(&w.as_str()) && of_the_speaker(&fact, i))
+            || (couple && !fact_names.is_empty()));
     let engaged = memory.iter().enumerate().any(|(i, w)| {
         ["engaged", "verlobt", "verloofd"].contains(&w.as_str()) && of_the_speaker(&memory, i)
     }) || own_partners(&memory)
@@ -474,7 +545,7 @@ pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
         && married_at(&fact, &fact_names).any(|i| of_the_speaker(&fact, i))
         && married_at(&memory, &memory_names).next().is_none()
         && engaged;
-    (partnered(&memory, &memory_names) && (broke_up || new_partner)) || wedding
+    (partnered(memory_text, &memory, &memory_names) && (broke_up || new_partner)) || wedding
 }
 
 #[cfg(test)]
@@ -503,6 +574,13 @@ mod tests {
                 "Ik heb sinds kort een vriendin, ze heet Sanne",
             ),
             ("Ich bin ledig", "Ich habe endlich einen Freund"),
+            // In a couple, without a partner word.
+            ("Ik ben single", "Ik ben sinds kort samen met Eva"),
+            ("Ich bin Single", "Ich bin seit Mai mit Lena zusammen"),
+            ("Je suis célibataire", "Je suis en couple avec Hugo"),
+            ("I'm single", "Eva and I are together now"),
+            ("Sou solteira", "Estou namorando o Rui"),
+            ("Ik ben vrijgezel", "Ik heb verkering met Lotte"),
         ] {
             assert!(ends_single_life(memory, fact), "{memory} / {fact}");
         }
@@ -521,6 +599,16 @@ mod tests {
             (
                 "Ik ben vrijgezel",
                 "Ik heb een nieuwe vriend gemaakt op yoga",
+            ),
+            // Together on a trip, someone else's couple.
+            ("Ik ben single", "Ik ben samen met Eva naar Parijs geweest"),
+            ("I'm single", "We went to Rome together"),
+            ("Ich bin Single", "Wir sind zusammen nach Rom gefahren"),
+            ("I'm single", "My parents are together again"),
+            ("Ik ben vrijgezel", "Mijn zus heeft verkering met Tom"),
+            (
+                "Je suis célibataire",
+                "Mes parents sont en couple depuis 30 ans",
             ),
         ] {
             assert!(!ends_single_life(memory, fact), "{memory} / {fact}");
@@ -576,6 +664,10 @@ mod tests {
             ("Meine Freundin heißt Lena", "Lena und ich haben geheiratet"),
             ("Mi novia es Carmen", "Me casé con Carmen en mayo"),
             ("Mijn vriendin heet Eva", "Eva en ik zijn in juli getrouwd"),
+            // In a couple with someone new, or no longer.
+            ("Mijn vriendin heet Sanne", "Ik heb nu verkering met Lotte"),
+            ("My boyfriend is Tim", "Rob and I are together now"),
+            ("Ik ben samen met Eva", "Eva en ik zijn uit elkaar"),
         ] {
             assert!(ends_partnership(memory, fact), "{memory} / {fact}");
         }
@@ -628,6 +720,13 @@ mod tests {
                 "Ik heb een nieuwe vriend, Daan",
             ),
             ("My girlfriend Emma is a vet", "I'm on the case"),
+            // Together with the same partner.
+            ("My boyfriend is Tim", "Tim and I are together again"),
+            ("My boyfriend is Tim", "We've been together for five years"),
+            (
+                "Mijn vriendin heet Sanne",
+                "Sanne en ik zijn al drie jaar samen",
+            ),
         ] {
             assert!(!ends_partnership(memory, fact), "{memory} / {fact}");
         }

@@ -27,8 +27,9 @@ impl Topic {
     const ALL: [Topic; 4] = [Topic::Partner, Topic::Diet, Topic::Work, Topic::Home];
 
     /// The words a keyword search for the topic's memories looks for, folded. A text
-    /// speaks of the first three topics when it has one of their words; of a home, only
-    /// when it says where its owner lives or moved to ([`super::moves::speaks_of_home`]).
+    /// speaks of a topic when it has one of its words, or of a partner when it says its
+    /// speaker is in a couple ([`super::partners::coupled`]); of a home, only when it says
+    /// where its owner lives or moved to ([`super::moves::speaks_of_home`]).
     pub(crate) fn words(self) -> &'static [&'static str] {
         match self {
             Topic::Partner => PARTNER,
@@ -41,6 +42,12 @@ impl Topic {
     fn in_text(self, text: &str, words: &[String]) -> bool {
         match self {
             Topic::Home => super::moves::speaks_of_home(text),
+            // "Ik heb verkering met Lotte", "Ik ben samen met Eva": a couple without a
+            // partner word.
+            Topic::Partner => {
+                words.iter().any(|w| PARTNER.contains(&w.as_str()))
+                    || super::partners::coupled(text)
+            }
             _ => words.iter().any(|w| self.words().contains(&w.as_str())),
         }
     }
@@ -388,7 +395,7 @@ const SOMEONE_ELSE: &[&str] = &[
 ];
 
 /// Words that say the speaker is the subject: pronouns and first-person verbs of being
-/// and becoming ("I'm", "je suis", "ich bin", "sono", "soy", "sou", "ik ben").
+/// and becoming ("I'm", "je suis", "ich bin", "sono", "soy", "estoy", "sou", "ik ben").
 const SPEAKER: &[&str] = &[
     "i",
     "m",
@@ -409,6 +416,9 @@ const SPEAKER: &[&str] = &[
     "yo",
     "soy",
     "somos",
+    "estoy",
+    "estamos",
+    "estou",
     "me",
     "nos",
     "eu",
@@ -499,6 +509,11 @@ mod tests {
                 "I'm a vegetarian",
                 Topic::Diet,
             ),
+            (
+                "Ik heb nu verkering met Lotte",
+                "Mijn vriendin heet Sanne",
+                Topic::Partner,
+            ),
             ("Como carne otra vez", "Soy vegetariana", Topic::Diet),
             (
                 "Ich bin seit Mai in Rente",
@@ -512,7 +527,11 @@ mod tests {
                 "J'habite à Rennes",
                 Topic::Home,
             ),
-            ("I moved to Valencia last month", "Carlos lives in Madrid", Topic::Home),
+            (
+                "I moved to Valencia last month",
+                "Carlos lives in Madrid",
+                Topic::Home,
+            ),
         ] {
             assert_eq!(shared(fact, memory), [topic], "{fact} / {memory}");
         }

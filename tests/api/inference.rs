@@ -1486,8 +1486,9 @@ async fn a_diet_taken_up_and_a_partner_replace_their_memories() {
     );
 }
 
-/// A break-up and a new partner end the memory of the partner before, and a wedding the
-/// memory of an engagement, without asking the model, history kept.
+/// A break-up and a new partner (with a partner word or without: "verkering") end the
+/// memory of the partner before, and a wedding the memory of an engagement, without
+/// asking the model, history kept.
 #[tokio::test]
 async fn a_break_up_a_new_partner_and_a_wedding_replace_the_partner_before() {
     let dir = tempfile::tempdir().unwrap();
@@ -1495,6 +1496,7 @@ async fn a_break_up_a_new_partner_and_a_wedding_replace_the_partner_before() {
         facts(&["Ik heb nu een nieuwe vriend, Joris"]),
         facts(&["We got married in April"]),
         facts(&["Paul and I divorced last year"]),
+        facts(&["Ik heb nu verkering met Lotte"]),
     ]);
     let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
     let mut ids = Vec::new();
@@ -1502,6 +1504,7 @@ async fn a_break_up_a_new_partner_and_a_wedding_replace_the_partner_before() {
         ("sanne", "Mijn vriend heet Bas"),
         ("rosa", "I'm engaged to Marco"),
         ("dana", "I'm married to Paul"),
+        ("joost", "Mijn vriendin heet Sanne"),
     ] {
         let added = memory.add(said).user(user).infer(false).await.unwrap();
         ids.push(added.results[0].id);
@@ -1510,6 +1513,7 @@ async fn a_break_up_a_new_partner_and_a_wedding_replace_the_partner_before() {
         ("sanne", "Ik heb nu een nieuwe vriend, Joris."),
         ("rosa", "We got married in April!"),
         ("dana", "Paul and I divorced last year."),
+        ("joost", "Ik heb nu verkering met Lotte."),
     ]
     .into_iter()
     .enumerate()
@@ -1521,8 +1525,8 @@ async fn a_break_up_a_new_partner_and_a_wedding_replace_the_partner_before() {
         let history = memory.history(ids[i]).await.unwrap();
         assert_eq!(history.len(), 2, "{said}");
     }
-    // The three extractions only.
-    assert_eq!(llm.requests().len(), 3);
+    // The four extractions only.
+    assert_eq!(llm.requests().len(), 4);
     assert_eq!(
         live(&memory, "sanne").await,
         ["Ik heb nu een nieuwe vriend, Joris"]
