@@ -30,7 +30,7 @@ pub(crate) use looks::{answers, apart, clauses, outdates, replaces, with_the_res
 pub(crate) use moves::{moved_away, stays_away};
 pub(crate) use partners::{ends_partnership, ends_single_life};
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
-pub(crate) use tastes::{another_taste, reverses_taste};
+pub(crate) use tastes::{another_taste, gives_up_drinking, reverses_taste};
 pub(crate) use topics::{gives_up_diet, takes_up_diet, topics};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;

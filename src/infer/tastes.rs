@@ -164,7 +164,7 @@ const QUALIFIED: &[&str] = &[
 /// without a pronoun: "Odio la cebolla", "Adoro il pesce", "Bevo solo tè".
 const FIRST_PERSON: &[&str] = &[
     "odio", "detesto", "odeio", "adoro", "amo", "bevo", "bebo", "mangio", "como", "gosto",
-    "soporto", "sopporto", "suporto",
+    "soporto", "sopporto", "suporto", "deje", "parei",
 ];
 
 /// Pronouns that follow their verb in German and Dutch: "Inzwischen trinke ich Kaffee".
@@ -325,6 +325,194 @@ pub(crate) fn another_taste(memory: &str, fact: &str) -> bool {
         })
 }
 
+/// Alcoholic drinks, and alcohol itself: what drinking stops when a speaker stops
+/// drinking.
+const ALCOHOL: &[&str] = &[
+    "alcohol",
+    "booze",
+    "wine",
+    "wines",
+    "beer",
+    "beers",
+    "ale",
+    "lager",
+    "whisky",
+    "whiskey",
+    "gin",
+    "vodka",
+    "rum",
+    "tequila",
+    "cocktail",
+    "cocktails",
+    "cider",
+    "champagne",
+    "prosecco",
+    "cava",
+    "sake",
+    "spritz",
+    "pint",
+    "pints",
+    "alcool",
+    "vin",
+    "vins",
+    "biere",
+    "bieres",
+    "alkohol",
+    "wein",
+    "bier",
+    "schnaps",
+    "alcol",
+    "vino",
+    "vini",
+    "birra",
+    "birre",
+    "cerveza",
+    "cervezas",
+    "sangria",
+    "cerveja",
+    "cervejas",
+    "wijn",
+    "biertje",
+];
+
+/// Alcohol itself, which a clause against it gives up whole: "I don't drink alcohol
+/// anymore", "j'ai arrêté l'alcool", "Ik drink geen alcohol meer".
+const ALCOHOL_ITSELF: &[&str] = &["alcohol", "booze", "alcool", "alkohol", "alcol"];
+
+/// Words of no more drinking at all: "I'm sober", "teetotal", "abstinent".
+const SOBER: &[&str] = &[
+    "sober",
+    "teetotal",
+    "teetotaller",
+    "abstinent",
+    "abstemio",
+    "abstemia",
+];
+
+/// "No more", said after a denied verb: "Je ne bois plus", "Ich trinke nicht mehr", "Non
+/// bevo più", "Ik drink niet meer", "Ya no bebo" (with [`CHANGE`]'s "anymore").
+const NO_MORE: &[&str] = &["plus", "mehr", "piu", "meer", "ya", "anymore", "longer"];
+
+/// Words that may follow a verb of drinking with no object: how much, and when ("I quit
+/// drinking completely in January", "J'ai arrêté de boire depuis mars").
+const NO_OBJECT: &[&str] = &[
+    "completely",
+    "altogether",
+    "entirely",
+    "for",
+    "since",
+    "in",
+    "last",
+    "this",
+    "at",
+    "anymore",
+    "now",
+    "du",
+    "tout",
+    "depuis",
+    "en",
+    "completement",
+    "ganz",
+    "seit",
+    "im",
+    "komplett",
+    "del",
+    "tutto",
+    "da",
+    "desde",
+    "completamente",
+    "helemaal",
+    "sinds",
+];
+
+/// Spans of time: "for two years", "depuis deux ans".
+const SPANS: &[&str] = &[
+    "year", "years", "month", "months", "week", "weeks", "ago", "two", "three", "ans", "mois",
+    "semaines", "jahr", "jahren", "monaten", "wochen", "anni", "mesi", "anos", "meses", "jaar",
+    "maanden", "weken", "deux", "trois", "zwei", "drei", "due", "tre", "dos", "tres", "dois",
+    "twee", "drie",
+];
+
+/// Whether a clause of the speaker's says they stopped drinking alcohol: against alcohol
+/// itself, sober, or a verb of drinking given up or denied with nothing drunk after it
+/// ("I quit drinking completely", "Je ne bois plus", not "I've stopped drinking coffee").
+fn stops_drinking(clause: &[String], feeling: Option<Feeling>) -> bool {
+    // Nothing after the verb names a thing: only how much, when, or function words.
+    let no_object = |i: usize| {
+        crate::text::content_words(&clause[i + 1..].join(" "))
+            .iter()
+            .all(|w| {
+                [NO_OBJECT, NO_MORE, SPANS]
+                    .iter()
+                    .any(|of| of.contains(&w.as_str()))
+                    || crate::retrieve::period::MONTHS.contains(&w.as_str())
+                    || w.chars().all(|c| c.is_ascii_digit())
+            })
+    };
+    let stopped = any(clause, STOPPED)
+        && clause
+            .iter()
+            .enumerate()
+            .any(|(i, w)| DRINK.contains(&w.as_str()) && no_object(i));
+    let no_more = (any(clause, NOT) || any(clause, DENIED))
+        && any(clause, NO_MORE)
+        && clause
+            .iter()
+            .enumerate()
+            .any(|(i, w)| DRINK.contains(&w.as_str()) && no_object(i));
+    let sober = !any(clause, NOT)
+        && clause
+            .iter()
+            .enumerate()
+            .any(|(i, w)| SOBER.contains(&w.as_str()) && of_the_speaker(clause, i));
+    (feeling == Some(Feeling::Against) && (any(clause, ALCOHOL_ITSELF) || stopped || no_more))
+        || sober
+}
+
+/// Whether a new fact says its speaker stopped drinking alcohol while the memory says they
+/// drink or like an alcoholic drink: "I quit drinking completely in January" after "I
+/// drink a glass of red wine every evening", "Ik drink geen alcohol meer" after "Ik drink
+/// graag een biertje". The fact must not qualify it ("I don't drink during the week") nor
+/// keep a drink ("I quit beer but still drink wine"). A small model keeps the wine beside
+/// the quitting: that wine is alcohol is what it misses.
+pub(crate) fn gives_up_drinking(memory: &str, fact: &str) -> bool {
+    drinks_alcohol(memory) && stops(fact)
+}
+
+/// Whether a text says its speaker drinks or likes an alcoholic drink.
+fn drinks_alcohol(text: &str) -> bool {
+    feelings(text)
+        .iter()
+        .any(|(feeling, named, _)| *feeling == Feeling::For && any(named, ALCOHOL))
+}
+
+/// Whether a text says its speaker stopped drinking alcohol, unqualified, with no drink
+/// kept.
+fn stops(fact: &str) -> bool {
+    let mut stops = false;
+    for sentence in fact.split([',', '.', ';', ':', '!', '?']) {
+        let words = crate::text::folded_words(sentence);
+        for clause in words.split(|w| BUT.contains(&w.as_str())) {
+            let felt = feeling(clause);
+            if felt == Some(Feeling::For) && any(clause, ALCOHOL) || any(clause, QUALIFIED) {
+                return false;
+            }
+            stops |= stops_drinking(clause, felt);
+        }
+    }
+    stops
+}
+
+/// Whether a text speaks of its speaker's drinking alcohol, or of their having stopped:
+/// the two sides of [`gives_up_drinking`], which seldom resemble each other ("I quit
+/// drinking", "I love a cold beer").
+pub(super) fn speaks_of_drinking(text: &str) -> bool {
+    drinks_alcohol(text) || stops(text)
+}
+
+/// The words a keyword search for memories of drinking looks for.
+pub(super) const DRINKS: &[&str] = ALCOHOL;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,6 +550,46 @@ mod tests {
             ("I'm a huge Celtics fan", "I'm a Knicks fan"),
         ] {
             assert!(!another_taste(memory, fact), "{memory} / {fact}");
+        }
+    }
+
+    #[test]
+    fn drinking_given_up_ends_a_drink() {
+        for (memory, fact) in [
+            (
+                "I drink a glass of red wine every evening",
+                "I quit drinking completely in January",
+            ),
+            ("I love craft beer", "I don't drink anymore"),
+            ("Ik drink graag een biertje", "Ik drink geen alcohol meer"),
+            ("J'adore le vin rouge", "Je ne bois plus depuis deux ans"),
+            ("Ich trinke gern Wein", "Ich habe aufgehört zu trinken"),
+            ("Me encanta la cerveza", "Dejé el alcohol en marzo"),
+            ("Bevo un bicchiere di vino a cena", "Non bevo più"),
+            (
+                "I enjoy a gin and tonic on Fridays",
+                "I've been sober since May",
+            ),
+        ] {
+            assert!(gives_up_drinking(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            // Another drink given up, or one kept.
+            (
+                "I drink red wine every evening",
+                "I've stopped drinking coffee",
+            ),
+            ("J'adore le vin rouge", "Je ne bois plus de café"),
+            ("I love beer", "I quit beer but I still drink wine"),
+            // Qualified, or someone else's.
+            ("I love red wine", "I don't drink during the week"),
+            ("I love red wine", "My husband quit drinking"),
+            ("I love red wine", "I'm not sober"),
+            // No alcohol drunk in the memory.
+            ("I drink coffee every morning", "I quit drinking completely"),
+            ("My dad drinks a lot of beer", "I quit drinking"),
+        ] {
+            assert!(!gives_up_drinking(memory, fact), "{memory} / {fact}");
         }
     }
 

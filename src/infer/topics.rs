@@ -21,27 +21,39 @@ pub(crate) enum Topic {
     /// theirs to a named place ("Nous nous sommes installés à Grenoble"), which seldom
     /// resemble each other enough for similarity to pair them.
     Home,
+    /// Drinking alcohol, and no longer drinking it: "I love a cold beer", "I quit drinking".
+    Drink,
 }
 
 impl Topic {
-    const ALL: [Topic; 4] = [Topic::Partner, Topic::Diet, Topic::Work, Topic::Home];
+    const ALL: [Topic; 5] = [
+        Topic::Partner,
+        Topic::Diet,
+        Topic::Work,
+        Topic::Home,
+        Topic::Drink,
+    ];
 
     /// The words a keyword search for the topic's memories looks for, folded. A text
     /// speaks of a topic when it has one of its words, or of a partner when it says its
     /// speaker is in a couple ([`super::partners::coupled`]); of a home, only when it says
-    /// where its owner lives or moved to ([`super::moves::speaks_of_home`]).
+    /// where its owner lives or moved to ([`super::moves::speaks_of_home`]); of drinking,
+    /// only when it says its speaker drinks alcohol or stopped
+    /// ([`super::tastes::speaks_of_drinking`]).
     pub(crate) fn words(self) -> &'static [&'static str] {
         match self {
             Topic::Partner => PARTNER,
             Topic::Diet => DIET,
             Topic::Work => WORK,
             Topic::Home => super::moves::LIVE,
+            Topic::Drink => super::tastes::DRINKS,
         }
     }
 
     fn in_text(self, text: &str, words: &[String]) -> bool {
         match self {
             Topic::Home => super::moves::speaks_of_home(text),
+            Topic::Drink => super::tastes::speaks_of_drinking(text),
             // "Ik heb verkering met Lotte", "Ik ben samen met Eva": a couple without a
             // partner word.
             Topic::Partner => {
@@ -532,6 +544,11 @@ mod tests {
                 "Carlos lives in Madrid",
                 Topic::Home,
             ),
+            (
+                "I quit drinking completely in January",
+                "I drink a glass of red wine every evening",
+                Topic::Drink,
+            ),
         ] {
             assert_eq!(shared(fact, memory), [topic], "{fact} / {memory}");
         }
@@ -541,7 +558,7 @@ mod tests {
                 assert!(topics(word).contains(&topic), "{word}");
             }
         }
-        for word in Topic::Home.words() {
+        for word in Topic::Home.words().iter().chain(Topic::Drink.words()) {
             assert_eq!(crate::text::folded_words(word), [*word]);
         }
         // A hobby, a pet or a stay away is none of them.

@@ -1577,6 +1577,45 @@ async fn a_taste_turned_around_replaces_the_taste_before() {
     );
 }
 
+/// Drinking given up ends the memory of a drink, though the two share no word (the
+/// test's hashing embedder finds them unrelated), without asking the model; the memory
+/// of another drink stays.
+#[tokio::test]
+async fn drinking_given_up_replaces_the_drink_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([facts(&["I quit drinking completely in January"])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let wine = memory
+        .add("I love a glass of red wine with dinner")
+        .user("ruth")
+        .infer(false)
+        .await
+        .unwrap();
+    memory
+        .add("Black coffee every morning")
+        .user("ruth")
+        .infer(false)
+        .await
+        .unwrap();
+    let quit = memory
+        .add("Update: I quit drinking completely in January.")
+        .user("ruth")
+        .await
+        .unwrap();
+    // The extraction only.
+    assert_eq!(llm.requests().len(), 1);
+    assert_eq!(quit.results.len(), 1);
+    assert_eq!(quit.results[0].event, HistoryEvent::Update);
+    assert_eq!(quit.results[0].id, wine.results[0].id);
+    assert_eq!(
+        live(&memory, "ruth").await,
+        [
+            "Black coffee every morning",
+            "I quit drinking completely in January"
+        ]
+    );
+}
+
 /// Another taste is added beside the taste a memory holds, whatever the model decided: no
 /// look asks about the two.
 #[tokio::test]

@@ -10,7 +10,8 @@
 //! 3. A fact that says plainly that it supersedes one of those memories takes its place
 //!    without the model: a move away from the place a memory says its owner lives, a
 //!    diet given up or taken up, a partner after a single life, a relationship ended (a
-//!    break-up, a new partner, a wedding), a taste turned around ([`superseded_by_rule`]).
+//!    break-up, a new partner, a wedding), a taste turned around, drinking given up
+//!    ([`superseded_by_rule`]).
 //!    Other facts with similar memories go to the model with those memories, numbered 0, 1, …
 //!    (never real ids): ADD, UPDATE, DELETE or NONE each. Facts with none are ADDed.
 //! 4. The decisions are made safe: a stay away from a home never takes the home's place
@@ -430,7 +431,8 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 /// went vegetarian or vegan after a memory of eating meat ([`infer::takes_up_diet`]), has
 /// a partner after a memory of being single ([`infer::ends_single_life`]), ended a
 /// relationship, found a new partner or married after a memory of the partner before
-/// ([`infer::ends_partnership`]), turned a taste around ([`infer::reverses_taste`]), or
+/// ([`infer::ends_partnership`]), turned a taste around ([`infer::reverses_taste`]),
+/// stopped drinking after a memory of a drink ([`infer::gives_up_drinking`]), or
 /// moved away from the place a memory says they live ([`infer::moved_away`]). A small
 /// model keeps such pairs side by side; these say it plainly enough to need no model.
 fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
@@ -444,6 +446,8 @@ fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
         Some("a relationship ended")
     } else if infer::reverses_taste(memory, fact) {
         Some("a taste reversed")
+    } else if infer::gives_up_drinking(memory, fact) {
+        Some("drinking given up")
     } else if infer::moved_away(memory, fact) {
         Some("a move")
     } else {
