@@ -115,6 +115,10 @@ const MOVED: &[(&str, &[&str])] = &[
     ("demenagee", HAVE),
     ("demenages", HAVE),
     ("demenagees", HAVE),
+    ("emmenage", HAVE),
+    ("emmenagee", HAVE),
+    ("emmenages", HAVE),
+    ("emmenagees", HAVE),
     ("installe", BE),
     ("installee", BE),
     ("installes", BE),
@@ -502,6 +506,7 @@ mod tests {
             ("Abito a Roma", "Ho traslocato a Napoli"),
             ("Vivo en Cádiz", "Me he mudado a Málaga"),
             ("Ich wohne in Bonn", "Ich bin im Mai nach Kiel gezogen"),
+            ("Je vis à Strasbourg", "Ça y est, on a emménagé à Annecy"),
         ];
         for (memory, fact) in moves {
             assert!(moved_away(memory, fact), "{memory} / {fact}");
