@@ -391,12 +391,62 @@ pub(crate) fn gives_up_diet(memory: &str, fact: &str) -> bool {
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
     );
+    let vegan = any(&memory, VEGAN);
     any(&memory, NO_MEAT)
         && any(&fact, EAT)
-        && any(&fact, MEAT)
+        && (any(&fact, MEAT) || vegan && any(&fact, ANIMAL_PRODUCTS))
         && !any(&fact, NOT)
         && !any(&fact, NO_MEAT)
 }
+
+/// Words of a vegan, who eats no animal product at all.
+const VEGAN: &[&str] = &[
+    "vegan",
+    "vegane",
+    "veganer",
+    "veganerin",
+    "vegano",
+    "vegana",
+    "vegani",
+    "veganist",
+    "vegetalien",
+    "vegetalienne",
+];
+
+/// Animal products besides meat and fish, which a vegetarian eats and a vegan does not:
+/// "I eat eggs and cheese again" gives up a vegan diet.
+const ANIMAL_PRODUCTS: &[&str] = &[
+    "egg",
+    "eggs",
+    "cheese",
+    "dairy",
+    "milk",
+    "butter",
+    "yogurt",
+    "yoghurt",
+    "honey",
+    "oeufs",
+    "oeuf",
+    "fromage",
+    "lait",
+    "beurre",
+    "eier",
+    "kase",
+    "milch",
+    "uova",
+    "formaggio",
+    "burro",
+    "huevos",
+    "queso",
+    "leche",
+    "ovos",
+    "queijo",
+    "leite",
+    "eieren",
+    "kaas",
+    "melk",
+    "zuivel",
+];
 
 /// Verbs of liking, in the first person: "I love steak", "J'aime la viande", "Me encanta
 /// el jamón".
@@ -617,6 +667,8 @@ mod tests {
             ),
             ("Je suis végétarien", "Je remange de la viande"),
             ("Ik ben vegetariër", "Ik eet weer vlees"),
+            ("I'm vegan", "I eat eggs and cheese again"),
+            ("Ich bin Veganerin", "Ich esse wieder Käse"),
         ] {
             assert!(gives_up_diet(memory, fact), "{memory} / {fact}");
         }
@@ -630,6 +682,8 @@ mod tests {
             // No meat, or no diet in the memory.
             ("I'm vegan", "I eat a lot of Thai curries"),
             ("I love steak", "I eat fish on Fridays"),
+            // Eggs are no meat: a vegetarian eats them.
+            ("I'm vegetarian", "I eat eggs most mornings"),
             // Cooking is not eating.
             ("I'm vegetarian", "I cooked chicken for the kids"),
         ] {
