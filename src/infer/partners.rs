@@ -185,18 +185,11 @@ pub(crate) fn ends_single_life(memory: &str, fact: &str) -> bool {
             .iter()
             .enumerate()
             .any(|(i, w)| SINGLE.contains(&w.as_str()) && of_the_speaker(&memory, i));
-    let partnered = fact.iter().enumerate().any(|(i, w)| {
-        let before = fact[..i]
+    let partnered = !own_partners(&fact).is_empty()
+        || fact
             .iter()
-            .rev()
-            .find(|b| !BEFORE_PARTNER.contains(&b.as_str()))
-            .map(String::as_str);
-        let own = PARTNER_OF_ONES_OWN.contains(&w.as_str())
-            && before.is_some_and(|b| {
-                MY.contains(&b) || (HAVE.contains(&b) && !MAN_OR_WOMAN.contains(&w.as_str()))
-            });
-        own || (WED.contains(&w.as_str()) && of_the_speaker(&fact, i))
-    });
+            .enumerate()
+            .any(|(i, w)| WED.contains(&w.as_str()) && of_the_speaker(&fact, i));
     single && (partnered || couple) && !any(&fact, NOT) && !any(&fact, SINGLE) && !any(&fact, MADE)
 }
 
@@ -258,6 +251,50 @@ const LEFT: &[&str] = &[
     "deixei",
     "verlaten",
 ];
+
+/// Words of an end, said with a verb of being ([`BE_OVER`]): "it's over", "het is uit",
+/// "c'est fini", "es ist aus", "è finita", "se acabó"; "acabou" needs none.
+const OVER: &[&str] = &[
+    "over",
+    "uit",
+    "fini",
+    "finie",
+    "termine",
+    "aus",
+    "vorbei",
+    "finita",
+    "finito",
+    "acabo",
+    "acabado",
+    "terminado",
+    "acabou",
+    "terminou",
+];
+const BE_OVER: &[&str] = &[
+    "is", "s", "est", "ist", "e", "es", "se", "esta", "era", "foi",
+];
+
+/// Whether a clause of `text` says it is over with a partner `names` holds: "Het is uit met
+/// Bram", "It's over with Tim", "C'est fini avec Léo", "Mit Jonas ist es aus". "Over" and
+/// "uit" need "it" or "het" as well ("Bram is uit Leiden vertrokken" ends nothing).
+fn over_with(text: &str, names: &[String]) -> bool {
+    text.split([',', '.', ';', ':', '!', '?']).any(|clause| {
+        let named = self::names(clause).iter().any(|n| names.contains(n));
+        let words = crate::text::folded_words(clause);
+        named
+            && words.iter().enumerate().any(|(i, w)| {
+                let be = |back: usize| i >= back && BE_OVER.contains(&words[i - back].as_str());
+                let said = |subject: &[&str]| {
+                    (i >= 2 && subject.contains(&words[i - 2].as_str()))
+                        || (i >= 3 && subject.contains(&words[i - 3].as_str()))
+                };
+                OVER.contains(&w.as_str())
+                    && (be(1) || be(2) || ["acabou", "terminou"].contains(&w.as_str()))
+                    && (w != "over" || said(&["it", "we"]))
+                    && (w != "uit" || said(&["het"]))
+            })
+    })
+}
 
 /// "New", before a partner: "my new girlfriend", "een nieuwe vriend".
 const NEW: &[&str] = &[
@@ -377,9 +414,7 @@ fn own_partners(words: &[String]) -> Vec<(usize, &[String])> {
         .iter()
         .enumerate()
         .filter_map(|(i, w)| {
-            let start = words[..i]
-                .iter()
-                .rposition(|b| !BEFORE_PARTNER.contains(&b.as_str()))?;
+            let start = before_partner(words, i)?;
             let before = words[start].as_str();
             let have = HAVE.contains(&before)
                 || (["ik", "ich"].contains(&before)
@@ -392,13 +427,137 @@ fn own_partners(words: &[String]) -> Vec<(usize, &[String])> {
         .collect()
 }
 
-/// The names a text gives: its capitalised words that are no function word, no partner
-/// word and no "I" ("Mon copain s'appelle Léo": "leo"), folded.
+/// Words of a time that "since" may lead between "I have" and a partner: "Ik heb sinds de
+/// zomer een vriend", "I've had a boyfriend since last May" reads the other way.
+const SINCE_WHEN: &[&str] = &[
+    "de",
+    "het",
+    "the",
+    "der",
+    "dem",
+    "den",
+    "le",
+    "la",
+    "l",
+    "el",
+    "il",
+    "o",
+    "last",
+    "vorig",
+    "vorige",
+    "letzten",
+    "letztem",
+    "dernier",
+    "derniere",
+    "summer",
+    "zomer",
+    "sommer",
+    "ete",
+    "verano",
+    "estate",
+    "verao",
+    "winter",
+    "hiver",
+    "invierno",
+    "inverno",
+    "spring",
+    "lente",
+    "fruhling",
+    "printemps",
+    "primavera",
+    "autumn",
+    "herfst",
+    "herbst",
+    "automne",
+    "otono",
+    "autunno",
+    "outono",
+    "year",
+    "jaar",
+    "jahr",
+    "annee",
+    "ano",
+    "anno",
+    "month",
+    "maand",
+    "monat",
+    "mois",
+    "mes",
+    "mese",
+    "week",
+    "woche",
+    "semaine",
+    "semana",
+    "settimana",
+    "months",
+    "maanden",
+    "monaten",
+    "years",
+    "jaren",
+    "jahren",
+    "weeks",
+    "weken",
+    "wochen",
+    "two",
+    "twee",
+    "zwei",
+    "deux",
+    "dos",
+    "due",
+    "dois",
+    "three",
+    "drie",
+    "drei",
+    "trois",
+    "tres",
+    "tre",
+    "paar",
+    "few",
+];
+
+/// The index of the word that says whose the partner at `at` is: the last before it that
+/// is none of [`BEFORE_PARTNER`] ("my new", "I have a"), nor of a time that "since" leads
+/// ("heb sinds de zomer een").
+fn before_partner(words: &[String], at: usize) -> Option<usize> {
+    let (mut start, mut since, mut when) = (at, false, false);
+    while start > 0 {
+        let b = words[start - 1].as_str();
+        if BEFORE_PARTNER.contains(&b) {
+            since |= SINCE.contains(&b);
+        } else if SINCE_WHEN.contains(&b)
+            || crate::retrieve::period::MONTHS.contains(&b)
+            || b.chars().all(|c| c.is_ascii_digit())
+        {
+            when = true;
+        } else {
+            break;
+        }
+        start -= 1;
+    }
+    (start > 0 && (since || !when)).then(|| start - 1)
+}
+
+/// "Since", before a time ([`SINCE_WHEN`]).
+const SINCE: &[&str] = &["since", "sinds", "seit", "depuis"];
+
+/// The names a text gives: its capitalised words that are no partner word and no "I",
+/// folded ("Mon copain s'appelle Léo": "leo"). A function word counts only inside a
+/// sentence, where its capital makes it a name ("I'm with Mia now"; "Mia" is Italian for
+/// "my"); at a sentence's start it is none.
 fn names(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().next().is_some_and(char::is_uppercase) && *w != "I")
-        .filter(|w| !crate::text::content_words(w).is_empty())
-        .map(|w| crate::text::folded_words(w).concat())
+    text.split(['.', '!', '?', ';', ':', '\n'])
+        .flat_map(|sentence| {
+            sentence
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .enumerate()
+                .filter(|&(i, w)| {
+                    w.chars().next().is_some_and(char::is_uppercase)
+                        && w != "I"
+                        && (i > 0 || !crate::text::content_words(w).is_empty())
+                })
+                .map(|(_, w)| crate::text::folded_words(w).concat())
+        })
         .filter(|w| !PARTNER_OF_ONES_OWN.contains(&w.as_str()))
         .collect()
 }
@@ -423,6 +582,26 @@ const BE_TOGETHER: &[&str] = &[
 
 /// Those of [`BE_TOGETHER`] that are the speaker's alone: "ik ben", "ich bin", "stiamo".
 const BE_FIRST: &[&str] = &["ben", "bin", "stiamo", "sto", "estamos", "estoy", "somos"];
+
+/// Verbs of being that "with" a partner may follow ([`coupled`]).
+const BE_WITH: &[&str] = &[
+    "ben", "m", "am", "bin", "suis", "sono", "sto", "estoy", "estou",
+];
+
+/// "With", before a partner's name.
+const WITH: &[&str] = &["met", "with", "mit", "avec", "con", "com"];
+
+/// Words of now, which make "I'm with Koen" a couple rather than company.
+const NOW: &[&str] = &[
+    "now",
+    "nu",
+    "jetzt",
+    "maintenant",
+    "ora",
+    "adesso",
+    "ahora",
+    "agora",
+];
 
 /// Words that may follow a [`TOGETHER`] word at the end of a clause: "now", a time.
 const AFTER_TOGETHER: &[&str] = &[
@@ -462,7 +641,21 @@ pub(super) fn coupled(text: &str) -> bool {
                         rest.first()
                             .is_none_or(|w| AFTER_TOGETHER.contains(&w.as_str()))
                     };
-                couple || together
+                // "Ik ben nu met Koen", "I'm with Koen now": a verb of being, "with" a
+                // name that ends the clause, and a word of now.
+                let with_now = BE_WITH.contains(&w.as_str())
+                    && (BE_FIRST.contains(&w.as_str()) || of_the_speaker(&words, i))
+                    && any(&words, NOW)
+                    && words[i + 1..]
+                        .iter()
+                        .position(|w| WITH.contains(&w.as_str()))
+                        .is_some_and(|at| {
+                            let at = i + 1 + at;
+                            words[i + 1..at].iter().all(|w| NOW.contains(&w.as_str()))
+                                && words.get(at + 1).is_some_and(|n| names.contains(n))
+                                && words[at + 2..].iter().all(|w| NOW.contains(&w.as_str()))
+                        });
+                couple || together || with_now
             })
         })
 }
@@ -509,7 +702,7 @@ fn partnered(text: &str, memory: &[String], names: &[String]) -> bool {
 /// small model keeps an old partner beside a break-up or a new one about as often as not.
 pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
     let (memory_names, fact_names) = (names(memory), names(fact));
-    let (memory_text, couple) = (memory, coupled(fact));
+    let (memory_text, fact_text, couple) = (memory, fact, coupled(fact));
     let (memory, fact) = (
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
@@ -518,6 +711,7 @@ pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
         return false;
     }
     let named_in_memory = fact_names.iter().any(|n| memory_names.contains(n));
+    let over = over_with(fact_text, &memory_names);
     let broke_up = fact.iter().enumerate().any(|(i, w)| {
         let ended = BROKE_UP.contains(&w.as_str())
             || SINGLE.contains(&w.as_str())
@@ -545,7 +739,7 @@ pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
         && married_at(&fact, &fact_names).any(|i| of_the_speaker(&fact, i))
         && married_at(&memory, &memory_names).next().is_none()
         && engaged;
-    (partnered(memory_text, &memory, &memory_names) && (broke_up || new_partner)) || wedding
+    (partnered(memory_text, &memory, &memory_names) && (broke_up || over || new_partner)) || wedding
 }
 
 #[cfg(test)]
@@ -581,6 +775,11 @@ mod tests {
             ("I'm single", "Eva and I are together now"),
             ("Sou solteira", "Estou namorando o Rui"),
             ("Ik ben vrijgezel", "Ik heb verkering met Lotte"),
+            // A time between.
+            (
+                "Ik ben vrijgezel",
+                "Ik heb sinds de zomer een vriend, hij heet Joep",
+            ),
         ] {
             assert!(ends_single_life(memory, fact), "{memory} / {fact}");
         }
@@ -610,6 +809,8 @@ mod tests {
                 "Je suis célibataire",
                 "Mes parents sont en couple depuis 30 ans",
             ),
+            // Someone else's partner seen.
+            ("Ik ben vrijgezel", "Ik heb de vriend van mijn zus gezien"),
         ] {
             assert!(!ends_single_life(memory, fact), "{memory} / {fact}");
         }
@@ -668,6 +869,13 @@ mod tests {
             ("Mijn vriendin heet Sanne", "Ik heb nu verkering met Lotte"),
             ("My boyfriend is Tim", "Rob and I are together now"),
             ("Ik ben samen met Eva", "Eva en ik zijn uit elkaar"),
+            // Over with the partner named, or with someone now.
+            ("Mijn partner heet Bram", "Het is uit met Bram"),
+            ("My boyfriend Tim is a chef", "It's over with Tim"),
+            ("Mon copain s'appelle Léo", "C'est fini avec Léo"),
+            ("Mein Freund heißt Jonas", "Mit Jonas ist es aus"),
+            ("Mijn partner heet Bram", "Ik ben nu met Koen"),
+            ("My girlfriend is Zoe", "I'm with Mia now"),
         ] {
             assert!(ends_partnership(memory, fact), "{memory} / {fact}");
         }
@@ -727,6 +935,15 @@ mod tests {
                 "Mijn vriendin heet Sanne",
                 "Sanne en ik zijn al drie jaar samen",
             ),
+            // Over, but not with the partner; with someone, but not now or not alone.
+            ("Mijn partner heet Bram", "Bram is uit Leiden vertrokken"),
+            ("My boyfriend Tim is a chef", "The match is over, Tim won"),
+            (
+                "My boyfriend Tim is a chef",
+                "It's over with Ana, my old boss",
+            ),
+            ("My girlfriend is Zoe", "I'm with Mia at the cinema now"),
+            ("My girlfriend is Zoe", "I'm with Mia"),
         ] {
             assert!(!ends_partnership(memory, fact), "{memory} / {fact}");
         }
