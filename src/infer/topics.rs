@@ -151,6 +151,11 @@ const PARTNER: &[&str] = &[
     "getrouwd",
     "vrijgezel",
     "relatie",
+    "gescheiden",
+    "verloofd",
+    "verloofde",
+    "verkering",
+    "alleenstaand",
 ];
 
 const DIET: &[&str] = &[
@@ -384,19 +389,39 @@ pub(super) fn any(words: &[String], of: &[&str]) -> bool {
 /// Whether a new fact says its speaker eats meat or fish (a word of eating and one of
 /// meat or fish, no denial, no vegetarian word of its own) while the memory says they are
 /// vegetarian or vegan: the diet was given up ("Ich esse inzwischen wieder Fisch und Eier"
-/// after "Ich bin Veganerin"). A small model keeps the two side by side, asked whether the
-/// memory was replaced; that meat is not vegetarian is what it misses.
+/// after "Ich bin Veganerin"; eggs or cheese after a vegan memory), or that they are no
+/// longer vegetarian or vegan ("I'm no longer vegetarian", [`no_longer`]). A small model
+/// keeps the two side by side, asked whether the memory was replaced; that meat is not
+/// vegetarian is what it misses.
 pub(crate) fn gives_up_diet(memory: &str, fact: &str) -> bool {
     let (memory, fact) = (
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
     );
     let vegan = any(&memory, VEGAN);
-    any(&memory, NO_MEAT)
-        && any(&fact, EAT)
+    let eats = any(&fact, EAT)
         && (any(&fact, MEAT) || vegan && any(&fact, ANIMAL_PRODUCTS))
         && !any(&fact, NOT)
-        && !any(&fact, NO_MEAT)
+        && !any(&fact, NO_MEAT);
+    any(&memory, NO_MEAT) && (eats || no_longer(&fact))
+}
+
+/// Words that, with a denial, say a thing is no longer so: "no longer", "not anymore",
+/// "ne … plus", "nicht mehr", "niet meer", "non … più", "ya no".
+const NO_LONGER: &[&str] = &["longer", "anymore", "plus", "mehr", "meer", "piu", "ya"];
+
+/// Whether a fact says its speaker is no longer vegetarian or vegan: "I'm no longer
+/// vegetarian", "I stopped being vegan", "Je ne suis plus végétarienne", "Ik ben geen
+/// vegetariër meer".
+fn no_longer(fact: &[String]) -> bool {
+    let stopped_being = fact
+        .windows(2)
+        .any(|w| ["stopped", "quit"].contains(&w[0].as_str()) && w[1] == "being");
+    fact.iter().enumerate().any(|(i, w)| {
+        NO_MEAT.contains(&w.as_str())
+            && (of_the_speaker(fact, i) || stopped_being)
+            && (stopped_being || any(fact, NOT) && any(fact, NO_LONGER))
+    })
 }
 
 /// Words of a vegan, who eats no animal product at all.
@@ -668,6 +693,16 @@ mod tests {
             ("Je suis végétarien", "Je remange de la viande"),
             ("Ik ben vegetariër", "Ik eet weer vlees"),
             ("I'm vegan", "I eat eggs and cheese again"),
+            // No longer so.
+            ("I'm vegetarian", "I'm no longer vegetarian"),
+            (
+                "I don't eat meat, I'm vegetarian",
+                "I'm not vegetarian anymore",
+            ),
+            ("I'm a vegetarian", "I stopped being vegetarian last year"),
+            ("Je suis végétarienne", "Je ne suis plus végétarienne"),
+            ("Ik ben vegetariër", "Ik ben geen vegetariër meer"),
+            ("Sono vegana", "Non sono più vegana"),
             ("Ich bin Veganerin", "Ich esse wieder Käse"),
         ] {
             assert!(gives_up_diet(memory, fact), "{memory} / {fact}");
@@ -682,6 +717,9 @@ mod tests {
             // No meat, or no diet in the memory.
             ("I'm vegan", "I eat a lot of Thai curries"),
             ("I love steak", "I eat fish on Fridays"),
+            // Still so, or someone else no longer.
+            ("I'm vegetarian", "I'm not vegan, just vegetarian"),
+            ("I'm vegetarian", "My sister is no longer vegetarian"),
             // Eggs are no meat: a vegetarian eats them.
             ("I'm vegetarian", "I eat eggs most mornings"),
             // Cooking is not eating.
