@@ -170,7 +170,9 @@ const WED: &[&str] = &[
 
 /// Whether a new fact says its speaker has a partner now while the memory says they are
 /// single: "Ich habe jetzt eine Freundin, sie heißt Lena" after "Ich bin Single"; or a
-/// couple without a partner word ("Ik ben sinds kort samen met Eva", see [`coupled`]). The
+/// couple without a partner word ("Ik ben sinds kort samen met Eva", see [`coupled`]), or
+/// dating. A memory that denies a partner is single too ("Ik heb geen vriend", see
+/// [`no_partner`]). The
 /// memory's single word and the fact's partner must both be said of the speaker, nothing
 /// denied ("I'm not single", "my brother has a girlfriend" leave the memory to the model),
 /// and no friend made ("Ik heb een nieuwe vriend gemaakt").
@@ -180,17 +182,48 @@ pub(crate) fn ends_single_life(memory: &str, fact: &str) -> bool {
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
     );
-    let single = !any(&memory, NOT)
+    let single = (!any(&memory, NOT)
         && memory
             .iter()
             .enumerate()
-            .any(|(i, w)| SINGLE.contains(&w.as_str()) && of_the_speaker(&memory, i));
+            .any(|(i, w)| SINGLE.contains(&w.as_str()) && of_the_speaker(&memory, i)))
+        || no_partner(&memory);
     let partnered = !own_partners(&fact).is_empty()
-        || fact
-            .iter()
-            .enumerate()
-            .any(|(i, w)| WED.contains(&w.as_str()) && of_the_speaker(&fact, i));
+        || fact.iter().enumerate().any(|(i, w)| {
+            (WED.contains(&w.as_str()) || DATING.contains(&w.as_str())) && of_the_speaker(&fact, i)
+        });
     single && (partnered || couple) && !any(&fact, NOT) && !any(&fact, SINGLE) && !any(&fact, MADE)
+}
+
+/// Words that may stand between a denied "I have" or "I am" and a partner: "Ik heb geen
+/// vriend", "I'm not in a relationship", "Je n'ai pas de copain", "Ik zit niet in een
+/// relatie".
+const NO_PARTNER_BETWEEN: &[&str] = &["in", "de", "zit", "currently", "nu", "momenteel"];
+
+/// Whether a memory says its speaker has no partner: a partner or a relationship denied
+/// after "I have" or "I am" ("Ik heb geen vriend", "I don't have a girlfriend", "Ich habe
+/// keinen Freund", "I'm not in a relationship", "No tengo novio"). "I don't have a
+/// girlfriend's phone number" is none.
+fn no_partner(memory: &[String]) -> bool {
+    any(memory, NOT)
+        && memory.iter().enumerate().any(|(i, w)| {
+            let partner = (PARTNER_OF_ONES_OWN.contains(&w.as_str())
+                && !MAN_OR_WOMAN.contains(&w.as_str()))
+                || RELATIONSHIP.contains(&w.as_str());
+            let before = memory[..i].iter().rposition(|b| {
+                let b = b.as_str();
+                !(BEFORE_PARTNER.contains(&b)
+                    || NOT.contains(&b)
+                    || NO_PARTNER_BETWEEN.contains(&b)
+                    || b == "t")
+            });
+            partner
+                && memory.get(i + 1).is_none_or(|n| n != "s")
+                && before.is_some_and(|b| {
+                    HAVE.contains(&memory[b].as_str())
+                        || ["ik", "ich", "i", "m", "am", "je"].contains(&memory[b].as_str())
+                })
+        })
 }
 
 /// Words that say a relationship ended, in any person: "Paul and I divorced", "wir haben
@@ -420,7 +453,8 @@ fn own_partners(words: &[String]) -> Vec<(usize, &[String])> {
                 || (["ik", "ich"].contains(&before)
                     && start > 0
                     && HAVE.contains(&words[start - 1].as_str()));
-            let own = PARTNER_OF_ONES_OWN.contains(&w.as_str())
+            let own = (PARTNER_OF_ONES_OWN.contains(&w.as_str())
+                || RELATIONSHIP.contains(&w.as_str()))
                 && (MY.contains(&before) || (have && !MAN_OR_WOMAN.contains(&w.as_str())));
             own.then(|| (i, &words[start + 1..i]))
         })
@@ -522,7 +556,7 @@ fn before_partner(words: &[String], at: usize) -> Option<usize> {
     let (mut start, mut since, mut when) = (at, false, false);
     while start > 0 {
         let b = words[start - 1].as_str();
-        if BEFORE_PARTNER.contains(&b) {
+        if BEFORE_PARTNER.contains(&b) || SINCE.contains(&b) {
             since |= SINCE.contains(&b);
         } else if SINCE_WHEN.contains(&b)
             || crate::retrieve::period::MONTHS.contains(&b)
@@ -538,7 +572,7 @@ fn before_partner(words: &[String], at: usize) -> Option<usize> {
 }
 
 /// "Since", before a time ([`SINCE_WHEN`]).
-const SINCE: &[&str] = &["since", "sinds", "seit", "depuis"];
+const SINCE: &[&str] = &["since", "sinds", "seit", "depuis", "al", "schon", "already"];
 
 /// The names a text gives: its capitalised words that are no partner word and no "I",
 /// folded ("Mon copain s'appelle Léo": "leo"). A function word counts only inside a
@@ -660,6 +694,54 @@ pub(super) fn coupled(text: &str) -> bool {
         })
 }
 
+/// Verbs that give a partner's name: "my boyfriend is Dan", "mijn vriend heet Daan", "ma
+/// copine s'appelle Inès".
+const NAMED: &[&str] = &[
+    "is", "called", "named", "heet", "heisst", "appelle", "chiama", "llama", "chama",
+];
+
+/// Verbs of being between a name and "my" partner: "Dan is my boyfriend", "Daan is mijn
+/// vriend", "Léo est mon copain".
+const IS: &[&str] = &["is", "s", "ist", "est", "e", "es"];
+
+/// The names a text gives its speaker's own partner, right beside the partner word: "my
+/// boyfriend Dan", "mijn vriend heet Daan", "my boyfriend is called Dan", "Dan is my
+/// boyfriend". ("Brunch with my boyfriend and his friend Dan" names no partner.) "My
+/// boyfriend is Tim" names him only `with_is`: "my boyfriend is Italian" names no one.
+fn partner_named(text: &str, with_is: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for clause in text.split([',', '.', ';', ':', '!', '?', '(', ')']) {
+        let (names, words) = (names(clause), crate::text::folded_words(clause));
+        // A capitalised word before "is my boyfriend" is a name, even one that is a
+        // function word elsewhere ("Dan").
+        let raw: Vec<&str> = clause
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let capital = |j: usize| {
+            raw.len() == words.len()
+                && raw[j].chars().next().is_some_and(char::is_uppercase)
+                && raw[j] != "I"
+        };
+        let name_at = |j: usize| words.get(j).filter(|w| names.contains(w));
+        for (i, between) in own_partners(&words) {
+            let start = i - between.len() - 1;
+            let mut at = i + 1;
+            while words.get(at).is_some_and(|w| {
+                (NAMED.contains(&w.as_str()) && (with_is || w != "is")) || with_is && w == "s"
+            }) {
+                at += 1;
+            }
+            let found = name_at(at).or_else(|| {
+                (start >= 2 && IS.contains(&words[start - 1].as_str()) && capital(start - 2))
+                    .then(|| &words[start - 2])
+            });
+            out.extend(found.cloned());
+        }
+    }
+    out
+}
+
 /// Words of a relationship: "I'm in a relationship with Tim", "Ik heb een relatie met Tim".
 const RELATIONSHIP: &[&str] = &[
     "relationship",
@@ -693,7 +775,9 @@ fn partnered(text: &str, memory: &[String], names: &[String]) -> bool {
 ///   speaker's partner or marriage;
 /// - a new partner: "my new boyfriend", "ik heb nu een nieuwe vriend, Joris", "I'm dating
 ///   Mia", a couple with someone named ("Ik heb nu verkering met Lotte", "Rob and I are
-///   together now"), after a memory of a partner the fact does not name;
+///   together now"), after a memory of a partner the fact does not name; or the partner
+///   named anew beside the partner word ("Dan is my boyfriend" after "My boyfriend is
+///   Tim", see [`partner_named`]);
 /// - a wedding: "we got married in April", "Emma and I tied the knot", after a memory of
 ///   a boyfriend, a girlfriend or an engagement (a wedding ahead, "we're getting married
 ///   next year", leaves it).
@@ -729,7 +813,15 @@ pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
                 .iter()
                 .enumerate()
                 .any(|(i, w)| DATING.contains(&w.as_str()) && of_the_speaker(&fact, i))
-            || (couple && !fact_names.is_empty()));
+            || (couple && !fact_names.is_empty())
+            || {
+                // "Dan is my boyfriend" after "My boyfriend is Tim": both name the partner.
+                let (then, now) = (
+                    partner_named(memory_text, true),
+                    partner_named(fact_text, false),
+                );
+                !then.is_empty() && !now.is_empty() && !now.iter().any(|n| then.contains(n))
+            });
     let engaged = memory.iter().enumerate().any(|(i, w)| {
         ["engaged", "verlobt", "verloofd"].contains(&w.as_str()) && of_the_speaker(&memory, i)
     }) || own_partners(&memory)
@@ -775,6 +867,10 @@ mod tests {
             ("I'm single", "Eva and I are together now"),
             ("Sou solteira", "Estou namorando o Rui"),
             ("Ik ben vrijgezel", "Ik heb verkering met Lotte"),
+            // No partner before.
+            ("Ik heb geen vriend", "Ik heb een nieuwe vriend, Daan"),
+            ("I'm not in a relationship", "I'm dating Mia now"),
+            ("Ich habe keinen Freund", "Ich habe jetzt einen Freund"),
             // A time between.
             (
                 "Ik ben vrijgezel",
@@ -809,6 +905,12 @@ mod tests {
                 "Je suis célibataire",
                 "Mes parents sont en couple depuis 30 ans",
             ),
+            // A partner's thing denied, or someone else's partner.
+            (
+                "I don't have a girlfriend's phone number",
+                "I have a girlfriend now",
+            ),
+            ("My sister has no boyfriend", "I have a new boyfriend"),
             // Someone else's partner seen.
             ("Ik ben vrijgezel", "Ik heb de vriend van mijn zus gezien"),
         ] {
@@ -876,6 +978,13 @@ mod tests {
             ("Mein Freund heißt Jonas", "Mit Jonas ist es aus"),
             ("Mijn partner heet Bram", "Ik ben nu met Koen"),
             ("My girlfriend is Zoe", "I'm with Mia now"),
+            // The partner named anew, or the relationship of some years.
+            ("My boyfriend is Tim", "Dan is my boyfriend"),
+            ("Mijn vriend heet Tim", "Mijn vriend Daan is kok"),
+            (
+                "Ik heb al twee jaar een relatie met Tim",
+                "Ik heb een nieuwe vriend, Daan",
+            ),
         ] {
             assert!(ends_partnership(memory, fact), "{memory} / {fact}");
         }
@@ -944,6 +1053,14 @@ mod tests {
             ),
             ("My girlfriend is Zoe", "I'm with Mia at the cinema now"),
             ("My girlfriend is Zoe", "I'm with Mia"),
+            // A partner named beside someone else, or first named.
+            (
+                "My boyfriend is Tim",
+                "Sunday brunch with my boyfriend and his friend Dan",
+            ),
+            ("I have a boyfriend", "My boyfriend Dan is a chef"),
+            ("My boyfriend is Tim", "My boyfriend Tim is a chef"),
+            ("My boyfriend is Tim", "My boyfriend is Italian"),
         ] {
             assert!(!ends_partnership(memory, fact), "{memory} / {fact}");
         }
