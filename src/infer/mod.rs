@@ -31,7 +31,7 @@ pub(crate) use moves::{moved_away, stays_away};
 pub(crate) use partners::{ends_partnership, ends_single_life};
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
 pub(crate) use tastes::{another_taste, gives_up_drinking, reverses_taste};
-pub(crate) use topics::{gives_up_diet, other_topics, takes_up_diet, topics};
+pub(crate) use topics::{gives_up_diet, takes_up_diet, topics};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
 

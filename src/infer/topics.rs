@@ -288,15 +288,6 @@ pub(crate) fn topics(text: &str) -> Vec<Topic> {
         .collect()
 }
 
-/// Whether a memory and a new fact speak of different topics: each of one at least, and
-/// none of the other's. A change of diet ends no job, a move no partner, and quitting
-/// drinking no home; a small model, asked whether a memory was replaced, says so of such
-/// a pair now and then ("Tampoco tomo leche de vaca" for "Trabajo de enfermera").
-pub(crate) fn other_topics(memory: &str, fact: &str) -> bool {
-    let (of_memory, of_fact) = (topics(memory), topics(fact));
-    !of_memory.is_empty() && !of_fact.is_empty() && !of_fact.iter().any(|t| of_memory.contains(t))
-}
-
 /// Words that say a person eats no meat nor fish: vegetarian and vegan.
 const NO_MEAT: &[&str] = &[
     "vegan",
@@ -652,29 +643,6 @@ mod tests {
             "We adopted a cat called Miso",
         ] {
             assert!(topics(text).is_empty(), "{text}: {:?}", topics(text));
-        }
-    }
-
-    #[test]
-    fn a_fact_of_another_topic_is_told_apart() {
-        for (memory, fact) in [
-            ("Ich arbeite als Koch", "Ich bin seit März Vegetarierin"),
-            ("I work as a nurse", "I moved to Leeds in May"),
-            ("My boyfriend Tom is a chef", "I quit drinking completely"),
-            ("I live in York", "I got a new job at the bank"),
-        ] {
-            assert!(other_topics(memory, fact), "{memory} / {fact}");
-        }
-        for (memory, fact) in [
-            // The same topic, or one shared.
-            ("I work as a nurse", "I retired last year"),
-            ("I'm vegan", "I work at a vegan restaurant"),
-            ("I live in York", "I moved to Leeds with my boyfriend"),
-            // No topic in one of them.
-            ("I play the cello", "I moved to Leeds in May"),
-            ("I work as a nurse", "I love jazz"),
-        ] {
-            assert!(!other_topics(memory, fact), "{memory} / {fact}");
         }
     }
 

@@ -1439,38 +1439,6 @@ async fn a_stay_away_leaves_the_home_beside_it() {
     );
 }
 
-/// A fact of one topic never takes the place of a memory of another, whatever the model
-/// said: a diet is added beside a job, and no look asks about the two.
-#[tokio::test]
-async fn a_fact_of_another_topic_stays_beside_the_memory() {
-    let dir = tempfile::tempdir().unwrap();
-    let update = json!({"decisions": [
-        {"fact": 0, "event": "UPDATE", "memory": 0, "text": "I went vegetarian in Leeds"}
-    ]})
-    .to_string();
-    let llm = ScriptedLlm::new([facts(&["I went vegetarian in Leeds"]), update]);
-    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
-    memory
-        .add("I work as a nurse in Leeds")
-        .user("ada")
-        .infer(false)
-        .await
-        .unwrap();
-    let added = memory
-        .add("I went vegetarian in Leeds!")
-        .user("ada")
-        .await
-        .unwrap();
-    // The extraction and the reconciliation; no look.
-    assert_eq!(llm.requests().len(), 2);
-    assert_eq!(added.results.len(), 1);
-    assert_eq!(added.results[0].event, HistoryEvent::Add);
-    assert_eq!(
-        live(&memory, "ada").await,
-        ["I went vegetarian in Leeds", "I work as a nurse in Leeds"]
-    );
-}
-
 /// Going vegetarian ends a memory of eating meat, and a partner a memory of being single,
 /// without asking the model, history kept.
 #[tokio::test]
