@@ -177,12 +177,12 @@ const WED: &[&str] = &[
 /// denied ("I'm not single", "my brother has a girlfriend" leave the memory to the model),
 /// and no friend made ("Ik heb een nieuwe vriend gemaakt").
 pub(crate) fn ends_single_life(memory: &str, fact: &str) -> bool {
-    let couple = coupled(fact);
+    let (couple, memory_names, fact_names) = (coupled(fact), names(memory), names(fact));
     let (memory, fact) = (
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
     );
-    let single = (!any(&memory, NOT)
+    let single = (!denies(&memory, &memory_names)
         && memory
             .iter()
             .enumerate()
@@ -192,7 +192,19 @@ pub(crate) fn ends_single_life(memory: &str, fact: &str) -> bool {
         || fact.iter().enumerate().any(|(i, w)| {
             (WED.contains(&w.as_str()) || DATING.contains(&w.as_str())) && of_the_speaker(&fact, i)
         });
-    single && (partnered || couple) && !any(&fact, NOT) && !any(&fact, SINGLE) && !any(&fact, MADE)
+    single
+        && (partnered || couple)
+        && !denies(&fact, &fact_names)
+        && !any(&fact, SINGLE)
+        && !any(&fact, MADE)
+}
+
+/// Whether `words` deny something: a [`NOT`] word that is none of the text's `names`
+/// ("Mijn nieuwe vriend Sem": Portuguese "sem" is "without").
+fn denies(words: &[String], names: &[String]) -> bool {
+    words
+        .iter()
+        .any(|w| NOT.contains(&w.as_str()) && !names.contains(w))
 }
 
 /// Words that may stand between a denied "I have" or "I am" and a partner: "Ik heb geen
@@ -339,10 +351,34 @@ const NEW: &[&str] = &[
 const DATING: &[&str] = &["dating"];
 
 /// Verbs that make a friend of a "vriend" or a "Freund" ("een nieuwe vriend gemaakt",
-/// "I made a new friend"): friendship, not a partner.
+/// "I made a new friend", "een nieuwe vriend leren kennen"): friendship, not a partner.
 const MADE: &[&str] = &[
-    "made", "make", "gemaakt", "maken", "fait", "hecho", "fatto", "feito",
+    "made", "make", "gemaakt", "maken", "fait", "hecho", "fatto", "feito", "leren", "gemacht",
 ];
+
+/// Friends, in the seven languages: "vriend" and "Freund" are friends or partners.
+const FRIEND: &[&str] = &[
+    "friend", "friends", "ami", "amie", "amis", "freund", "freundin", "freunde", "amico", "amica",
+    "amici", "amigo", "amiga", "amigos", "vriend", "vriendin", "vrienden",
+];
+
+/// Whether a new fact tells of a friend made ("Op de tennisclub heb ik een nieuwe vriend
+/// leren kennen, Thijs", "I made a new friend at yoga") while the memory tells of the
+/// speaker's partner: a friend ends no partner, and is kept beside whatever the model
+/// says (a small model put the new "vriend" in the girlfriend's place). A friend called
+/// "my new boyfriend" is a partner, and left alone here.
+pub(crate) fn makes_a_friend(memory: &str, fact: &str) -> bool {
+    let memory_names = names(memory);
+    let (memory_words, fact_words) = (
+        crate::text::folded_words(memory),
+        crate::text::folded_words(fact),
+    );
+    let friend = fact_words.iter().enumerate().any(|(i, w)| {
+        FRIEND.contains(&w.as_str())
+            && before_partner(&fact_words, i).is_none_or(|b| !MY.contains(&fact_words[b].as_str()))
+    });
+    any(&fact_words, MADE) && friend && partnered(memory, &memory_words, &memory_names)
+}
 
 /// Words that put a wedding ahead: "we're getting married next year", "on va se marier".
 const AHEAD: &[&str] = &[
@@ -650,7 +686,7 @@ pub(super) fn coupled(text: &str) -> bool {
         .any(|clause| {
             let words = crate::text::folded_words(clause);
             let names = names(clause);
-            if any(&words, NOT) {
+            if denies(&words, &names) {
                 return false;
             }
             words.iter().enumerate().any(|(i, w)| {
@@ -791,7 +827,7 @@ pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
     );
-    if any(&fact, NOT) || any(&fact, MADE) || any(&memory, NOT) {
+    if denies(&fact, &fact_names) || any(&fact, MADE) || denies(&memory, &memory_names) {
         return false;
     }
     let named_in_memory = fact_names.iter().any(|n| memory_names.contains(n));
@@ -919,6 +955,35 @@ mod tests {
     }
 
     #[test]
+    fn a_friend_made_is_kept_beside_a_partner() {
+        for (memory, fact) in [
+            (
+                "Mijn vriendin heet Julia",
+                "Op de tennisclub heb ik een nieuwe vriend leren kennen, Thijs",
+            ),
+            ("My girlfriend is Zoe", "I made a new friend at yoga, Tom"),
+            (
+                "Mein Mann heißt Jonas",
+                "Ich habe eine neue Freundin gemacht",
+            ),
+        ] {
+            assert!(makes_a_friend(memory, fact), "{memory} / {fact}");
+            assert!(!ends_partnership(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            // A partner met, no friend, or no partner in the memory.
+            (
+                "Mijn vriendin heet Julia",
+                "Ik heb mijn nieuwe vriend leren kennen op de tennisclub",
+            ),
+            ("My girlfriend is Zoe", "I made pancakes with Tom"),
+            ("I live in Leeds", "I made a new friend at yoga, Tom"),
+        ] {
+            assert!(!makes_a_friend(memory, fact), "{memory} / {fact}");
+        }
+    }
+
+    #[test]
     fn a_break_up_a_new_partner_or_a_wedding_ends_a_relationship() {
         for (memory, fact) in [
             // The relationship ended.
@@ -985,7 +1050,10 @@ mod tests {
                 "Ik heb al twee jaar een relatie met Tim",
                 "Ik heb een nieuwe vriend, Daan",
             ),
+            // A name that is a word of denial elsewhere.
+            ("Mijn vriend heet Ruben", "Mijn nieuwe vriend Sem is kok"),
         ] {
+            assert!(!makes_a_friend(memory, fact), "{memory} / {fact}");
             assert!(ends_partnership(memory, fact), "{memory} / {fact}");
         }
         for (memory, fact) in [
