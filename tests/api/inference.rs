@@ -1439,6 +1439,35 @@ async fn a_stay_away_leaves_the_home_beside_it() {
     );
 }
 
+/// A friend made never takes the place of a partner, whatever the model said: "vriend"
+/// is a friend or a boyfriend, and made ("leren kennen") it is a friend.
+#[tokio::test]
+async fn a_friend_made_stays_beside_the_partner() {
+    let dir = tempfile::tempdir().unwrap();
+    let said = "Op de tennisclub heb ik een nieuwe vriend leren kennen, Thijs";
+    let update = json!({"decisions": [
+        {"fact": 0, "event": "UPDATE", "memory": 0, "text": said}
+    ]})
+    .to_string();
+    let llm = ScriptedLlm::new([facts(&[said]), update]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    memory
+        .add("Mijn vriendin heet Julia")
+        .user("joost")
+        .infer(false)
+        .await
+        .unwrap();
+    let added = memory.add(said).user("joost").await.unwrap();
+    // The extraction and the reconciliation; no look.
+    assert_eq!(llm.requests().len(), 2);
+    assert_eq!(added.results.len(), 1);
+    assert_eq!(added.results[0].event, HistoryEvent::Add);
+    assert_eq!(
+        live(&memory, "joost").await,
+        ["Mijn vriendin heet Julia", said]
+    );
+}
+
 /// Going vegetarian ends a memory of eating meat, and a partner a memory of being single,
 /// without asking the model, history kept.
 #[tokio::test]
