@@ -164,6 +164,9 @@ const DIET: &[&str] = &[
     "vegetarian",
     "veggie",
     "pescatarian",
+    "plantbased",
+    // "Plant-based", for a keyword search.
+    "plant",
     "meat",
     "fish",
     "chicken",
@@ -281,7 +284,7 @@ const WORK: &[&str] = &[
 
 /// The topics a text speaks of, in [`Topic::ALL`]'s order.
 pub(crate) fn topics(text: &str) -> Vec<Topic> {
-    let words = crate::text::folded_words(text);
+    let words = diet_words(text);
     Topic::ALL
         .into_iter()
         .filter(|topic| topic.in_text(text, &words))
@@ -310,7 +313,21 @@ const NO_MEAT: &[&str] = &[
     "vegani",
     "vegetariani",
     "veganist",
+    "plantbased",
+    "plantaardig",
 ];
+
+/// A text's words folded, "plant-based" (and "plant based") one word: "plantbased".
+fn diet_words(text: &str) -> Vec<String> {
+    let mut words = crate::text::folded_words(text);
+    while let Some(i) = words
+        .windows(2)
+        .position(|w| w[0] == "plant" && w[1] == "based")
+    {
+        words.splice(i..i + 2, ["plantbased".to_owned()]);
+    }
+    words
+}
 
 /// Meat and fish, which neither a vegetarian nor a vegan eats.
 const MEAT: &[&str] = &[
@@ -385,10 +402,7 @@ pub(super) fn any(words: &[String], of: &[&str]) -> bool {
 /// keeps the two side by side, asked whether the memory was replaced; that meat is not
 /// vegetarian is what it misses.
 pub(crate) fn gives_up_diet(memory: &str, fact: &str) -> bool {
-    let (memory, fact) = (
-        crate::text::folded_words(memory),
-        crate::text::folded_words(fact),
-    );
+    let (memory, fact) = (diet_words(memory), diet_words(fact));
     let vegan = any(&memory, VEGAN);
     let eats = any(&fact, EAT)
         && (any(&fact, MEAT) || vegan && any(&fact, ANIMAL_PRODUCTS))
@@ -546,10 +560,7 @@ pub(super) fn of_the_speaker(words: &[String], at: usize) -> bool {
 /// "Depuis cet été je suis devenue végétarienne" after "Je mange de tout, surtout de la
 /// viande rouge". The other direction of [`gives_up_diet`].
 pub(crate) fn takes_up_diet(memory: &str, fact: &str) -> bool {
-    let (memory, fact) = (
-        crate::text::folded_words(memory),
-        crate::text::folded_words(fact),
-    );
+    let (memory, fact) = (diet_words(memory), diet_words(fact));
     let eats_meat = (any(&memory, EAT) || any(&memory, LIKE))
         && any(&memory, MEAT)
         && !any(&memory, NOT)
@@ -602,6 +613,11 @@ mod tests {
                 Topic::Partner,
             ),
             ("Como carne otra vez", "Soy vegetariana", Topic::Diet),
+            (
+                "I've started eating chicken again",
+                "I'm plant-based",
+                Topic::Diet,
+            ),
             (
                 "Ich bin seit Mai in Rente",
                 "Ich arbeite als Koch",
@@ -661,6 +677,7 @@ mod tests {
             ("Je suis végétarien", "Je remange de la viande"),
             ("Ik ben vegetariër", "Ik eet weer vlees"),
             ("I'm vegan", "I eat eggs and cheese again"),
+            ("I'm plant-based", "I've started eating chicken again"),
             // No longer so.
             ("I'm vegetarian", "I'm no longer vegetarian"),
             (
@@ -708,6 +725,7 @@ mod tests {
             ("I love steak", "I'm vegetarian now"),
             ("Ich esse gern Fleisch", "Ich bin seit März Vegetarierin"),
             ("Como pollo casi todos los días", "Me hice vegano"),
+            ("I eat meat most days", "I went plant-based in May"),
         ] {
             assert!(takes_up_diet(memory, fact), "{memory} / {fact}");
         }
