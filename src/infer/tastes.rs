@@ -9,7 +9,7 @@
 //! and without diacritics, in English, French, German, Italian, Spanish, Portuguese and
 //! Dutch.
 
-use super::topics::{any, of_the_speaker, EAT, LIKE, NOT};
+use super::topics::{any, of_the_speaker, EAT, LIKE, NOT, NO_LONGER};
 
 /// Verbs and words of liking beyond [`LIKE`]: "enjoy", "gern", "piace", "graag". Not
 /// "fan": a fan of one team is seldom a fan of another.
@@ -389,10 +389,6 @@ const SOBER: &[&str] = &[
     "abstemia",
 ];
 
-/// "No more", said after a denied verb: "Je ne bois plus", "Ich trinke nicht mehr", "Non
-/// bevo più", "Ik drink niet meer", "Ya no bebo" (with [`CHANGE`]'s "anymore").
-const NO_MORE: &[&str] = &["plus", "mehr", "piu", "meer", "ya", "anymore", "longer"];
-
 /// Words that may follow a verb of drinking with no object: how much, and when ("I quit
 /// drinking completely in January", "J'ai arrêté de boire depuis mars").
 const NO_OBJECT: &[&str] = &[
@@ -442,7 +438,7 @@ fn stops_drinking(clause: &[String], feeling: Option<Feeling>) -> bool {
         crate::text::content_words(&clause[i + 1..].join(" "))
             .iter()
             .all(|w| {
-                [NO_OBJECT, NO_MORE, SPANS]
+                [NO_OBJECT, NO_LONGER, SPANS]
                     .iter()
                     .any(|of| of.contains(&w.as_str()))
                     || crate::retrieve::period::MONTHS.contains(&w.as_str())
@@ -455,7 +451,7 @@ fn stops_drinking(clause: &[String], feeling: Option<Feeling>) -> bool {
             .enumerate()
             .any(|(i, w)| DRINK.contains(&w.as_str()) && no_object(i));
     let no_more = (any(clause, NOT) || any(clause, DENIED))
-        && any(clause, NO_MORE)
+        && any(clause, NO_LONGER)
         && clause
             .iter()
             .enumerate()

@@ -413,7 +413,7 @@ pub(crate) fn gives_up_diet(memory: &str, fact: &str) -> bool {
 
 /// Words that, with a denial, say a thing is no longer so: "no longer", "not anymore",
 /// "ne … plus", "nicht mehr", "niet meer", "non … più", "ya no".
-const NO_LONGER: &[&str] = &["longer", "anymore", "plus", "mehr", "meer", "piu", "ya"];
+pub(super) const NO_LONGER: &[&str] = &["longer", "anymore", "plus", "mehr", "meer", "piu", "ya"];
 
 /// Whether a fact says its speaker is no longer vegetarian or vegan: "I'm no longer
 /// vegetarian", "I stopped being vegan", "Je ne suis plus végétarienne", "Ik ben geen
