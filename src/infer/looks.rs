@@ -221,17 +221,25 @@ async fn look(llm: &dyn Llm, memory: &str, fact: &str) -> Result<Parsed<Look>> {
 }
 
 /// A second look at a memory the reconciliation named for a fact (an UPDATE or DELETE the
-/// plan doubted): whether the fact takes its place. As [`supersedes`], except that when its
-/// two answers disagree (replaced, yet true beside the fact) the question the memory answers
-/// settles it ([`answers`], [`drops`]): told "I moved to Valencia", a small model calls
-/// "I live in Madrid" both replaced and still true, and answers "Where do they live?" with
-/// Madrid before and Valencia now. The model named this memory for the fact; the closer
-/// look at a memory it did not name ([`outdates`]) still needs both answers to agree.
+/// plan doubted): whether the fact takes its place. As [`supersedes`], except that the
+/// question the memory answers ([`answers`], [`drops`]) settles it when the two answers
+/// disagree (replaced, yet true beside the fact), and when the memory speaks of a topic the
+/// fact does not ([`super::leaves_topic`]). Told "I moved to Valencia", a small model calls
+/// "I live in Madrid" both replaced and still true, yet answers "Where do they live?" with
+/// Madrid before and Valencia now. It calls a nurse's job replaced by "I don't drink cow's
+/// milk either" and not true beside it, yet answers "What is their work?" with the same job
+/// before and now. The model named this memory for the fact; the closer look at a memory
+/// it did not name ([`outdates`]) needs both answers to agree and the question too.
 pub(crate) async fn replaces(llm: &dyn Llm, memory: &str, fact: &str) -> Result<Parsed<bool>> {
     let looked = look(llm, memory, fact).await?;
-    if looked.value != Look::Torn {
+    let settled = match looked.value {
+        Look::Kept => Some(false),
+        Look::Superseded if !super::leaves_topic(memory, fact) => Some(true),
+        _ => None,
+    };
+    if let Some(value) = settled {
         return Ok(Parsed {
-            value: looked.value == Look::Superseded,
+            value,
             usage: looked.usage,
             model: looked.model,
         });
@@ -611,7 +619,8 @@ mod tests {
 
     /// A second look at a memory the model named settles a disagreement of its two answers
     /// (replaced, yet true beside the fact) by the question the memory answers: replaced
-    /// when its answer now drops part of the answer before. Agreeing answers decide alone.
+    /// when its answer now drops part of the answer before. Agreeing answers decide alone
+    /// when the fact speaks of the memory's topic (here a home).
     #[tokio::test]
     async fn a_torn_second_look_at_a_named_memory_asks_what_the_memory_answers() {
         let (yes, no) = (YES, NO);
@@ -622,6 +631,32 @@ mod tests {
             (vec![no], false),
         ];
         check_look(Look::Torn, &cases).await;
+    }
+
+    /// A second look at a memory of a topic the fact does not speak of (a job, and a move)
+    /// asks the question the memory answers even when its two answers agree: replaced
+    /// only when that answer changes.
+    #[tokio::test]
+    async fn a_second_look_at_a_memory_whose_topic_the_fact_leaves_asks_its_question() {
+        let (memory, fact) = ("I work at the docks", "Moved to York");
+        let cases = [
+            (vec![YES, NO, JOB_CHANGES], true),
+            (vec![YES, NO, JOB_STAYS], false),
+            (vec![YES, YES, JOB_CHANGES], true),
+            (vec![NO], false),
+        ];
+        for (replies, expected) in cases {
+            let llm = ScriptedLlm::new(replies.clone());
+            let looked = replaces(&llm, memory, fact).await.unwrap();
+            assert_eq!(looked.value, expected, "{replies:?}");
+            let requests = llm.requests();
+            assert_eq!(requests.len(), replies.len(), "{replies:?}");
+            if let Some(third) = requests.get(2) {
+                let (last, prefix) = third.messages.split_last().unwrap();
+                assert_eq!(prefix, answers_prefix().as_slice());
+                assert_eq!(last.content, format!("Memory: {memory}\nNew fact: {fact}"));
+            }
+        }
     }
 
     /// An answer drops part of what it was when a word worth matching is gone from it in
@@ -797,9 +832,13 @@ mod tests {
     const NO: &str = r#"{"answer": "no"}"#;
     const MOVED: &str = r#"{"question": "Where do they live?", "before": "Hull", "now": "York"}"#;
     const STAYS: &str = r#"{"question": "Where do they live?", "before": "Hull", "now": "Hull"}"#;
+    const JOB_CHANGES: &str =
+        r#"{"question": "Where do they work?", "before": "at the docks", "now": "in York"}"#;
+    const JOB_STAYS: &str =
+        r#"{"question": "Where do they work?", "before": "at the docks", "now": "at the docks"}"#;
 
-    /// Runs each case's scripted replies through [`replaces`] (`Look::Torn`: the look that
-    /// settles a split) or [`outdates`] (`Look::Superseded`), on "Lives in Hull" and "Moved
+    /// Runs each case's scripted replies through [`replaces`] (`Look::Torn`: the look at a
+    /// memory the model named) or [`outdates`] (`Look::Superseded`), on "Lives in Hull" and "Moved
     /// to York": the answer is the case's, every reply is asked for, and a third call is the
     /// memory's question, after its own fixed instructions and examples.
     async fn check_look(look: Look, cases: &[(Vec<&str>, bool)]) {

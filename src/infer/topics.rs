@@ -291,6 +291,15 @@ pub(crate) fn topics(text: &str) -> Vec<Topic> {
         .collect()
 }
 
+/// Whether a memory speaks of a topic and a fact speaks of none of the memory's topics: a
+/// job and a milk preference, a home and a visit. A model that puts such a fact in the
+/// memory's place needs more to show for it (see [`super::replaces`]).
+pub(crate) fn leaves_topic(memory: &str, fact: &str) -> bool {
+    let of_memory = topics(memory);
+    let of_fact = topics(fact);
+    !of_memory.is_empty() && !of_memory.iter().any(|t| of_fact.contains(t))
+}
+
 /// Words that say a person eats no meat nor fish: vegetarian and vegan.
 const NO_MEAT: &[&str] = &[
     "vegan",
@@ -659,6 +668,40 @@ mod tests {
             "We adopted a cat called Miso",
         ] {
             assert!(topics(text).is_empty(), "{text}: {:?}", topics(text));
+        }
+    }
+
+    /// A fact leaves a memory's topic when the memory speaks of one and the fact of none
+    /// of the memory's: a job and a milk preference, a home and a stay away. A memory of
+    /// no topic is left by no fact.
+    #[test]
+    fn a_fact_leaves_the_topic_of_a_memory_it_does_not_speak_of() {
+        for (memory, fact) in [
+            ("Trabajo de enfermera", "Tampoco tomo leche de vaca"),
+            ("Ik werk in een bakkerij", "Ik woon nu alleen"),
+            ("J'habite à Nantes", "Je passe le week-end à Bordeaux"),
+            ("I'm vegetarian", "I moved to Porto"),
+        ] {
+            assert!(leaves_topic(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            ("I'm vegetarian", "I went fully vegan last spring"),
+            (
+                "Ich esse kein Fleisch",
+                "Seit dem Sommer esse ich wieder Fleisch",
+            ),
+            ("Ich arbeite als Busfahrer", "Ich bin in Rente seit Juli"),
+            (
+                "My boyfriend Declan is a chef",
+                "That relationship ended in spring",
+            ),
+            ("My sister Katrin is a vet", "My sister's name is Catrin"),
+            (
+                "I drink black coffee every morning",
+                "I usually have green tea",
+            ),
+        ] {
+            assert!(!leaves_topic(memory, fact), "{memory} / {fact}");
         }
     }
 

@@ -393,6 +393,48 @@ async fn a_second_look_settles_a_doubtful_update() {
     }
 }
 
+/// An UPDATE the model decided of a memory whose topic the fact leaves (a job, and a milk
+/// preference) stands only when the question the memory answers gets an answer now that
+/// drops part of the answer before: a small model puts a milk preference in place of a
+/// job, yet answers "What is her job?" the same before and now. Then the fact is added and
+/// the memory stays; when the answer changes, the fact takes the memory's place.
+#[tokio::test]
+async fn an_update_stands_only_when_the_memorys_answer_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let update = json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 0,
+                                       "text": "Sofia the nurse prefers oat milk"}]})
+    .to_string();
+    for (now, replaced) in [("a nurse", false), ("oat milk", true)] {
+        let llm = ScriptedLlm::new([
+            facts(&["Sofia works as a nurse"]),
+            facts(&["Sofia prefers oat milk"]),
+            update.clone(),
+            json!({"question": "What is her job?", "before": "a nurse", "now": now}).to_string(),
+        ]);
+        let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+        let user = format!("sofia-{replaced}");
+        let first = memory.add("I'm a nurse").user(&user).await.unwrap();
+        let second = memory.add("Oat milk for me").user(&user).await.unwrap();
+        assert_eq!(llm.pending(), 0, "{now}: the memory's question was asked");
+        assert_eq!(
+            llm.requests()[3].messages.last().unwrap().content,
+            "Memory: Sofia works as a nurse\nNew fact: Sofia prefers oat milk"
+        );
+        if replaced {
+            assert_eq!(second.results[0].event, HistoryEvent::Update);
+            assert_eq!(second.results[0].id, first.results[0].id);
+            assert_eq!(live(&memory, &user).await, ["Sofia prefers oat milk"]);
+        } else {
+            assert_eq!(second.results[0].event, HistoryEvent::Add);
+            assert_eq!(
+                live(&memory, &user).await,
+                ["Sofia prefers oat milk", "Sofia works as a nurse"]
+            );
+            assert_eq!(memory.history(first.results[0].id).await.unwrap().len(), 1);
+        }
+    }
+}
+
 /// A second look must tell the memory the model named apart from the fact's next most
 /// relevant memory. When the look says "replaced" of the named memory only, the fact takes
 /// its place. When it says so of both, the question each memory answers decides: the fact
