@@ -405,11 +405,12 @@ pub(super) fn any(words: &[String], of: &[&str]) -> bool {
 
 /// Whether a new fact says its speaker eats meat or fish (a word of eating and one of
 /// meat or fish, no denial, no vegetarian word of its own) while the memory says they are
-/// vegetarian or vegan: the diet was given up ("Ich esse inzwischen wieder Fisch und Eier"
-/// after "Ich bin Veganerin"; eggs or cheese after a vegan memory), or that they are no
-/// longer vegetarian or vegan ("I'm no longer vegetarian", [`no_longer`]). A small model
-/// keeps the two side by side, asked whether the memory was replaced; that meat is not
-/// vegetarian is what it misses.
+/// vegetarian or vegan, or eat no meat ([`refuses_meat`]): the diet was given up ("Ich
+/// esse inzwischen wieder Fisch und Eier" after "Ich bin Veganerin", "Seit dem Sommer esse
+/// ich wieder Fleisch" after "Ich esse kein Fleisch"; eggs or cheese after a vegan memory),
+/// or that they are no longer vegetarian or vegan ("I'm no longer vegetarian",
+/// [`no_longer`]). A small model keeps the two side by side, asked whether the memory was
+/// replaced; that meat is not vegetarian is what it misses.
 pub(crate) fn gives_up_diet(memory: &str, fact: &str) -> bool {
     let (memory, fact) = (diet_words(memory), diet_words(fact));
     let vegan = any(&memory, VEGAN);
@@ -417,7 +418,24 @@ pub(crate) fn gives_up_diet(memory: &str, fact: &str) -> bool {
         && (any(&fact, MEAT) || vegan && any(&fact, ANIMAL_PRODUCTS))
         && !any(&fact, NOT)
         && !any(&fact, NO_MEAT);
-    any(&memory, NO_MEAT) && (eats || no_longer(&fact))
+    (any(&memory, NO_MEAT) || refuses_meat(&memory, &fact)) && (eats || no_longer(&fact))
+}
+
+/// Meat itself, which a person who eats none eats in no form.
+const MEAT_ITSELF: &[&str] = &["meat", "viande", "fleisch", "carne", "vlees"];
+
+/// Whether a memory (its folded words) says its speaker eats no meat, of which the fact
+/// eats some: a word of eating, a denial and meat itself, or the very meat or fish the
+/// fact names ("I don't eat meat", "Ich esse kein Fleisch", "No como pescado" before
+/// "Ahora como pescado"). Not said of someone else ("My son doesn't eat meat"), and not of
+/// another meat ("I don't eat pork" stays true beside "I eat chicken").
+fn refuses_meat(memory: &[String], fact: &[String]) -> bool {
+    any(memory, EAT)
+        && any(memory, NOT)
+        && !any(memory, SOMEONE_ELSE)
+        && memory.iter().any(|w| {
+            MEAT.contains(&w.as_str()) && (MEAT_ITSELF.contains(&w.as_str()) || fact.contains(w))
+        })
 }
 
 /// Words that, with a denial, say a thing is no longer so: "no longer", "not anymore",
@@ -567,19 +585,22 @@ pub(super) fn of_the_speaker(words: &[String], at: usize) -> bool {
 /// of the speaker, nothing denied) while the memory says they eat or like meat or fish
 /// (a verb of eating or liking in the first person, nothing denied, no vegetarian word):
 /// "Depuis cet été je suis devenue végétarienne" after "Je mange de tout, surtout de la
-/// viande rouge". The other direction of [`gives_up_diet`].
+/// viande rouge". Or went vegan while the memory says they are vegetarian (not vegan,
+/// nothing denied): "I went fully vegan last spring" after "I'm vegetarian". The other
+/// direction of [`gives_up_diet`].
 pub(crate) fn takes_up_diet(memory: &str, fact: &str) -> bool {
     let (memory, fact) = (diet_words(memory), diet_words(fact));
     let eats_meat = (any(&memory, EAT) || any(&memory, LIKE))
         && any(&memory, MEAT)
         && !any(&memory, NOT)
         && !any(&memory, NO_MEAT);
-    eats_meat
-        && !any(&fact, NOT)
-        && fact
-            .iter()
+    let vegetarian = any(&memory, NO_MEAT) && !any(&memory, VEGAN) && !any(&memory, NOT);
+    let taken_up = |diet: &[&str]| {
+        fact.iter()
             .enumerate()
-            .any(|(i, w)| NO_MEAT.contains(&w.as_str()) && of_the_speaker(&fact, i))
+            .any(|(i, w)| diet.contains(&w.as_str()) && of_the_speaker(&fact, i))
+    };
+    !any(&fact, NOT) && (eats_meat && taken_up(NO_MEAT) || vegetarian && taken_up(VEGAN))
 }
 
 #[cfg(test)]
@@ -732,6 +753,13 @@ mod tests {
             ("Ik ben vegetariër", "Ik ben geen vegetariër meer"),
             ("Sono vegana", "Non sono più vegana"),
             ("Ich bin Veganerin", "Ich esse wieder Käse"),
+            // A memory of eating no meat.
+            (
+                "Ich esse kein Fleisch",
+                "Seit dem Sommer esse ich wieder Fleisch",
+            ),
+            ("I don't eat meat", "I started eating chicken again"),
+            ("No como pescado", "Ahora como pescado"),
         ] {
             assert!(gives_up_diet(memory, fact), "{memory} / {fact}");
         }
@@ -752,6 +780,13 @@ mod tests {
             ("I'm vegetarian", "I eat eggs most mornings"),
             // Cooking is not eating.
             ("I'm vegetarian", "I cooked chicken for the kids"),
+            // Another meat than the one not eaten, or someone else's.
+            ("I don't eat pork", "I eat chicken every week"),
+            ("My son doesn't eat meat", "I eat meat again"),
+            (
+                "Ich esse kein Fleisch",
+                "Ich esse kein Fleisch mehr, aber Fisch",
+            ),
         ] {
             assert!(!gives_up_diet(memory, fact), "{memory} / {fact}");
         }
@@ -769,6 +804,9 @@ mod tests {
             ("Ich esse gern Fleisch", "Ich bin seit März Vegetarierin"),
             ("Como pollo casi todos los días", "Me hice vegano"),
             ("I eat meat most days", "I went plant-based in May"),
+            // Vegan after vegetarian.
+            ("I'm vegetarian", "I went fully vegan last spring"),
+            ("Sono vegetariana", "Ora sono vegana"),
         ] {
             assert!(takes_up_diet(memory, fact), "{memory} / {fact}");
         }
@@ -780,6 +818,10 @@ mod tests {
             // No meat eaten or liked in the memory.
             ("I cook chicken for the kids", "I'm vegan now"),
             ("My husband loves steak", "I'm vegetarian now"),
+            // Vegan already, not vegan, or someone else vegan.
+            ("I'm vegan", "I'm fully vegan now"),
+            ("I'm vegetarian", "I'm not vegan"),
+            ("I'm vegetarian", "My girlfriend went vegan"),
         ] {
             assert!(!takes_up_diet(memory, fact), "{memory} / {fact}");
         }
