@@ -393,22 +393,24 @@ async fn a_second_look_settles_a_doubtful_update() {
     }
 }
 
-/// An UPDATE the model decided of a memory whose topic the fact leaves (a job, and a milk
-/// preference) stands only when the question the memory answers gets an answer now that
-/// drops part of the answer before: a small model puts a milk preference in place of a
-/// job, yet answers "What is her job?" the same before and now. Then the fact is added and
-/// the memory stays; when the answer changes, the fact takes the memory's place.
+/// A second look's "replaced" of a memory whose topic the fact leaves (a job, and a milk
+/// preference) counts only when the question the memory answers gets an answer now that
+/// drops part of the answer before, even when the look says the two cannot both be true:
+/// a small model calls a job replaced by a milk preference, yet answers "What is her
+/// job?" the same before and now. Then the fact is added and the memory stays; when the
+/// answer changes, the fact takes the memory's place.
 #[tokio::test]
-async fn an_update_stands_only_when_the_memorys_answer_changes() {
+async fn a_second_look_leaving_the_memorys_topic_needs_its_answer_changed() {
     let dir = tempfile::tempdir().unwrap();
-    let update = json!({"decisions": [{"fact": 0, "event": "UPDATE", "memory": 0,
-                                       "text": "Sofia the nurse prefers oat milk"}]})
-    .to_string();
+    let delete = json!({"decisions": [{"fact": 0, "event": "DELETE", "memory": 0}]}).to_string();
+    let (yes, no) = (r#"{"answer": "yes"}"#, r#"{"answer": "no"}"#);
     for (now, replaced) in [("a nurse", false), ("oat milk", true)] {
         let llm = ScriptedLlm::new([
             facts(&["Sofia works as a nurse"]),
             facts(&["Sofia prefers oat milk"]),
-            update.clone(),
+            delete.clone(),
+            yes.to_string(),
+            no.to_string(),
             json!({"question": "What is her job?", "before": "a nurse", "now": now}).to_string(),
         ]);
         let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
@@ -417,7 +419,7 @@ async fn an_update_stands_only_when_the_memorys_answer_changes() {
         let second = memory.add("Oat milk for me").user(&user).await.unwrap();
         assert_eq!(llm.pending(), 0, "{now}: the memory's question was asked");
         assert_eq!(
-            llm.requests()[3].messages.last().unwrap().content,
+            llm.requests()[5].messages.last().unwrap().content,
             "Memory: Sofia works as a nurse\nNew fact: Sofia prefers oat milk"
         );
         if replaced {

@@ -22,10 +22,7 @@
 //!    ("also", "anche"; the fact is added instead); a memory is changed at most once per
 //!    call; a fact replaces only a memory found for it, and none when another fact
 //!    names a memory more relevant to it; an UPDATE whose text states the old memory
-//!    beside the news adds the fact; so does an UPDATE of a memory that speaks of a topic
-//!    the fact does not ([`infer::leaves_topic`]: a job, and a milk preference), unless
-//!    the question the memory answers gets an answer now that drops part of the answer
-//!    before ([`infer::answers`]). A DELETE, and an UPDATE whose text brings no
+//!    beside the news adds the fact. A DELETE, and an UPDATE whose text brings no
 //!    news or shares no word with its memory but function words, add the fact, unless a
 //!    second look at that memory alone finds the fact supersedes it
 //!    ([`infer::replaces`]): then the fact takes the memory's place, its history kept.
@@ -260,10 +257,6 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         })
         .collect();
     plan.keep_beside(beside);
-    // Each UPDATE the model decided of a memory whose topic the fact leaves, checked by
-    // the question the memory answers.
-    let answered_for =
-        confirm_updates(&*llm, &mut plan, &asked, &existing, &said, &mut usage).await?;
     // A second look at each DELETE, and at each UPDATE whose text failed the plan's
     // checks: the memory the model named, alone with the fact.
     for (fact, m) in plan.second_looks() {
@@ -360,15 +353,9 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         .collect();
     for (fact, m, text) in several {
         let old = &existing[m].record.memory;
-        let answered = match answered_for.get(&(fact, m)) {
-            Some(answered) => answered.clone(),
-            None => {
-                let answered = infer::answers(&*llm, old, &said[fact]).await?;
-                usage += answered.usage;
-                answered.value
-            }
-        };
-        if let Some(kept) = infer::with_the_rest_kept(old, &text, &answered) {
+        let answered = infer::answers(&*llm, old, &said[fact]).await?;
+        usage += answered.usage;
+        if let Some(kept) = infer::with_the_rest_kept(old, &text, &answered.value) {
             tracing::debug!(target: "memlane", memory = %existing[m].record.id, "the fact takes the place of one clause of the memory");
             plan.facts[fact] = FactPlan::Update {
                 memory: m,
@@ -440,49 +427,6 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         outcome.credits_remaining,
         usage,
     ))
-}
-
-/// Checks each UPDATE the model decided for an asked fact (a rule's UPDATE is not asked
-/// about) of a memory that speaks of a topic the fact does not ([`infer::leaves_topic`]),
-/// by the question the memory answers ([`infer::answers`]): one whose answer now drops
-/// nothing of the answer before ([`infer::drops`]) keeps the memory, and the fact stays
-/// beside it. A small model puts a milk preference in place of a job, or "I live alone
-/// now" in place of a bakery, yet answers "What is their job?" the same before and now.
-/// Returns the answers of the UPDATEs confirmed, by (fact, memory), for the step that keeps
-/// a memory's other clauses.
-async fn confirm_updates(
-    llm: &dyn Llm,
-    plan: &mut plan::Plan,
-    asked: &[usize],
-    existing: &[Row],
-    said: &[String],
-    usage: &mut Usage,
-) -> Result<HashMap<(usize, usize), infer::Answers>> {
-    let updates: Vec<(usize, usize)> = asked
-        .iter()
-        .filter_map(|&fact| match plan.facts.get(fact) {
-            Some(FactPlan::Update { memory, .. }) => Some((fact, *memory)),
-            _ => None,
-        })
-        .collect();
-    let mut confirmed = HashMap::new();
-    let mut kept = Vec::new();
-    for (fact, m) in updates {
-        let memory = &existing[m].record.memory;
-        if !infer::leaves_topic(memory, &said[fact]) {
-            continue;
-        }
-        let answered = infer::answers(llm, memory, &said[fact]).await?;
-        *usage += answered.usage;
-        if infer::drops(&answered.value.before, &answered.value.now) {
-            confirmed.insert((fact, m), answered.value);
-        } else {
-            tracing::debug!(target: "memlane", memory = %existing[m].record.id, "the memory's answer stays the same: the fact stays beside it");
-            kept.push((fact, m));
-        }
-    }
-    plan.keep_beside(kept);
-    Ok(confirmed)
 }
 
 /// The rule by which a new fact supersedes a memory of its owner, when one does: the
