@@ -24,6 +24,7 @@ mod reconcile;
 mod small_talk;
 mod tastes;
 mod topics;
+mod work;
 
 pub(crate) use extract::{extract_facts, Fact};
 pub(crate) use looks::{answers, apart, clauses, outdates, replaces, with_the_rest_kept, Apart};
@@ -32,6 +33,7 @@ pub(crate) use partners::{ends_partnership, ends_single_life, makes_a_friend};
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
 pub(crate) use tastes::{another_taste, gives_up_drinking, reverses_taste};
 pub(crate) use topics::{gives_up_diet, leaves_topic, takes_up_diet, topics};
+pub(crate) use work::retires;
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
 

@@ -514,7 +514,7 @@ pub(super) const LIKE: &[&str] = &[
 
 /// Words that put someone else in a speaker's place: possessives and third-person
 /// pronouns ("My son is vegan", "Meine Freundin ist Vegetarierin", "Lui è vegano").
-const SOMEONE_ELSE: &[&str] = &[
+pub(super) const SOMEONE_ELSE: &[&str] = &[
     "my", "his", "her", "their", "he", "she", "they", "mon", "ma", "mes", "son", "sa", "ses",
     "leur", "il", "elle", "ils", "elles", "mein", "meine", "meiner", "meinem", "sein", "seine",
     "ihr", "ihre", "er", "sie", "mio", "mia", "miei", "mie", "suo", "sua", "lui", "lei", "loro",

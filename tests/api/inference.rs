@@ -1689,6 +1689,42 @@ async fn drinking_given_up_replaces_the_drink_before() {
     );
 }
 
+/// A retirement takes the place of a memory of the speaker's job without asking the
+/// model, found by its topic however unlike the two are; a hobby stays.
+#[tokio::test]
+async fn a_retirement_replaces_the_job_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([facts(&["Ich bin in Rente seit Juli"])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let job = memory
+        .add("Ich arbeite als Busfahrer in Kassel")
+        .user("kurt")
+        .infer(false)
+        .await
+        .unwrap();
+    memory
+        .add("Ich habe einen Schrebergarten")
+        .user("kurt")
+        .infer(false)
+        .await
+        .unwrap();
+    let retired = memory
+        .add("Ich bin in Rente seit Juli!")
+        .user("kurt")
+        .await
+        .unwrap();
+    // The extraction only.
+    assert_eq!(llm.requests().len(), 1);
+    assert_eq!(retired.results.len(), 1);
+    assert_eq!(retired.results[0].event, HistoryEvent::Update);
+    assert_eq!(retired.results[0].id, job.results[0].id);
+    assert_eq!(
+        live(&memory, "kurt").await,
+        ["Ich bin in Rente seit Juli", "Ich habe einen Schrebergarten"]
+    );
+    assert_eq!(memory.history(job.results[0].id).await.unwrap().len(), 2);
+}
+
 /// Another taste is added beside the taste a memory holds, whatever the model decided: no
 /// look asks about the two.
 #[tokio::test]

@@ -10,8 +10,8 @@
 //! 3. A fact that says plainly that it supersedes one of those memories takes its place
 //!    without the model: a move away from the place a memory says its owner lives, a
 //!    diet given up or taken up, a partner after a single life, a relationship ended (a
-//!    break-up, a new partner, a wedding), a taste turned around, drinking given up
-//!    ([`superseded_by_rule`]).
+//!    break-up, a new partner, a wedding), a taste turned around, drinking given up, a
+//!    retirement after a job ([`superseded_by_rule`]).
 //!    Other facts with similar memories go to the model with those memories, numbered 0, 1, …
 //!    (never real ids): ADD, UPDATE, DELETE or NONE each. Facts with none are ADDed.
 //! 4. The decisions are made safe: a stay away from a home never takes the home's place
@@ -435,8 +435,9 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 /// a partner after a memory of being single ([`infer::ends_single_life`]), ended a
 /// relationship, found a new partner or married after a memory of the partner before
 /// ([`infer::ends_partnership`]), turned a taste around ([`infer::reverses_taste`]),
-/// stopped drinking after a memory of a drink ([`infer::gives_up_drinking`]), or
-/// moved away from the place a memory says they live ([`infer::moved_away`]). A small
+/// stopped drinking after a memory of a drink ([`infer::gives_up_drinking`]), moved
+/// away from the place a memory says they live ([`infer::moved_away`]), or retired after
+/// a memory of their work ([`infer::retires`]). A small
 /// model keeps such pairs side by side; these say it plainly enough to need no model.
 fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
     if infer::gives_up_diet(memory, fact) {
@@ -453,6 +454,8 @@ fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
         Some("drinking given up")
     } else if infer::moved_away(memory, fact) {
         Some("a move")
+    } else if infer::retires(memory, fact) {
+        Some("a retirement")
     } else {
         None
     }
