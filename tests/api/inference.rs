@@ -1720,7 +1720,10 @@ async fn a_retirement_replaces_the_job_before() {
     assert_eq!(retired.results[0].id, job.results[0].id);
     assert_eq!(
         live(&memory, "kurt").await,
-        ["Ich bin in Rente seit Juli", "Ich habe einen Schrebergarten"]
+        [
+            "Ich bin in Rente seit Juli",
+            "Ich habe einen Schrebergarten"
+        ]
     );
     assert_eq!(memory.history(job.results[0].id).await.unwrap().len(), 2);
 }
