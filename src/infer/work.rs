@@ -117,11 +117,8 @@ fn retired(words: &[String]) -> bool {
         let phrase = words
             .get(i + 1)
             .is_some_and(|next| RETIRED_PHRASES.contains(&[w, next.as_str()]));
-        let of_someone_else = words[..i]
-            .iter()
-            .any(|b| SOMEONE_ELSE.contains(&b.as_str()));
         ((RETIRED.contains(&w) || phrase) && of_the_speaker(words, i))
-            || (I_RETIRED.contains(&w) && !of_someone_else)
+            || (I_RETIRED.contains(&w) && !any(&words[..i], SOMEONE_ELSE))
     });
     said && !any(words, NOT) && !any(words, AHEAD)
 }
