@@ -170,11 +170,12 @@ pub(crate) async fn extract_facts(
         as_said(in_users_words(parsed.value.facts, messages), messages),
         labels,
     );
+    let facts = not_small_talk(said_by_the_user(
+        not_copied(facts, &instructions, &prompt),
+        messages,
+    ));
     Ok(Parsed {
-        value: not_small_talk(said_by_the_user(
-            not_copied(facts, &instructions, &prompt),
-            messages,
-        )),
+        value: facts,
         usage: parsed.usage,
         model: parsed.model,
     })
@@ -208,6 +209,10 @@ fn in_users_words(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
 /// of them and their highest importance. "en" is Dutch for "and" and Spanish and French
 /// for "in": it joins clauses only in a sentence with a word of Dutch's own ([`DUTCH`]),
 /// so that "Estoy de visita en Granada, en casa de mis tíos" is put back together.
+/// One fact so cut keeps its sentence when the sentence marks what it says as one more of
+/// its kind and the fact lost the mark ([`super::additional`]): a small model writes "Ik
+/// werk als ober in een café" for "In het weekend werk ik ook als ober in een café", and
+/// without its "ook" the fact takes the place of the job before.
 fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
     let sentences: Vec<(&str, Vec<String>)> = users_sentences(messages)
         .flat_map(at_subjects)
@@ -260,8 +265,15 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
                 tracing::debug!(target: "memlane", "two facts from one sentence are kept as said");
             }
             None => {
+                let mut fact = fact;
                 if let Some(s) = from {
                     taken.push((s, out.len()));
+                    // The speaker's mark of one more of its kind, which the model left out.
+                    let sentence = sentences[s].0;
+                    if super::additional(sentence) && !super::additional(&fact.text) {
+                        tracing::debug!(target: "memlane", "a fact said to be one more of its kind is kept as said");
+                        fact.text = sentence.to_owned();
+                    }
                 }
                 out.push(fact);
             }
@@ -813,6 +825,35 @@ mod tests {
         assert_eq!(facts[0].categories, ["home", "places"]);
         assert_eq!(facts[0].entities, ["Madrid", "Retiro park"]);
         assert_eq!(facts[0].importance, 8);
+    }
+
+    /// A fact cut out of a sentence that marks it as one more of its kind ("ook", "too")
+    /// keeps the sentence when the model left the mark out; a fact with its mark, a first
+    /// "Also," that brings news, a sentence with no mark and one of two clauses stay as the
+    /// model wrote them.
+    #[tokio::test]
+    async fn a_fact_that_lost_its_speakers_also_is_kept_as_said() {
+        let reply = r#"{"facts": [
+            {"text": "Ik werk als ober in een café"},
+            {"text": "I play the violin too"},
+            {"text": "I moved to Porto"},
+            {"text": "I bake bread"},
+            {"text": "I coach football"}]}"#;
+        let conversation = [Message::user(
+            "In het weekend werk ik ook als ober in een café. I play the violin too. Also, I \
+             moved to Porto. On Sundays I bake bread. I also teach, and I coach football.",
+        )];
+        let facts = extracted(reply, &conversation, &[]).await;
+        assert_eq!(
+            texts(&facts),
+            [
+                "In het weekend werk ik ook als ober in een café",
+                "I play the violin too",
+                "I moved to Porto",
+                "I bake bread",
+                "I coach football"
+            ]
+        );
     }
 
     /// Spanish and French "en" is "in": a sentence with it is put back together as any

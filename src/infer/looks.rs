@@ -223,8 +223,8 @@ async fn look(llm: &dyn Llm, memory: &str, fact: &str) -> Result<Parsed<Look>> {
 /// A second look at a memory the reconciliation named for a fact (an UPDATE or DELETE the
 /// plan doubted): whether the fact takes its place. As [`supersedes`], except that the
 /// question the memory answers ([`answers`], [`drops`]) settles it when the two answers
-/// disagree (replaced, yet true beside the fact), and when the memory speaks of a topic the
-/// fact does not ([`super::leaves_topic`]). Told "I moved to Valencia", a small model calls
+/// disagree (replaced, yet true beside the fact), and when the two share no topic while one
+/// speaks of one ([`super::leaves_topic`]). Told "I moved to Valencia", a small model calls
 /// "I live in Madrid" both replaced and still true, yet answers "Where do they live?" with
 /// Madrid before and Valencia now. It calls a nurse's job replaced by "I don't drink cow's
 /// milk either" and not true beside it, yet answers "What is their work?" with the same job

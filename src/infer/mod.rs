@@ -19,6 +19,7 @@ mod extract;
 mod looks;
 mod moves;
 mod partners;
+mod pets;
 pub(crate) mod places;
 mod reconcile;
 mod small_talk;
@@ -30,12 +31,37 @@ pub(crate) use extract::{extract_facts, Fact};
 pub(crate) use looks::{answers, apart, clauses, outdates, replaces, with_the_rest_kept, Apart};
 pub(crate) use moves::{moved_away, stays_away};
 pub(crate) use partners::{ends_partnership, ends_single_life, makes_a_friend};
+pub(crate) use pets::another_pet;
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
 pub(crate) use tastes::{another_taste, gives_up_drinking, reverses_taste};
 pub(crate) use topics::{gives_up_diet, leaves_topic, takes_up_diet, topics};
 pub(crate) use work::retires;
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
+
+/// Words with which a speaker marks a fact as one more of its kind, in the languages memlane
+/// is evaluated in: English, French, German, Italian, Spanish, Portuguese and Dutch.
+const ADDITIVE: [&str; 10] = [
+    "also",
+    "too",
+    "aussi",
+    "également",
+    "auch",
+    "ebenfalls",
+    "anche",
+    "también",
+    "também",
+    "ook",
+];
+
+/// Whether a fact has one of the [`ADDITIVE`] words after its first word: a first "Also,"
+/// brings news ("Also, I moved to Porto"), and German's "Also" means "so".
+pub(crate) fn additional(fact: &str) -> bool {
+    fact.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .skip(1)
+        .any(|word| ADDITIVE.contains(&word.to_lowercase().as_str()))
+}
 
 /// Token budget of an extraction or digest reply.
 const EXTRACT_TOKENS: u32 = 768;

@@ -232,6 +232,7 @@ const WORK: &[&str] = &[
     // French
     "travail",
     "travaille",
+    "travailler",
     "emploi",
     "metier",
     "retraite",
@@ -242,6 +243,7 @@ const WORK: &[&str] = &[
     // German
     "arbeite",
     "arbeitet",
+    "arbeiten",
     "arbeit",
     "beruf",
     "rente",
@@ -253,6 +255,7 @@ const WORK: &[&str] = &[
     // Spanish
     "trabajo",
     "trabaja",
+    "trabajar",
     "empleo",
     "jubilado",
     "jubilada",
@@ -261,6 +264,7 @@ const WORK: &[&str] = &[
     // Italian
     "lavoro",
     "lavora",
+    "lavorare",
     "pensione",
     "pensionato",
     "pensionata",
@@ -270,6 +274,7 @@ const WORK: &[&str] = &[
     // Portuguese
     "trabalho",
     "trabalha",
+    "trabalhar",
     "emprego",
     "aposentado",
     "aposentada",
@@ -277,6 +282,7 @@ const WORK: &[&str] = &[
     // Dutch
     "werk",
     "werkt",
+    "werken",
     "baan",
     "gepensioneerd",
     "ontslag",
@@ -291,13 +297,14 @@ pub(crate) fn topics(text: &str) -> Vec<Topic> {
         .collect()
 }
 
-/// Whether a memory speaks of a topic and a fact speaks of none of the memory's topics: a
-/// job and a milk preference, a home and a visit. A model that puts such a fact in the
-/// memory's place needs more to show for it (see [`super::replaces`]).
+/// Whether a memory and a fact share no topic while one of them speaks of one: a job and
+/// a milk preference, a home and a visit, a peanut allergy and a vegetarian diet. A model
+/// that puts such a fact in the memory's place needs more to show for it (see
+/// [`super::replaces`]).
 pub(crate) fn leaves_topic(memory: &str, fact: &str) -> bool {
     let of_memory = topics(memory);
     let of_fact = topics(fact);
-    !of_memory.is_empty() && !of_memory.iter().any(|t| of_fact.contains(t))
+    (!of_memory.is_empty() || !of_fact.is_empty()) && !of_memory.iter().any(|t| of_fact.contains(t))
 }
 
 /// Words that say a person eats no meat nor fish: vegetarian and vegan.
@@ -702,6 +709,15 @@ mod tests {
             ("Ik werk in een bakkerij", "Ik woon nu alleen"),
             ("J'habite à Nantes", "Je passe le week-end à Bordeaux"),
             ("I'm vegetarian", "I moved to Porto"),
+            // A memory of no topic, a fact of one.
+            (
+                "I'm allergic to peanuts",
+                "I've gone vegetarian since March",
+            ),
+            (
+                "Tenho um cão chamado Bolt",
+                "Comecei a trabalhar numa farmácia",
+            ),
         ] {
             assert!(leaves_topic(memory, fact), "{memory} / {fact}");
         }

@@ -509,7 +509,7 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
             } else if last.contains("Porto") {
                 facts(&["Alice lives in Porto now"])
             } else if last.contains("cats") {
-                facts(&["Alice lives with two cats"])
+                facts(&["Alice lives in Lisbon with two cats"])
             } else {
                 facts(&["Alice lives in Lisbon"])
             })
@@ -518,7 +518,7 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
         let user = format!("alice-{case:?}");
         let lisbon = memory.add("I live in Lisbon").user(&user).await.unwrap();
         let cats = memory
-            .add("I live with two cats")
+            .add("I live in Lisbon with two cats")
             .user(&user)
             .await
             .unwrap();
@@ -536,7 +536,9 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
         let questions = if case == Case::LookApart { 0 } else { 2 };
         assert_eq!(asked("Porto now"), questions, "{case:?}");
         let (replaced, kept) = match case {
-            Case::LookApart | Case::QuestionNamed => (Some(&lisbon), "Alice lives with two cats"),
+            Case::LookApart | Case::QuestionNamed => {
+                (Some(&lisbon), "Alice lives in Lisbon with two cats")
+            }
             Case::QuestionRival => (Some(&cats), "Alice lives in Lisbon"),
             Case::BothChange | Case::NeitherChanges => (None, ""),
         };
@@ -554,8 +556,8 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
                     live(&memory, &user).await,
                     vec![
                         "Alice lives in Lisbon",
-                        "Alice lives in Porto now",
-                        "Alice lives with two cats"
+                        "Alice lives in Lisbon with two cats",
+                        "Alice lives in Porto now"
                     ]
                 );
             }
@@ -1483,33 +1485,37 @@ async fn a_stay_away_leaves_the_home_beside_it() {
     );
 }
 
-/// A friend made never takes the place of a partner, whatever the model said: "vriend"
-/// is a friend or a boyfriend, and made ("leren kennen") it is a friend.
+/// A friend made never takes the place of a partner, nor a new pet the pet before,
+/// whatever the model said: "vriend" is a friend or a boyfriend, and made ("leren kennen")
+/// it is a friend; a household keeps a dog and a cat.
 #[tokio::test]
-async fn a_friend_made_stays_beside_the_partner() {
-    let dir = tempfile::tempdir().unwrap();
-    let said = "Op de tennisclub heb ik een nieuwe vriend leren kennen, Thijs";
-    let update = json!({"decisions": [
-        {"fact": 0, "event": "UPDATE", "memory": 0, "text": said}
-    ]})
-    .to_string();
-    let llm = ScriptedLlm::new([facts(&[said]), update]);
-    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
-    memory
-        .add("Mijn vriendin heet Julia")
-        .user("joost")
-        .infer(false)
-        .await
-        .unwrap();
-    let added = memory.add(said).user("joost").await.unwrap();
-    // The extraction and the reconciliation; no look.
-    assert_eq!(llm.requests().len(), 2);
-    assert_eq!(added.results.len(), 1);
-    assert_eq!(added.results[0].event, HistoryEvent::Add);
-    assert_eq!(
-        live(&memory, "joost").await,
-        ["Mijn vriendin heet Julia", said]
-    );
+async fn a_friend_made_and_a_new_pet_stay_beside_what_the_model_replaced() {
+    let cases = [
+        (
+            "Mijn vriendin heet Julia",
+            "Op de tennisclub heb ik een nieuwe vriend leren kennen, Thijs",
+        ),
+        (
+            "I have a cat called Pixel",
+            "We adopted a second cat called Miso",
+        ),
+    ];
+    for (before, said) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let update = json!({"decisions": [
+            {"fact": 0, "event": "UPDATE", "memory": 0, "text": said}
+        ]})
+        .to_string();
+        let llm = ScriptedLlm::new([facts(&[said]), update]);
+        let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+        memory.add(before).user("joost").infer(false).await.unwrap();
+        let added = memory.add(said).user("joost").await.unwrap();
+        // The extraction and the reconciliation; no look.
+        assert_eq!(llm.requests().len(), 2, "{said}");
+        assert_eq!(added.results.len(), 1, "{said}");
+        assert_eq!(added.results[0].event, HistoryEvent::Add, "{said}");
+        assert_eq!(live(&memory, "joost").await, [before, said]);
+    }
 }
 
 /// Going vegetarian ends a memory of eating meat, and a partner a memory of being single,

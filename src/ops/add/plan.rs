@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::credits::Prices;
-use crate::infer::{Decision, Event, Fact};
+use crate::infer::{self, Decision, Event, Fact};
 use crate::record::{content_hash, union, Core, MemoryRecord, Message, Owners};
 use crate::store::{MemoryUpdate, NewMemory, Row, Write};
 
@@ -60,7 +60,7 @@ pub(crate) struct Plan {
 ///   asked for no text, they put such remarks in place of memories more often). Such an
 ///   UPDATE is kept as doubtful, for a second look ([`Plan::second_looks`]);
 /// - a fact its speaker marked as one more of its kind ("I also…", "anche", "ook": see
-///   [`ADDITIVE`]) adds to the memories and never takes one's place: an UPDATE or DELETE
+///   [`infer::additional`]) adds to the memories and never takes one's place: an UPDATE or DELETE
 ///   for it adds it, and the memory stays (small models replace a first cuisine with a
 ///   second one the user liked "too");
 /// - a fact older than the memory it would update or delete (the conversation took place
@@ -113,7 +113,7 @@ pub(crate) fn decide(
             .memory
             .and_then(|m| shown.get(m).map(|row| (m, &row.record)));
         if let (Event::Update | Event::Delete, Some((_, r))) = (d.event, target) {
-            if texts.get(fact).is_some_and(|t| additional(t)) {
+            if texts.get(fact).is_some_and(|t| infer::additional(t)) {
                 tracing::debug!(memory = %r.id, "a fact marked as one more of its kind replaces nothing");
                 plans[fact].get_or_insert(FactPlan::Add);
                 continue;
@@ -302,7 +302,7 @@ impl Plan {
             .zip(found)
             .filter(|&(&fact, _)| {
                 self.facts.get(fact) == Some(&FactPlan::Add)
-                    && texts.get(fact).is_some_and(|t| !additional(t))
+                    && texts.get(fact).is_some_and(|t| !infer::additional(t))
             })
             .map(|(&fact, memories)| {
                 let memories = memories
@@ -364,30 +364,6 @@ impl Plan {
 
 /// Most memories given a closer look beside one added fact ([`Plan::closer_looks`]).
 const CLOSER_LOOKS: usize = 2;
-
-/// Words with which a speaker marks a fact as one more of its kind, in the languages memlane
-/// is evaluated in: English, French, German, Italian, Spanish, Portuguese and Dutch.
-const ADDITIVE: [&str; 10] = [
-    "also",
-    "too",
-    "aussi",
-    "également",
-    "auch",
-    "ebenfalls",
-    "anche",
-    "también",
-    "também",
-    "ook",
-];
-
-/// Whether a fact has one of the [`ADDITIVE`] words after its first word: a first "Also,"
-/// brings news ("Also, I moved to Porto"), and German's "Also" means "so".
-fn additional(fact: &str) -> bool {
-    fact.split(|c: char| !c.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-        .skip(1)
-        .any(|word| ADDITIVE.contains(&word.to_lowercase().as_str()))
-}
 
 /// What the caller gave `add`, checked, as the plan's writes need it.
 #[derive(Debug, Clone)]
