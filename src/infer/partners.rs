@@ -65,6 +65,8 @@ const PARTNER_OF_ONES_OWN: &[&str] = &[
     "noiva",
     "vriend",
     "vriendin",
+    "vriendje",
+    "vriendinnetje",
     "man",
     "vrouw",
     "verloofde",
@@ -596,6 +598,7 @@ fn before_partner(words: &[String], at: usize) -> Option<usize> {
             since |= SINCE.contains(&b);
         } else if SINCE_WHEN.contains(&b)
             || crate::retrieve::period::MONTHS.contains(&b)
+            || MONTHS.contains(&b)
             || b.chars().all(|c| c.is_ascii_digit())
         {
             when = true;
@@ -606,6 +609,67 @@ fn before_partner(words: &[String], at: usize) -> Option<usize> {
     }
     (start > 0 && (since || !when)).then(|| start - 1)
 }
+
+/// The months in French, German, Italian, Spanish, Portuguese and Dutch, folded, that
+/// "since" may lead ("Ik heb sinds mei een relatie met Pieter"; English's are
+/// [`crate::retrieve::period::MONTHS`]).
+const MONTHS: &[&str] = &[
+    "janvier",
+    "fevrier",
+    "mars",
+    "avril",
+    "mai",
+    "juin",
+    "juillet",
+    "aout",
+    "septembre",
+    "octobre",
+    "novembre",
+    "decembre",
+    "januar",
+    "februar",
+    "marz",
+    "juni",
+    "juli",
+    "oktober",
+    "dezember",
+    "gennaio",
+    "febbraio",
+    "marzo",
+    "aprile",
+    "maggio",
+    "giugno",
+    "luglio",
+    "agosto",
+    "settembre",
+    "ottobre",
+    "dicembre",
+    "enero",
+    "febrero",
+    "abril",
+    "mayo",
+    "junio",
+    "julio",
+    "septiembre",
+    "octubre",
+    "noviembre",
+    "diciembre",
+    "janeiro",
+    "fevereiro",
+    "marco",
+    "maio",
+    "junho",
+    "julho",
+    "setembro",
+    "outubro",
+    "novembro",
+    "dezembro",
+    "januari",
+    "februari",
+    "maart",
+    "mei",
+    "augustus",
+];
 
 /// "Since", before a time ([`SINCE_WHEN`]).
 const SINCE: &[&str] = &["since", "sinds", "seit", "depuis", "al", "schon", "already"];
@@ -810,8 +874,9 @@ fn partnered(text: &str, memory: &[String], names: &[String]) -> bool {
 ///   "I left" the partner the memory names ("J'ai quitté Léo"), after a memory of the
 ///   speaker's partner or marriage;
 /// - a new partner: "my new boyfriend", "ik heb nu een nieuwe vriend, Joris", "I'm dating
-///   Mia", a couple with someone named ("Ik heb nu verkering met Lotte", "Rob and I are
-///   together now"), after a memory of a partner the fact does not name; or the partner
+///   Mia", a couple or a relationship with someone named ("Ik heb nu verkering met Lotte",
+///   "Rob and I are together now", "Ik heb sinds mei een relatie met Pieter"), after a
+///   memory of a partner the fact does not name; or the partner
 ///   named anew beside the partner word ("Dan is my boyfriend" after "My boyfriend is
 ///   Tim", see [`partner_named`]);
 /// - a wedding: "we got married in April", "Emma and I tied the knot", after a memory of
@@ -850,6 +915,13 @@ pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
                 .enumerate()
                 .any(|(i, w)| DATING.contains(&w.as_str()) && of_the_speaker(&fact, i))
             || (couple && !fact_names.is_empty())
+            // "Ik heb sinds mei een relatie met Pieter", "I'm in a relationship with Tom".
+            || fact.iter().enumerate().any(|(i, w)| {
+                RELATIONSHIP.contains(&w.as_str())
+                    && (of_the_speaker(&fact, i) || own_partners(&fact).iter().any(|p| p.0 == i))
+                    && fact.get(i + 1).is_some_and(|w| WITH.contains(&w.as_str()))
+                    && fact.get(i + 2).is_some_and(|n| fact_names.contains(n))
+            })
             || {
                 // "Dan is my boyfriend" after "My boyfriend is Tim": both name the partner.
                 let (then, now) = (
@@ -1052,6 +1124,20 @@ mod tests {
             ),
             // A name that is a word of denial elsewhere.
             ("Mijn vriend heet Ruben", "Mijn nieuwe vriend Sem is kok"),
+            // A relationship with someone the memory does not name; a "vriendje".
+            (
+                "Mijn vriend heet Joris",
+                "Ik heb sinds mei een relatie met Pieter",
+            ),
+            ("My girlfriend is Zoe", "I'm in a relationship with Mia"),
+            (
+                "Mijn vriendje Ruben is kok",
+                "Ik heb een nieuwe vriend, Bram",
+            ),
+            (
+                "Mijn vriendin heet Eva",
+                "Mijn nieuwe vriendinnetje heet Lies",
+            ),
         ] {
             assert!(!makes_a_friend(memory, fact), "{memory} / {fact}");
             assert!(ends_partnership(memory, fact), "{memory} / {fact}");
@@ -1129,6 +1215,15 @@ mod tests {
             ("I have a boyfriend", "My boyfriend Dan is a chef"),
             ("My boyfriend is Tim", "My boyfriend Tim is a chef"),
             ("My boyfriend is Tim", "My boyfriend is Italian"),
+            // A relationship with the same partner, or someone else's friend.
+            (
+                "Mijn vriend heet Joris",
+                "Ik heb al twee jaar een relatie met Joris",
+            ),
+            (
+                "Mijn vriendin heet Eva",
+                "Mijn zoon speelt met zijn vriendje Tim",
+            ),
         ] {
             assert!(!ends_partnership(memory, fact), "{memory} / {fact}");
         }
