@@ -170,12 +170,11 @@ pub(crate) async fn extract_facts(
         as_said(in_users_words(parsed.value.facts, messages), messages),
         labels,
     );
-    let facts = not_small_talk(said_by_the_user(
-        not_copied(facts, &instructions, &prompt),
-        messages,
-    ));
     Ok(Parsed {
-        value: facts,
+        value: not_small_talk(said_by_the_user(
+            not_copied(facts, &instructions, &prompt),
+            messages,
+        )),
         usage: parsed.usage,
         model: parsed.model,
     })
@@ -245,7 +244,7 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
         .collect();
     let mut out: Vec<Fact> = Vec::with_capacity(facts.len());
     let mut taken: Vec<(usize, usize)> = Vec::new();
-    for (fact, from) in facts.into_iter().zip(from) {
+    for (mut fact, from) in facts.into_iter().zip(from) {
         // A repeat of the fact it would join is left for [`clean_facts`] to drop.
         let repeat =
             |at: usize| out[at].text.trim().to_lowercase() == fact.text.trim().to_lowercase();
@@ -265,7 +264,6 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
                 tracing::debug!(target: "memlane", "two facts from one sentence are kept as said");
             }
             None => {
-                let mut fact = fact;
                 if let Some(s) = from {
                     taken.push((s, out.len()));
                     // The speaker's mark of one more of its kind, which the model left out.

@@ -598,7 +598,7 @@ fn before_partner(words: &[String], at: usize) -> Option<usize> {
             since |= SINCE.contains(&b);
         } else if SINCE_WHEN.contains(&b)
             || crate::retrieve::period::MONTHS.contains(&b)
-            || MONTHS.contains(&b)
+            || crate::retrieve::period::OTHER_MONTHS.contains(&b)
             || b.chars().all(|c| c.is_ascii_digit())
         {
             when = true;
@@ -609,67 +609,6 @@ fn before_partner(words: &[String], at: usize) -> Option<usize> {
     }
     (start > 0 && (since || !when)).then(|| start - 1)
 }
-
-/// The months in French, German, Italian, Spanish, Portuguese and Dutch, folded, that
-/// "since" may lead ("Ik heb sinds mei een relatie met Pieter"; English's are
-/// [`crate::retrieve::period::MONTHS`]).
-const MONTHS: &[&str] = &[
-    "janvier",
-    "fevrier",
-    "mars",
-    "avril",
-    "mai",
-    "juin",
-    "juillet",
-    "aout",
-    "septembre",
-    "octobre",
-    "novembre",
-    "decembre",
-    "januar",
-    "februar",
-    "marz",
-    "juni",
-    "juli",
-    "oktober",
-    "dezember",
-    "gennaio",
-    "febbraio",
-    "marzo",
-    "aprile",
-    "maggio",
-    "giugno",
-    "luglio",
-    "agosto",
-    "settembre",
-    "ottobre",
-    "dicembre",
-    "enero",
-    "febrero",
-    "abril",
-    "mayo",
-    "junio",
-    "julio",
-    "septiembre",
-    "octubre",
-    "noviembre",
-    "diciembre",
-    "janeiro",
-    "fevereiro",
-    "marco",
-    "maio",
-    "junho",
-    "julho",
-    "setembro",
-    "outubro",
-    "novembro",
-    "dezembro",
-    "januari",
-    "februari",
-    "maart",
-    "mei",
-    "augustus",
-];
 
 /// "Since", before a time ([`SINCE_WHEN`]).
 const SINCE: &[&str] = &["since", "sinds", "seit", "depuis", "al", "schon", "already"];
