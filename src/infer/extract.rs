@@ -211,7 +211,10 @@ fn in_users_words(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
 /// One fact so cut keeps its sentence when the sentence marks what it says as one more of
 /// its kind and the fact lost the mark ([`super::additional`]): a small model writes "Ik
 /// werk als ober in een café" for "In het weekend werk ik ook als ober in een café", and
-/// without its "ook" the fact takes the place of the job before.
+/// without its "ook" the fact takes the place of the job before. So does one whose
+/// sentence says what it took the place of ([`super::in_place_of`]) while the fact does
+/// not: "Ich trinke Kräutertee seit zwei Wochen" for "Seit zwei Wochen trinke ich statt
+/// Espresso nur noch Kräutertee" stays beside the espresso.
 fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
     let sentences: Vec<(&str, Vec<String>)> = users_sentences(messages)
         .flat_map(at_subjects)
@@ -266,10 +269,12 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
             None => {
                 if let Some(s) = from {
                     taken.push((s, out.len()));
-                    // The speaker's mark of one more of its kind, which the model left out.
+                    // The speaker's mark of one more of its kind, or of what the fact
+                    // took the place of, which the model left out.
                     let sentence = sentences[s].0;
-                    if super::additional(sentence) && !super::additional(&fact.text) {
-                        tracing::debug!(target: "memlane", "a fact said to be one more of its kind is kept as said");
+                    let lost = |mark: fn(&str) -> bool| mark(sentence) && !mark(&fact.text);
+                    if lost(super::additional) || lost(super::in_place_of) {
+                        tracing::debug!(target: "memlane", "a fact that lost its speaker's mark is kept as said");
                         fact.text = sentence.to_owned();
                     }
                 }
@@ -826,20 +831,24 @@ mod tests {
     }
 
     /// A fact cut out of a sentence that marks it as one more of its kind ("ook", "too")
-    /// keeps the sentence when the model left the mark out; a fact with its mark, a first
-    /// "Also," that brings news, a sentence with no mark and one of two clauses stay as the
-    /// model wrote them.
+    /// or says what it took the place of ("statt") keeps the sentence when the model left
+    /// the mark out; a fact with its mark, a first "Also," that brings news, a sentence
+    /// with no mark and one of two clauses stay as the model wrote them.
     #[tokio::test]
-    async fn a_fact_that_lost_its_speakers_also_is_kept_as_said() {
+    async fn a_fact_that_lost_its_speakers_mark_is_kept_as_said() {
         let reply = r#"{"facts": [
             {"text": "Ik werk als ober in een café"},
             {"text": "I play the violin too"},
             {"text": "I moved to Porto"},
             {"text": "I bake bread"},
-            {"text": "I coach football"}]}"#;
+            {"text": "I coach football"},
+            {"text": "Ich trinke Kräutertee seit zwei Wochen"},
+            {"text": "I cycle to work instead of driving"}]}"#;
         let conversation = [Message::user(
             "In het weekend werk ik ook als ober in een café. I play the violin too. Also, I \
-             moved to Porto. On Sundays I bake bread. I also teach, and I coach football.",
+             moved to Porto. On Sundays I bake bread. I also teach, and I coach football. \
+             Seit zwei Wochen trinke ich statt Espresso nur noch Kräutertee. These days I \
+             cycle to work instead of driving.",
         )];
         let facts = extracted(reply, &conversation, &[]).await;
         assert_eq!(
@@ -849,7 +858,9 @@ mod tests {
                 "I play the violin too",
                 "I moved to Porto",
                 "I bake bread",
-                "I coach football"
+                "I coach football",
+                "Seit zwei Wochen trinke ich statt Espresso nur noch Kräutertee",
+                "I cycle to work instead of driving"
             ]
         );
     }

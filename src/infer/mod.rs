@@ -31,11 +31,11 @@ pub(crate) use extract::{extract_facts, Fact};
 pub(crate) use looks::{answers, apart, clauses, outdates, replaces, with_the_rest_kept, Apart};
 pub(crate) use moves::{moved_away, stays_away};
 pub(crate) use partners::{ends_partnership, ends_single_life, makes_a_friend};
-pub(crate) use pets::another_pet;
+pub(crate) use pets::{a_pet_died, another_pet};
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
 pub(crate) use tastes::{another_taste, gives_up_drinking, reverses_taste};
 pub(crate) use topics::{gives_up_diet, leaves_topic, takes_up_diet, topics};
-pub(crate) use work::retires;
+pub(crate) use work::{changes_jobs, retires};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
 
@@ -61,6 +61,33 @@ pub(crate) fn additional(fact: &str) -> bool {
         .filter(|word| !word.is_empty())
         .skip(1)
         .any(|word| ADDITIVE.contains(&word.to_lowercase().as_str()))
+}
+
+/// Phrases by which a speaker says what something took the place of: "instead of",
+/// "statt", "invece di", "au lieu de", "en vez de", "em vez de", "en lugar de", "in
+/// plaats van".
+const IN_PLACE: &[&[&str]] = &[
+    &["instead"],
+    &["statt"],
+    &["anstatt"],
+    &["anstelle"],
+    &["invece"],
+    &["au", "lieu"],
+    &["en", "vez"],
+    &["em", "vez"],
+    &["en", "lugar", "de"],
+    &["in", "plaats", "van"],
+];
+
+/// Whether a text says what something took the place of ([`IN_PLACE`]): "Seit zwei
+/// Wochen trinke ich statt Espresso nur noch Kräutertee".
+pub(crate) fn in_place_of(text: &str) -> bool {
+    let words = crate::text::folded_words(text);
+    IN_PLACE.iter().any(|phrase| {
+        words
+            .windows(phrase.len())
+            .any(|w| w.iter().zip(phrase.iter()).all(|(a, b)| a == b))
+    })
 }
 
 /// Token budget of an extraction or digest reply.

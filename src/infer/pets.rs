@@ -330,9 +330,100 @@ pub(crate) fn another_pet(memory: &str, fact: &str) -> bool {
         && !any(&fact, CORRECTING)
 }
 
+/// Words that say a pet died: "Nibbles died", "Minou est mort", "Bello ist gestorben".
+const DIED: &[&str] = &[
+    "died",
+    "dead",
+    "passed",
+    "mort",
+    "morte",
+    "decede",
+    "decedee",
+    "gestorben",
+    "verstorben",
+    "tot",
+    "eingeschlafert",
+    "morto",
+    "morta",
+    "murio",
+    "muerto",
+    "muerta",
+    "morreu",
+    "overleden",
+    "dood",
+    "gestorven",
+    "ingeslapen",
+];
+
+/// Whether a new fact says that the one pet a memory names died: the memory tells of a
+/// pet (not wished for, nothing denied) and gives one name (a capitalised word after the
+/// first that is not a pet: German capitalises "Hund"), the fact gives that name and
+/// a word of dying, and denies nothing. "Nibbles died last week" after "I have a hamster
+/// called Nibbles": the memory is no longer true, and a small model keeps both. A memory
+/// of two pets, or of a pet and a place ("My dog Rex and I live in Graz"), is left to the
+/// model: the fact ends only part of it.
+pub(crate) fn a_pet_died(memory: &str, fact: &str) -> bool {
+    let (memory_words, fact_words) = (
+        crate::text::folded_words(memory),
+        crate::text::folded_words(fact),
+    );
+    let names = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .skip(1)
+            .filter(|w| w.chars().next().is_some_and(char::is_uppercase))
+            .flat_map(crate::text::folded_words)
+            .filter(|w| !PETS.contains(&w.as_str()))
+            .collect()
+    };
+    let named = names(memory);
+    let [name] = named.as_slice() else {
+        return false;
+    };
+    any(&memory_words, PETS)
+        && !any(&memory_words, WISHED)
+        && !any(&memory_words, NOT)
+        && fact_words.contains(name)
+        && any(&fact_words, DIED)
+        && !any(&fact_words, NOT)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_one_pet_that_died_ends_its_memory() {
+        for (memory, fact) in [
+            ("I have a hamster called Nibbles", "Nibbles died last week"),
+            ("J'ai un chat qui s'appelle Minou", "Minou est mort en mai"),
+            (
+                "Ich habe einen Hund namens Bello",
+                "Bello ist im Sommer gestorben",
+            ),
+            ("Tengo un perro, Toby", "Toby murió en enero"),
+            ("Ik heb een kat, Tijger", "Tijger is overleden"),
+        ] {
+            assert!(a_pet_died(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            // Two names: the fact ends only part of the memory.
+            ("I have two cats, Tom and Jerry", "Tom died last week"),
+            ("My dog Rex and I live in Graz", "Rex died last week"),
+            // Another pet, a pet wished for, a denial, no death.
+            ("I have a hamster called Nibbles", "Bella died last week"),
+            ("I'd love a dog called Rex someday", "Rex died"),
+            (
+                "I have a hamster called Nibbles",
+                "Nibbles is not dead, just sleepy",
+            ),
+            ("I have a hamster called Nibbles", "Nibbles is ill"),
+            // No pet: a person.
+            ("My grandmother is called Rosa", "Rosa died in May"),
+        ] {
+            assert!(!a_pet_died(memory, fact), "{memory} / {fact}");
+        }
+    }
 
     #[test]
     fn a_new_pet_stays_beside_the_one_before() {

@@ -133,18 +133,280 @@ pub(crate) fn retires(memory: &str, fact: &str) -> bool {
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
     );
-    let works = memory.iter().enumerate().any(|(i, w)| {
-        WORKING.contains(&w.as_str()) && memory.get(i + 1).is_none_or(|next| next != "out")
-    }) && !any(&memory, NOT)
-        && !any(&memory, SOMEONE_ELSE)
-        && !any(&memory, VOLUNTEER)
-        && !retired(&memory);
-    works && retired(&fact) && !any(&fact, WORKING) && !any(&fact, VOLUNTEER)
+    works(&memory) && retired(&fact) && !any(&fact, WORKING) && !any(&fact, VOLUNTEER)
+}
+
+/// Whether folded `words` tell of the speaker's paid work: a [`WORKING`] word, not "work
+/// out", nothing denied, no one else, no volunteering, no retirement.
+fn works(words: &[String]) -> bool {
+    words.iter().enumerate().any(|(i, w)| {
+        WORKING.contains(&w.as_str()) && words.get(i + 1).is_none_or(|next| next != "out")
+    }) && !any(words, NOT)
+        && !any(words, SOMEONE_ELSE)
+        && !any(words, VOLUNTEER)
+        && !retired(words)
+}
+
+/// Phrases that say a job changed or ended: "I changed jobs", "my new job", "Ho cambiato
+/// lavoro", "Cambié de trabajo", "Ich habe den Job gewechselt", "Ik heb een nieuwe baan".
+const JOB_CHANGED: &[&[&str]] = &[
+    &["changed", "jobs"],
+    &["changed", "job"],
+    &["switched", "jobs"],
+    &["new", "job"],
+    &["quit", "my", "job"],
+    &["left", "my", "job"],
+    &["changed", "careers"],
+    &["change", "de", "travail"],
+    &["change", "de", "boulot"],
+    &["change", "d", "emploi"],
+    &["change", "de", "job"],
+    &["nouveau", "travail"],
+    &["nouveau", "boulot"],
+    &["nouvel", "emploi"],
+    &["nouveau", "job"],
+    &["quitte", "mon", "travail"],
+    &["quitte", "mon", "boulot"],
+    &["quitte", "mon", "emploi"],
+    &["neuen", "job"],
+    &["neue", "stelle"],
+    &["neue", "arbeit"],
+    &["job", "gewechselt"],
+    &["stelle", "gewechselt"],
+    &["arbeit", "gewechselt"],
+    &["job", "gekundigt"],
+    &["stelle", "gekundigt"],
+    &["cambiato", "lavoro"],
+    &["nuovo", "lavoro"],
+    &["lasciato", "il", "lavoro"],
+    &["sono", "licenziato"],
+    &["sono", "licenziata"],
+    &["cambie", "de", "trabajo"],
+    &["cambiado", "de", "trabajo"],
+    &["cambie", "de", "empleo"],
+    &["nuevo", "trabajo"],
+    &["nuevo", "empleo"],
+    &["deje", "el", "trabajo"],
+    &["deje", "mi", "trabajo"],
+    &["deje", "mi", "empleo"],
+    &["mudei", "de", "emprego"],
+    &["mudei", "de", "trabalho"],
+    &["troquei", "de", "emprego"],
+    &["novo", "emprego"],
+    &["novo", "trabalho"],
+    &["deixei", "o", "emprego"],
+    &["deixei", "o", "meu", "emprego"],
+    &["nieuwe", "baan"],
+    &["andere", "baan"],
+    &["van", "baan", "veranderd"],
+    &["van", "baan", "gewisseld"],
+    &["baan", "opgezegd"],
+    &["ontslag", "genomen"],
+];
+
+/// Someone other than the speaker, whose job a change may be: "My wife changed jobs".
+/// Not the possessives of the speaker ("my", "mon", "mein", "mio", "mi", "meu", "mijn"),
+/// which the phrases themselves use.
+const OTHERS: &[&str] = &[
+    "he",
+    "she",
+    "they",
+    "his",
+    "her",
+    "their",
+    "wife",
+    "husband",
+    "partner",
+    "boyfriend",
+    "girlfriend",
+    "son",
+    "daughter",
+    "brother",
+    "sister",
+    "mum",
+    "mom",
+    "dad",
+    "mother",
+    "father",
+    "friend",
+    "il",
+    "elle",
+    "ils",
+    "elles",
+    "femme",
+    "mari",
+    "fils",
+    "fille",
+    "frere",
+    "soeur",
+    "er",
+    "sie",
+    "seine",
+    "ihre",
+    "frau",
+    "mann",
+    "sohn",
+    "tochter",
+    "bruder",
+    "schwester",
+    "lui",
+    "lei",
+    "moglie",
+    "marito",
+    "figlio",
+    "figlia",
+    "fratello",
+    "sorella",
+    "ella",
+    "esposa",
+    "marido",
+    "hijo",
+    "hija",
+    "hermano",
+    "hermana",
+    "ele",
+    "ela",
+    "mulher",
+    "filho",
+    "filha",
+    "irmao",
+    "irma",
+    "hij",
+    "zij",
+    "vrouw",
+    "man",
+    "zoon",
+    "dochter",
+    "broer",
+    "zus",
+];
+
+/// Words of a job looked for, or of one more job beside the first: "I'm looking for a new
+/// job", "a second job", "Nebenjob", "bijbaan".
+const NOT_A_CHANGE: &[&str] = &[
+    "looking",
+    "search",
+    "searching",
+    "interview",
+    "applied",
+    "applying",
+    "second",
+    "side",
+    "extra",
+    "cherche",
+    "recherche",
+    "entretien",
+    "deuxieme",
+    "suche",
+    "bewerbung",
+    "beworben",
+    "zweiten",
+    "zweite",
+    "nebenjob",
+    "cerco",
+    "cercando",
+    "colloquio",
+    "secondo",
+    "busco",
+    "buscando",
+    "entrevista",
+    "segundo",
+    "procuro",
+    "procurando",
+    "zoek",
+    "zoeken",
+    "sollicitatie",
+    "gesolliciteerd",
+    "tweede",
+    "bijbaan",
+];
+
+/// Whether a new fact says its speaker changed or left their job ([`JOB_CHANGED`]; no
+/// one else's, nothing denied, nothing ahead, no job looked for, no second job, no
+/// "also") while the memory tells of their work ([`works`]): "Ho cambiato lavoro: adesso
+/// sono autista di autobus" after "Lavoro come cuoco in una trattoria". A small model
+/// keeps the two side by side when the new job's words share nothing with the old one's.
+/// A memory that names a job with no verb of working ("Faccio il cuoco", "I'm a nurse")
+/// is left to the model.
+pub(crate) fn changes_jobs(memory: &str, fact: &str) -> bool {
+    let (memory, words) = (
+        crate::text::folded_words(memory),
+        crate::text::folded_words(fact),
+    );
+    let changed = JOB_CHANGED.iter().any(|phrase| {
+        words
+            .windows(phrase.len())
+            .any(|w| w.iter().zip(phrase.iter()).all(|(a, b)| a == b))
+    });
+    works(&memory)
+        && changed
+        && !any(&words, OTHERS)
+        && !any(&words, NOT)
+        && !any(&words, AHEAD)
+        && !any(&words, NOT_A_CHANGE)
+        && !super::additional(fact)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_change_of_job_ends_the_job_before() {
+        for (memory, fact) in [
+            (
+                "Lavoro come cuoco in una trattoria",
+                "Ho cambiato lavoro: adesso sono autista di autobus",
+            ),
+            (
+                "I work as a plumber",
+                "I changed jobs, I'm a driving instructor now",
+            ),
+            ("I work at a call centre", "I quit my job in May"),
+            (
+                "Je travaille dans une banque",
+                "J'ai changé de travail, je suis prof",
+            ),
+            (
+                "Ich arbeite als Koch",
+                "Ich habe den Job gewechselt und bin jetzt Gärtner",
+            ),
+            ("Trabajo de camarera", "Cambié de trabajo en marzo"),
+            (
+                "Trabalho num hotel",
+                "Mudei de emprego, agora sou enfermeira",
+            ),
+            (
+                "Ik werk in een garage",
+                "Ik heb een nieuwe baan als buschauffeur",
+            ),
+        ] {
+            assert!(changes_jobs(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            // Someone else's job, or a job looked for, planned or denied.
+            ("I work as a plumber", "My wife changed jobs"),
+            ("Lavoro come cuoco", "Mio fratello ha un nuovo lavoro"),
+            ("I work as a plumber", "I'm looking for a new job"),
+            ("I work as a plumber", "I'll start a new job next month"),
+            ("I work as a plumber", "I have not changed jobs after all"),
+            // One more job beside the first.
+            (
+                "I work as a plumber",
+                "I also have a new job at a bar on weekends",
+            ),
+            (
+                "Ik werk in een garage",
+                "Ik heb er een nieuwe baan bij als bijbaan",
+            ),
+            // No job in the memory: a hobby, someone else's work, working out.
+            ("I play chess on Sundays", "I changed jobs"),
+            ("My husband works as a nurse", "I changed jobs"),
+            ("I work out at the gym", "I changed jobs"),
+        ] {
+            assert!(!changes_jobs(memory, fact), "{memory} / {fact}");
+        }
+    }
 
     #[test]
     fn a_retirement_ends_a_job() {

@@ -439,8 +439,9 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 /// relationship, found a new partner or married after a memory of the partner before
 /// ([`infer::ends_partnership`]), turned a taste around ([`infer::reverses_taste`]),
 /// stopped drinking after a memory of a drink ([`infer::gives_up_drinking`]), moved
-/// away from the place a memory says they live ([`infer::moved_away`]), or retired after
-/// a memory of their work ([`infer::retires`]). A small
+/// away from the place a memory says they live ([`infer::moved_away`]), retired or
+/// changed jobs after a memory of their work ([`infer::retires`], [`infer::changes_jobs`]),
+/// or lost the one pet a memory names ([`infer::a_pet_died`]). A small
 /// model keeps such pairs side by side; these say it plainly enough to need no model.
 fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
     if infer::gives_up_diet(memory, fact) {
@@ -459,6 +460,10 @@ fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
         Some("a move")
     } else if infer::retires(memory, fact) {
         Some("a retirement")
+    } else if infer::changes_jobs(memory, fact) {
+        Some("a change of job")
+    } else if infer::a_pet_died(memory, fact) {
+        Some("a pet that died")
     } else {
         None
     }
