@@ -82,8 +82,12 @@ const IN_PLACE: &[&[&str]] = &[
 /// Whether a text says what something took the place of ([`IN_PLACE`]): "Seit zwei
 /// Wochen trinke ich statt Espresso nur noch Kräutertee".
 pub(crate) fn in_place_of(text: &str) -> bool {
-    let words = crate::text::folded_words(text);
-    IN_PLACE.iter().any(|phrase| {
+    says_phrase(&crate::text::folded_words(text), IN_PLACE)
+}
+
+/// Whether folded `words` hold one of `phrases`, its words in a row.
+pub(super) fn says_phrase(words: &[String], phrases: &[&[&str]]) -> bool {
+    phrases.iter().any(|phrase| {
         words
             .windows(phrase.len())
             .any(|w| w.iter().zip(phrase.iter()).all(|(a, b)| a == b))

@@ -333,13 +333,8 @@ pub(crate) fn changes_jobs(memory: &str, fact: &str) -> bool {
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
     );
-    let changed = JOB_CHANGED.iter().any(|phrase| {
-        words
-            .windows(phrase.len())
-            .any(|w| w.iter().zip(phrase.iter()).all(|(a, b)| a == b))
-    });
     works(&memory)
-        && changed
+        && super::says_phrase(&words, JOB_CHANGED)
         && !any(&words, OTHERS)
         && !any(&words, NOT)
         && !any(&words, AHEAD)
