@@ -94,6 +94,26 @@ pub(super) fn says_phrase(words: &[String], phrases: &[&[&str]]) -> bool {
     })
 }
 
+/// The names a text gives: its capitalised words but "I", folded ("Léo": "leo"). A
+/// function word counts only inside a sentence, where its capital makes it a name ("I'm
+/// with Mia now"; "Mia" is Italian for "my"); at a sentence's start it is none.
+pub(super) fn names(text: &str) -> Vec<String> {
+    text.split(['.', '!', '?', ';', ':', '\n'])
+        .flat_map(|sentence| {
+            sentence
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .enumerate()
+                .filter(|&(i, w)| {
+                    w.chars().next().is_some_and(char::is_uppercase)
+                        && w != "I"
+                        && (i > 0 || !crate::text::content_words(w).is_empty())
+                })
+                .map(|(_, w)| crate::text::folded_words(w).concat())
+        })
+        .collect()
+}
+
 /// Token budget of an extraction or digest reply.
 const EXTRACT_TOKENS: u32 = 768;
 

@@ -22,7 +22,7 @@ const SINGLE: &[&str] = &[
 ];
 
 /// A partner, in the words a person uses of their own.
-const PARTNER_OF_ONES_OWN: &[&str] = &[
+pub(super) const PARTNER_OF_ONES_OWN: &[&str] = &[
     "boyfriend",
     "girlfriend",
     "partner",
@@ -613,24 +613,11 @@ fn before_partner(words: &[String], at: usize) -> Option<usize> {
 /// "Since", before a time ([`SINCE_WHEN`]).
 const SINCE: &[&str] = &["since", "sinds", "seit", "depuis", "al", "schon", "already"];
 
-/// The names a text gives: its capitalised words that are no partner word and no "I",
-/// folded ("Mon copain s'appelle Léo": "leo"). A function word counts only inside a
-/// sentence, where its capital makes it a name ("I'm with Mia now"; "Mia" is Italian for
-/// "my"); at a sentence's start it is none.
+/// The names a text gives ([`super::names`]) that are no partner word: "Mon copain
+/// s'appelle Léo": "leo".
 fn names(text: &str) -> Vec<String> {
-    text.split(['.', '!', '?', ';', ':', '\n'])
-        .flat_map(|sentence| {
-            sentence
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| !w.is_empty())
-                .enumerate()
-                .filter(|&(i, w)| {
-                    w.chars().next().is_some_and(char::is_uppercase)
-                        && w != "I"
-                        && (i > 0 || !crate::text::content_words(w).is_empty())
-                })
-                .map(|(_, w)| crate::text::folded_words(w).concat())
-        })
+    super::names(text)
+        .into_iter()
         .filter(|w| !PARTNER_OF_ONES_OWN.contains(&w.as_str()))
         .collect()
 }

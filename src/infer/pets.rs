@@ -356,8 +356,8 @@ const DIED: &[&str] = &[
 ];
 
 /// Whether a new fact says that the one pet a memory names died: the memory tells of a
-/// pet (not wished for, nothing denied) and gives one name (a capitalised word after the
-/// first that is not a pet: German capitalises "Hund"), the fact gives that name and
+/// pet (not wished for, nothing denied) and gives one name ([`super::names`], not a pet's
+/// word: German capitalises "Hund"), the fact gives that name and
 /// a word of dying, and denies nothing. "Nibbles died last week" after "I have a hamster
 /// called Nibbles": the memory is no longer true, and a small model keeps both. A memory
 /// of two pets, or of a pet and a place ("My dog Rex and I live in Graz"), is left to the
@@ -367,16 +367,10 @@ pub(crate) fn a_pet_died(memory: &str, fact: &str) -> bool {
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
     );
-    let names = |text: &str| -> Vec<String> {
-        text.split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .skip(1)
-            .filter(|w| w.chars().next().is_some_and(char::is_uppercase))
-            .flat_map(crate::text::folded_words)
-            .filter(|w| !PETS.contains(&w.as_str()))
-            .collect()
-    };
-    let named = names(memory);
+    let named: Vec<String> = super::names(memory)
+        .into_iter()
+        .filter(|w| !PETS.contains(&w.as_str()))
+        .collect();
     let [name] = named.as_slice() else {
         return false;
     };

@@ -204,9 +204,9 @@ const JOB_CHANGED: &[&[&str]] = &[
     &["ontslag", "genomen"],
 ];
 
-/// Someone other than the speaker, whose job a change may be: "My wife changed jobs".
-/// Not the possessives of the speaker ("my", "mon", "mein", "mio", "mi", "meu", "mijn"),
-/// which the phrases themselves use.
+/// Someone other than the speaker, whose job a change may be: "My son changed jobs" (and
+/// a partner: [`super::partners::PARTNER_OF_ONES_OWN`]). Not the possessives of the
+/// speaker ("my", "mon", "mein", "mio", "mi", "meu", "mijn"), which the phrases use.
 const OTHERS: &[&str] = &[
     "he",
     "she",
@@ -214,11 +214,6 @@ const OTHERS: &[&str] = &[
     "his",
     "her",
     "their",
-    "wife",
-    "husband",
-    "partner",
-    "boyfriend",
-    "girlfriend",
     "son",
     "daughter",
     "brother",
@@ -233,8 +228,6 @@ const OTHERS: &[&str] = &[
     "elle",
     "ils",
     "elles",
-    "femme",
-    "mari",
     "fils",
     "fille",
     "frere",
@@ -243,23 +236,17 @@ const OTHERS: &[&str] = &[
     "sie",
     "seine",
     "ihre",
-    "frau",
-    "mann",
     "sohn",
     "tochter",
     "bruder",
     "schwester",
     "lui",
     "lei",
-    "moglie",
-    "marito",
     "figlio",
     "figlia",
     "fratello",
     "sorella",
     "ella",
-    "esposa",
-    "marido",
     "hijo",
     "hija",
     "hermano",
@@ -273,8 +260,6 @@ const OTHERS: &[&str] = &[
     "irma",
     "hij",
     "zij",
-    "vrouw",
-    "man",
     "zoon",
     "dochter",
     "broer",
@@ -336,6 +321,7 @@ pub(crate) fn changes_jobs(memory: &str, fact: &str) -> bool {
     works(&memory)
         && super::says_phrase(&words, JOB_CHANGED)
         && !any(&words, OTHERS)
+        && !any(&words, super::partners::PARTNER_OF_ONES_OWN)
         && !any(&words, NOT)
         && !any(&words, AHEAD)
         && !any(&words, NOT_A_CHANGE)
