@@ -302,6 +302,28 @@ fn users_sentences(messages: &[Message]) -> impl Iterator<Item = &str> {
     })
 }
 
+/// The user's statements, each once: their sentences ([`users_sentences`]) of two words or
+/// more, trimmed, but questions and small talk. What a caller reads for a fact the model
+/// did not extract.
+pub(crate) fn statements(messages: &[Message]) -> Vec<String> {
+    let sentences = messages
+        .iter()
+        .filter(|m| m.role == "user")
+        .flat_map(|m| {
+            m.content
+                .split_inclusive(['.', '!', '?', ';', '\n', '。', '！', '？'])
+        })
+        .filter(|s| !s.trim_end().ends_with(['?', '？']))
+        .map(|s| {
+            s.trim()
+                .trim_end_matches(['.', '!', ';', '。', '！'])
+                .trim()
+        })
+        .filter(|s| s.split_whitespace().nth(1).is_some() && !super::small_talk::is_small_talk(s))
+        .map(str::to_owned);
+    dedup(sentences)
+}
+
 /// Subject pronouns, in the languages of [`super::looks::CONJUNCTIONS`], that begin a
 /// clause of their own after a comma: "My dog is called Rex, he's a beagle" says two
 /// things, where "I live in Madrid, near Retiro park" says one. As [`crate::text::keywords`]
@@ -609,6 +631,21 @@ mod tests {
 
     fn at() -> DateTime<Utc> {
         chrono::TimeZone::with_ymd_and_hms(&Utc, 2026, 11, 22, 10, 30, 0).unwrap()
+    }
+
+    /// The user's statements: each sentence once, but questions, small talk, single words
+    /// and what the assistant said.
+    #[test]
+    fn statements_are_the_users_sentences_that_state_something() {
+        let messages = [
+            Message::user("¡Hola! Ya no estoy con Javier. ¿Conoces un bar vegano en Sevilla?"),
+            Message::assistant("Lo siento mucho. ¿Estás bien?"),
+            Message::user("Bien. Ya no estoy con Javier; vivo en Sevilla\nGracias"),
+        ];
+        assert_eq!(
+            statements(&messages),
+            ["Ya no estoy con Javier", "vivo en Sevilla"]
+        );
     }
 
     /// A remark on the weather or a wish the model returns as a fact is not stored; a fact

@@ -794,11 +794,57 @@ fn partnered(text: &str, memory: &[String], names: &[String]) -> bool {
                 .any(|(i, w)| RELATIONSHIP.contains(&w.as_str()) && of_the_speaker(memory, i)))
 }
 
+/// Words after which a denial says a thing stopped: Spanish "ya no", Portuguese "já não".
+const NO_MORE_BEFORE: &[&str] = &["ya", "ja"];
+
+/// Words that say a thing stopped after a denial earlier in the clause: "no longer", "not
+/// … anymore", "ne … plus", "nicht mehr", "niet meer", "non … più".
+const NO_MORE_AFTER: &[&str] = &["longer", "anymore", "plus", "mehr", "meer", "piu"];
+
+/// Articles that may stand between "with" and a name: "com o Tiago".
+const ARTICLES: &[&str] = &["o", "a", "el", "la", "le", "il"];
+
+/// Whether a clause of `text` says its speaker is no longer with a partner: no longer
+/// ([`NO_MORE_BEFORE`], [`NO_MORE_AFTER`]) "with" one of `names` (those of the memory),
+/// or no longer together: "Ya no estoy con Javier", "I'm not with Tom anymore", "Je ne
+/// suis plus avec Léo", "Ich bin nicht mehr mit Jonas zusammen", "Já não estou com o
+/// Tiago", "We zijn niet meer samen". ("Ya no trabajo con Pedro" names no partner of the
+/// memory's.)
+fn no_longer_with(text: &str, names: &[String]) -> bool {
+    text.split([',', '.', ';', ':', '!', '?']).any(|clause| {
+        let words = crate::text::folded_words(clause);
+        let stopped = words.iter().enumerate().any(|(i, w)| {
+            (NO_MORE_BEFORE.contains(&w.as_str())
+                && words.get(i + 1).is_some_and(|n| n == "no" || n == "nao"))
+                || (NO_MORE_AFTER.contains(&w.as_str()) && any(&words[..i], NOT))
+        });
+        let with_partner = words.iter().enumerate().any(|(i, w)| {
+            let at = i
+                + 1
+                + usize::from(
+                    words
+                        .get(i + 1)
+                        .is_some_and(|a| ARTICLES.contains(&a.as_str())),
+                );
+            WITH.contains(&w.as_str()) && words.get(at).is_some_and(|n| names.contains(n))
+        });
+        let together = words.iter().enumerate().any(|(i, w)| {
+            TOGETHER.contains(&w.as_str())
+                && words[..i].iter().enumerate().any(|(j, b)| {
+                    BE_TOGETHER.contains(&b.as_str())
+                        && (BE_FIRST.contains(&b.as_str()) || of_the_speaker(&words, j))
+                })
+        });
+        stopped && (with_partner || together)
+    })
+}
+
 /// Whether a new fact ends the relationship a memory tells of. Three ways:
 /// - the relationship ended: a word of a break-up or a divorce said of the speaker ("Bas
 ///   en ik zijn uit elkaar", "Paul and I divorced last year", "I'm single again"), or
 ///   "I left" the partner the memory names ("J'ai quitté Léo"), after a memory of the
-///   speaker's partner or marriage;
+///   speaker's partner or marriage, or no longer with the partner ("Ya no estoy con
+///   Javier", [`no_longer_with`]);
 /// - a new partner: "my new boyfriend", "ik heb nu een nieuwe vriend, Joris", "I'm dating
 ///   Mia", a couple or a relationship with someone named ("Ik heb nu verkering met Lotte",
 ///   "Rob and I are together now", "Ik heb sinds mei een relatie met Pieter"), after a
@@ -818,7 +864,13 @@ pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
     );
-    if denies(&fact, &fact_names) || any(&fact, MADE) || denies(&memory, &memory_names) {
+    if any(&fact, MADE) || denies(&memory, &memory_names) {
+        return false;
+    }
+    if no_longer_with(fact_text, &memory_names) {
+        return partnered(memory_text, &memory, &memory_names);
+    }
+    if denies(&fact, &fact_names) {
         return false;
     }
     let named_in_memory = fact_names.iter().any(|n| memory_names.contains(n));
@@ -1041,6 +1093,17 @@ mod tests {
             ("Mein Freund heißt Jonas", "Mit Jonas ist es aus"),
             ("Mijn partner heet Bram", "Ik ben nu met Koen"),
             ("My girlfriend is Zoe", "I'm with Mia now"),
+            // No longer with the partner, or together.
+            ("Mi novio se llama Javier", "Ya no estoy con Javier"),
+            ("My boyfriend Tom is a chef", "I'm not with Tom anymore"),
+            ("Mon copain s'appelle Léo", "Je ne suis plus avec Léo"),
+            (
+                "Mein Freund heißt Jonas",
+                "Ich bin nicht mehr mit Jonas zusammen",
+            ),
+            ("O meu namorado é o Tiago", "Já não estou com o Tiago"),
+            ("Il mio ragazzo si chiama Marco", "Non sto più con Marco"),
+            ("Mijn vriendin heet Sanne", "We zijn niet meer samen"),
             // The partner named anew, or the relationship of some years.
             ("My boyfriend is Tim", "Dan is my boyfriend"),
             ("Mijn vriend heet Tim", "Mijn vriend Daan is kok"),
@@ -1133,6 +1196,18 @@ mod tests {
             ),
             ("My girlfriend is Zoe", "I'm with Mia at the cinema now"),
             ("My girlfriend is Zoe", "I'm with Mia"),
+            // No longer with someone else, or no longer doing something together.
+            ("Mi novio se llama Javier", "Ya no trabajo con Pedro"),
+            (
+                "My boyfriend Tom is a chef",
+                "I don't play with Sam anymore",
+            ),
+            ("Mijn vriendin heet Sanne", "We sporten niet meer samen"),
+            (
+                "Mi novio se llama Javier",
+                "Ya estoy con Javier desde hace años",
+            ),
+            ("My sister is in a relationship", "I'm not with Tom anymore"),
             // A partner named beside someone else, or first named.
             (
                 "My boyfriend is Tim",

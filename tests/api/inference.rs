@@ -1617,6 +1617,51 @@ async fn a_break_up_a_new_partner_and_a_wedding_replace_the_partner_before() {
     );
 }
 
+/// A change the model did not extract, said as a denial, still ends the memory a rule
+/// finds it superseding: the user's statement is kept as said, in that memory's place.
+/// A statement that supersedes nothing stays unstored, as the model decided.
+#[tokio::test]
+async fn a_change_the_model_did_not_extract_still_ends_the_memory_it_supersedes() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = r#"{"facts": []}"#;
+    let llm = ScriptedLlm::new([none, none, none]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let mut ids = Vec::new();
+    for (user, said) in [
+        ("lucia", "Mi novio se llama Javier"),
+        ("lucia", "Toco la guitarra"),
+        ("marta", "Toco la guitarra"),
+    ] {
+        let added = memory.add(said).user(user).infer(false).await.unwrap();
+        ids.push(added.results[0].id);
+    }
+    let ended = memory
+        .add("¡Hola! Ya no estoy con Javier. ¿Qué tal el fin de semana?")
+        .user("lucia")
+        .await
+        .unwrap();
+    assert_eq!(ended.results.len(), 1);
+    assert_eq!(ended.results[0].event, HistoryEvent::Update);
+    assert_eq!(ended.results[0].id, ids[0]);
+    assert_eq!(memory.history(ids[0]).await.unwrap().len(), 2);
+    assert_eq!(
+        live(&memory, "lucia").await,
+        ["Toco la guitarra", "Ya no estoy con Javier"]
+    );
+    // No partner's memory to end, or no change said: nothing stored.
+    for (user, said) in [
+        ("marta", "Ya no estoy con Javier."),
+        ("lucia", "Ya no voy al gimnasio."),
+    ] {
+        let added = memory.add(said).user(user).await.unwrap();
+        assert!(added.results.is_empty(), "{said}");
+    }
+    assert_eq!(live(&memory, "marta").await, ["Toco la guitarra"]);
+    assert_eq!(live(&memory, "lucia").await.len(), 2);
+    // The three extractions only.
+    assert_eq!(llm.requests().len(), 3);
+}
+
 /// A taste turned around replaces the memory of the taste before, without asking the
 /// model, in English as in Italian.
 #[tokio::test]

@@ -4,7 +4,10 @@
 //! 1. The model extracts facts, guided by the project's policy and labels. A fact it
 //!    translated into English is kept in the user's own words; relative dates it left in a
 //!    fact get their absolute date appended ([`dates::annotate`]), and a "here" the place
-//!    the user's greeting names ([`places::annotate`]).
+//!    the user's greeting names ([`places::annotate`]). When the model extracted nothing,
+//!    a statement of the user that a rule of step 3 finds superseding one of the owner's
+//!    memories is kept as said ([`Memory::unextracted_changes`]): a small model often
+//!    extracts nothing from a change said as a denial.
 //! 2. Each fact is embedded and searched (hybrid) among the owner's live memories. A fact
 //!    whose text a memory already has is known (NONE) without asking the model.
 //! 3. A fact that says plainly that it supersedes one of those memories takes its place
@@ -127,8 +130,14 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     )
     .await?;
     let mut usage = extracted.usage;
-    let facts: Vec<Fact> = extracted
-        .value
+    let filter = owner_filter(&reconcile_scope(&cx.owners));
+    let mut facts = extracted.value;
+    if facts.is_empty() {
+        facts = memory
+            .unextracted_changes(&cx.messages, &filter, at, spoken_at)
+            .await?;
+    }
+    let facts: Vec<Fact> = facts
         .into_iter()
         .map(|mut f| {
             f.text = dates::annotate(&f.text, spoken_at);
@@ -160,7 +169,6 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     let vectors = memory.embed_documents(&texts).await?;
 
     // Similar memories of the owner, each listed once.
-    let filter = owner_filter(&reconcile_scope(&cx.owners));
     let mut existing: Vec<Row> = Vec::new();
     let mut slot: HashMap<Uuid, usize> = HashMap::new();
     let mut known: Vec<Option<FactPlan>> = vec![None; facts.len()];
@@ -512,6 +520,52 @@ fn trace_decisions(
 }
 
 impl Memory {
+    /// When the model extracted nothing, the user's statements ([`infer::statements`])
+    /// that a rule finds superseding one of the owner's memories found for them
+    /// ([`superseded_by_rule`]), each kept as said. A small model extracts nothing from a
+    /// change said as a denial ("Ya no estoy con Javier", "Het is uit tussen Daan en mij"),
+    /// and the memory it ends would stay. A statement that supersedes nothing stays
+    /// unstored, as the model decided.
+    async fn unextracted_changes(
+        &self,
+        messages: &[crate::record::Message],
+        filter: &crate::filter::Filter,
+        at: DateTime<Utc>,
+        spoken_at: DateTime<Utc>,
+    ) -> Result<Vec<Fact>> {
+        let statements = infer::statements(messages);
+        if statements.is_empty() {
+            return Ok(Vec::new());
+        }
+        let vectors = self.embed_documents(&statements).await?;
+        let similar = self
+            .similar(&statements, vectors, filter, CANDIDATES_PER_FACT, at)
+            .await?;
+        let on_topic = self.on_topic(&statements, filter, at).await?;
+        let mut facts = Vec::new();
+        for ((statement, hits), topical) in statements.into_iter().zip(similar).zip(on_topic) {
+            let supersedes = hits
+                .into_iter()
+                .filter(|(_, relevance)| *relevance >= MIN_RELEVANCE)
+                .chain(topical)
+                .any(|(row, _)| {
+                    !row.record.immutable
+                        && row.record.created_at <= spoken_at
+                        && superseded_by_rule(&row.record.memory, &statement).is_some()
+                });
+            if supersedes {
+                tracing::debug!(target: "memlane", "a change the model did not extract is kept as said");
+                facts.push(Fact {
+                    text: statement,
+                    categories: Vec::new(),
+                    entities: Vec::new(),
+                    importance: crate::record::DEFAULT_IMPORTANCE,
+                });
+            }
+        }
+        Ok(facts)
+    }
+
     /// For each text with its vector, the `k` live memories most similar to it among
     /// `filter`, each with its relevance among those `k`: the hybrid score with `k` as its
     /// scope and no conversation neighbours (a fact relates to a memory, not to the talk
