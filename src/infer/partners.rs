@@ -805,11 +805,11 @@ const NO_MORE_AFTER: &[&str] = &["longer", "anymore", "plus", "mehr", "meer", "p
 const ARTICLES: &[&str] = &["o", "a", "el", "la", "le", "il"];
 
 /// Whether a clause of `text` says its speaker is no longer with a partner: no longer
-/// ([`NO_MORE_BEFORE`], [`NO_MORE_AFTER`]) "with" one of `names` (those of the memory),
-/// or no longer together: "Ya no estoy con Javier", "I'm not with Tom anymore", "Je ne
+/// ([`NO_MORE_BEFORE`], [`NO_MORE_AFTER`]) being ([`BE_WITH`]) "with" one of `names` (those
+/// of the memory), or no longer together: "Ya no estoy con Javier", "I'm not with Tom anymore", "Je ne
 /// suis plus avec Léo", "Ich bin nicht mehr mit Jonas zusammen", "Já não estou com o
 /// Tiago", "We zijn niet meer samen". ("Ya no trabajo con Pedro" names no partner of the
-/// memory's.)
+/// memory's; "I don't work with Tom anymore" says no being with him.)
 fn no_longer_with(text: &str, names: &[String]) -> bool {
     text.split([',', '.', ';', ':', '!', '?']).any(|clause| {
         let words = crate::text::folded_words(clause);
@@ -826,7 +826,9 @@ fn no_longer_with(text: &str, names: &[String]) -> bool {
                         .get(i + 1)
                         .is_some_and(|a| ARTICLES.contains(&a.as_str())),
                 );
-            WITH.contains(&w.as_str()) && words.get(at).is_some_and(|n| names.contains(n))
+            WITH.contains(&w.as_str())
+                && words.get(at).is_some_and(|n| names.contains(n))
+                && any(&words[..i], BE_WITH)
         });
         let together = words.iter().enumerate().any(|(i, w)| {
             TOGETHER.contains(&w.as_str())
@@ -1201,6 +1203,14 @@ mod tests {
             (
                 "My boyfriend Tom is a chef",
                 "I don't play with Sam anymore",
+            ),
+            (
+                "My boyfriend Tom is a chef",
+                "I don't work with Tom anymore",
+            ),
+            (
+                "Mi novio se llama Javier",
+                "Ya no juego al pádel con Javier",
             ),
             ("Mijn vriendin heet Sanne", "We sporten niet meer samen"),
             (
