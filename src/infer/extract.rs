@@ -328,7 +328,7 @@ pub(crate) fn statements(messages: &[Message]) -> Vec<String> {
 /// clause of their own after a comma: "My dog is called Rex, he's a beagle" says two
 /// things, where "I live in Madrid, near Retiro park" says one. As [`crate::text::keywords`]
 /// reads them ("I'm" is "i" then "m"; "j'ai" is "j" then "ai").
-const SUBJECTS: &[&str] = &[
+pub(super) const SUBJECTS: &[&str] = &[
     "i", "he", "she", "it", "we", "they", "you", // English
     "je", "j", "il", "elle", "on", "nous", "vous", "ils", "elles", "c", // French
     "ich", "er", "sie", "es", "wir", "ihr", // German

@@ -473,7 +473,70 @@ pub(crate) fn with_the_rest_kept(memory: &str, fact: &str, answers: &Answers) ->
         gone.iter()
             .any(|g| terms.iter().any(|t| super::extract::alike(g, t)))
     };
-    let mut superseded = parts.iter().filter(|r| holds(r));
+    in_place_of_one(memory, &parts, fact, holds)
+}
+
+/// The text a memory of several clauses takes when a rule finds a fact superseding it: the
+/// fact in place of the one clause the rule finds it superseding on its own, the other
+/// clauses kept. Its clauses are [`clauses`], each cut again before a conjunction and a
+/// subject ("and I", "e io", "en ik"): "I'm vegan and I run half marathons", told "I
+/// started eating meat again", keeps the marathons. A piece so cut that is no clause ("My
+/// wife" of "My wife and I live in Madrid") does no harm: the rule finds only a clause
+/// superseded. None when the memory is one clause, when no clause or more than one is
+/// superseded, or when the clauses kept say nothing but function words.
+pub(crate) fn with_the_rest_kept_by(
+    memory: &str,
+    fact: &str,
+    supersedes: impl Fn(&str) -> bool,
+) -> Option<String> {
+    let parts: Vec<_> = clauses(memory)
+        .into_iter()
+        .flat_map(|r| at_conjunctions(memory, r))
+        .collect();
+    if parts.len() < 2 {
+        return None;
+    }
+    in_place_of_one(memory, &parts, fact, |r| supersedes(&memory[r.clone()]))
+}
+
+/// `range` of `text` cut before each [`CONJUNCTIONS`] word followed by a subject
+/// ([`super::extract::SUBJECTS`]), the conjunction left out of both pieces.
+fn at_conjunctions(text: &str, range: std::ops::Range<usize>) -> Vec<std::ops::Range<usize>> {
+    let words: Vec<(usize, &str)> = text[range.clone()]
+        .split_whitespace()
+        .map(|w| (w.as_ptr() as usize - text.as_ptr() as usize, w))
+        .collect();
+    // "I'm", "j'habite": the subject before the apostrophe.
+    let bare = |w: &str| {
+        let w = w.split(['\'', '’']).next().unwrap_or(w);
+        w.trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase()
+    };
+    let mut out = Vec::new();
+    let mut start = range.start;
+    for pair in words.windows(2) {
+        let ((at, conjunction), (next, subject)) = (pair[0], pair[1]);
+        if at > start
+            && CONJUNCTIONS.contains(&bare(conjunction).as_str())
+            && super::extract::SUBJECTS.contains(&bare(subject).as_str())
+        {
+            out.push(start..text[..at].trim_end().len());
+            start = next;
+        }
+    }
+    out.push(start..range.end);
+    out
+}
+
+/// `memory` with `fact` in place of the one clause of `parts` that `replaced` picks, if
+/// exactly one, and the clauses kept say more than function words.
+fn in_place_of_one(
+    memory: &str,
+    parts: &[std::ops::Range<usize>],
+    fact: &str,
+    replaced: impl Fn(&std::ops::Range<usize>) -> bool,
+) -> Option<String> {
+    let mut superseded = parts.iter().filter(|r| replaced(r));
     let (Some(replaced), None) = (superseded.next(), superseded.next()) else {
         return None;
     };
@@ -734,6 +797,42 @@ mod tests {
             ),
         ] {
             assert_eq!(cut(text), expected, "{text:?}");
+        }
+    }
+
+    /// A fact takes the place of the one clause a rule finds it superseding; none, or
+    /// every clause, and the fact replaces the whole memory.
+    #[test]
+    fn a_fact_replaces_only_the_clause_a_rule_finds_it_superseding() {
+        let vegan = |clause: &str| clause.contains("vegan");
+        assert_eq!(
+            with_the_rest_kept_by(
+                "I'm vegan and I run half marathons",
+                "I eat meat again.",
+                vegan
+            )
+            .as_deref(),
+            Some("I eat meat again and I run half marathons")
+        );
+        assert_eq!(
+            with_the_rest_kept_by(
+                "Je cours des marathons et j'étais vegan",
+                "Je mange de la viande",
+                vegan
+            )
+            .as_deref(),
+            Some("Je cours des marathons et Je mange de la viande")
+        );
+        for memory in [
+            "I'm vegan",
+            "I run half marathons, and I swim",
+            "I'm vegan, and my wife is vegan",
+        ] {
+            assert_eq!(
+                with_the_rest_kept_by(memory, "I eat meat again", vegan),
+                None,
+                "{memory}"
+            );
         }
     }
 

@@ -28,7 +28,9 @@ mod topics;
 mod work;
 
 pub(crate) use extract::{extract_facts, statements, Fact};
-pub(crate) use looks::{answers, apart, clauses, outdates, replaces, with_the_rest_kept, Apart};
+pub(crate) use looks::{
+    answers, apart, clauses, outdates, replaces, with_the_rest_kept, with_the_rest_kept_by, Apart,
+};
 pub(crate) use moves::{moved_away, stays_away};
 pub(crate) use partners::{ends_partnership, ends_single_life, makes_a_friend};
 pub(crate) use pets::{a_pet_died, another_pet};

@@ -413,6 +413,21 @@ const STAY: &[&str] = &[
     "dagen",
     "tot",
     "vlieg",
+    // Tomorrow, and meetings of a trade.
+    "tomorrow",
+    "demain",
+    "morgen",
+    "domani",
+    "manana",
+    "amanha",
+    "congres",
+    "kongress",
+    "convegno",
+    "congresso",
+    "congreso",
+    "seminar",
+    "seminaire",
+    "workshop",
 ];
 
 /// Words of living somewhere or of moving, in any person or tense: a fact with one is no
@@ -573,6 +588,13 @@ mod tests {
             ("Abito a Torino", "Sono a Roma per una conferenza"),
             ("Moro em Coimbra", "Passei o fim de semana em Lisboa"),
             ("Ik woon in Gent", "Dit weekend ben ik in Antwerpen"),
+            // Tomorrow, or a meeting of a trade.
+            (
+                "Vivo a Torino con il mio cane",
+                "Domani vado a Roma per un convegno",
+            ),
+            ("I live in Dublin", "Tomorrow I head to Berlin"),
+            ("J'habite à Toulouse", "Je vais à Paris pour un congrès"),
         ];
         for (memory, fact) in stays {
             assert!(stays_away(memory, fact), "{memory} / {fact}");
@@ -585,6 +607,7 @@ mod tests {
             ),
             ("I live in Dublin", "I moved to Lisbon last week"),
             ("Ich wohne in Hamburg", "Ich ziehe nächste Woche nach Rom"),
+            ("I live in Dublin", "Tomorrow I move to Berlin"),
             // No stay, or no home in the memory.
             ("I live in Dublin", "I work in Lisbon now"),
             (

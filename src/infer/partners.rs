@@ -4,7 +4,7 @@
 //! without it. Words are matched whole, lowercase and without diacritics, in English,
 //! French, German, Italian, Spanish, Portuguese and Dutch.
 
-use super::topics::{any, of_the_speaker, NOT};
+use super::topics::{any, of_the_speaker, NOT, NO_LONGER};
 
 /// Words that say a person has no partner.
 const SINGLE: &[&str] = &[
@@ -794,18 +794,11 @@ fn partnered(text: &str, memory: &[String], names: &[String]) -> bool {
                 .any(|(i, w)| RELATIONSHIP.contains(&w.as_str()) && of_the_speaker(memory, i)))
 }
 
-/// Words after which a denial says a thing stopped: Spanish "ya no", Portuguese "já não".
-const NO_MORE_BEFORE: &[&str] = &["ya", "ja"];
-
-/// Words that say a thing stopped after a denial earlier in the clause: "no longer", "not
-/// … anymore", "ne … plus", "nicht mehr", "niet meer", "non … più".
-const NO_MORE_AFTER: &[&str] = &["longer", "anymore", "plus", "mehr", "meer", "piu"];
-
 /// Articles that may stand between "with" and a name: "com o Tiago".
 const ARTICLES: &[&str] = &["o", "a", "el", "la", "le", "il"];
 
 /// Whether a clause of `text` says its speaker is no longer with a partner: no longer
-/// ([`NO_MORE_BEFORE`], [`NO_MORE_AFTER`]) being ([`BE_WITH`]) "with" one of `names` (those
+/// ([`NOT`] and [`NO_LONGER`]) being ([`BE_WITH`]) "with" one of `names` (those
 /// of the memory), or no longer together: "Ya no estoy con Javier", "I'm not with Tom anymore", "Je ne
 /// suis plus avec Léo", "Ich bin nicht mehr mit Jonas zusammen", "Já não estou com o
 /// Tiago", "We zijn niet meer samen". ("Ya no trabajo con Pedro" names no partner of the
@@ -813,11 +806,9 @@ const ARTICLES: &[&str] = &["o", "a", "el", "la", "le", "il"];
 fn no_longer_with(text: &str, names: &[String]) -> bool {
     text.split([',', '.', ';', ':', '!', '?']).any(|clause| {
         let words = crate::text::folded_words(clause);
-        let stopped = words.iter().enumerate().any(|(i, w)| {
-            (NO_MORE_BEFORE.contains(&w.as_str())
-                && words.get(i + 1).is_some_and(|n| n == "no" || n == "nao"))
-                || (NO_MORE_AFTER.contains(&w.as_str()) && any(&words[..i], NOT))
-        });
+        // "Já não" as well as "ya no", "no longer", "nicht mehr".
+        let stopped = any(&words, NOT) && any(&words, NO_LONGER)
+            || words.windows(2).any(|w| w[0] == "ja" && w[1] == "nao");
         let with_partner = words.iter().enumerate().any(|(i, w)| {
             let at = i
                 + 1

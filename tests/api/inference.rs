@@ -1617,6 +1617,35 @@ async fn a_break_up_a_new_partner_and_a_wedding_replace_the_partner_before() {
     );
 }
 
+/// A fact a rule finds superseding one clause of a memory takes that clause's place, and
+/// the rest of the memory stays, without asking the model which part changed.
+#[tokio::test]
+async fn a_rule_replaces_only_the_clause_it_finds_superseded() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([facts(&["I started eating meat again"])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let vegan = memory
+        .add("I'm vegan and I run half marathons")
+        .user("noor")
+        .infer(false)
+        .await
+        .unwrap();
+    let added = memory
+        .add("I started eating meat again")
+        .user("noor")
+        .await
+        .unwrap();
+    assert_eq!(added.results.len(), 1);
+    assert_eq!(added.results[0].event, HistoryEvent::Update);
+    assert_eq!(added.results[0].id, vegan.results[0].id);
+    assert_eq!(
+        live(&memory, "noor").await,
+        ["I started eating meat again and I run half marathons"]
+    );
+    // The extraction only.
+    assert_eq!(llm.requests().len(), 1);
+}
+
 /// A change the model did not extract, said as a denial, still ends the memory a rule
 /// finds it superseding: the user's statement is kept as said, in that memory's place.
 /// A statement that supersedes nothing stays unstored, as the model decided.

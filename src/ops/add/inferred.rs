@@ -36,6 +36,7 @@
 //!    A fact still added gets a closer look at its two most relevant memories
 //!    ([`infer::outdates`]), and takes the place of the first it outdates.
 //!    A fact that takes the place of a memory of several clauses replaces only the one
+//!    a rule finds it superseding ([`infer::with_the_rest_kept_by`]), or else the one
 //!    whose answer it changes ([`infer::with_the_rest_kept`]); the others stay.
 //! 5. Under the write gate, every memory the plan changes is re-read: if another call
 //!    changed it meanwhile, the whole add is a 409 and nothing is written. Otherwise all
@@ -347,23 +348,34 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 
     // An UPDATE stores its fact as the new memories do, its "here" resolved.
     plan.store_as(&texts);
-    // A memory of several clauses keeps those the fact does not change: asked what the
-    // memory answers, the model names the part that changes.
+    // A memory of several clauses keeps those the fact does not change: the one clause a
+    // rule finds the fact superseding, or else, asked what the memory answers, the model
+    // names the part that changes.
     let several: Vec<(usize, usize, String)> = plan
         .facts
         .iter()
         .enumerate()
         .filter_map(|(fact, p)| match p {
-            FactPlan::Update { memory: m, text }
-                if infer::clauses(&existing[*m].record.memory).len() >= 2 =>
-            {
-                Some((fact, *m, text.clone()))
-            }
+            FactPlan::Update { memory: m, text } => Some((fact, *m, text.clone())),
             _ => None,
         })
         .collect();
     for (fact, m, text) in several {
         let old = &existing[m].record.memory;
+        let by_rule = infer::with_the_rest_kept_by(old, &text, |clause| {
+            superseded_by_rule(clause, &said[fact]).is_some()
+        });
+        if let Some(kept) = by_rule {
+            tracing::debug!(target: "memlane", memory = %existing[m].record.id, "a rule finds the fact superseding one clause of the memory");
+            plan.facts[fact] = FactPlan::Update {
+                memory: m,
+                text: kept,
+            };
+            continue;
+        }
+        if infer::clauses(old).len() < 2 {
+            continue;
+        }
         let answered = infer::answers(&*llm, old, &said[fact]).await?;
         usage += answered.usage;
         if let Some(kept) = infer::with_the_rest_kept(old, &text, &answered.value) {
