@@ -501,7 +501,10 @@ pub(crate) fn with_the_rest_kept_by(
 
 /// `range` of `text` cut before each [`CONJUNCTIONS`] word followed by a subject
 /// ([`super::extract::SUBJECTS`]), the conjunction left out of both pieces.
-fn at_conjunctions(text: &str, range: std::ops::Range<usize>) -> Vec<std::ops::Range<usize>> {
+pub(super) fn at_conjunctions(
+    text: &str,
+    range: std::ops::Range<usize>,
+) -> Vec<std::ops::Range<usize>> {
     let words: Vec<(usize, &str)> = text[range.clone()]
         .split_whitespace()
         .map(|w| (w.as_ptr() as usize - text.as_ptr() as usize, w))

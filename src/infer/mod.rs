@@ -15,6 +15,7 @@ use crate::llm::{chat_json, ChatRequest, Llm, Parsed};
 use crate::record::Message;
 
 pub(crate) mod dates;
+mod denials;
 mod extract;
 mod looks;
 mod moves;
@@ -27,6 +28,7 @@ mod tastes;
 mod topics;
 mod work;
 
+pub(crate) use denials::takes_back;
 pub(crate) use extract::{extract_facts, statements, Fact};
 pub(crate) use looks::{
     answers, apart, clauses, outdates, replaces, with_the_rest_kept, with_the_rest_kept_by, Apart,

@@ -400,7 +400,8 @@ pub(super) const EAT: &[&str] = &[
 /// Words that deny what follows: "I don't eat meat" keeps a vegetarian one. Not Italian
 /// "mai", which comes with "non" and is French for May ("Je me suis mariée en mai").
 pub(super) const NOT: &[&str] = &[
-    "no", "not", "never", "don", "didn", "won", "without", "ne", "n", "pas", "jamais", "sans",
+    "no", "not", "never", "don", "didn", "doesn", "won", "isn", "aren", "wasn", "weren", "hasn",
+    "haven", "hadn", "couldn", "wouldn", "cannot", "without", "ne", "n", "pas", "jamais", "sans",
     "nicht", "kein", "keine", "keinen", "nie", "niemals", "ohne", "nunca", "sin", "non", "senza",
     "nao", "sem", "niet", "geen", "nooit", "zonder",
 ];

@@ -1646,6 +1646,46 @@ async fn a_rule_replaces_only_the_clause_it_finds_superseded() {
     assert_eq!(llm.requests().len(), 1);
 }
 
+/// A fact that takes back what a memory says replaces it without asking the model, and
+/// so does a statement the model did not extract.
+#[tokio::test]
+async fn a_fact_taking_back_a_memory_replaces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([
+        facts(&["I'm not lactose intolerant after all"]),
+        r#"{"facts": []}"#.to_string(),
+    ]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let mut ids = Vec::new();
+    for said in [
+        "I'm lactose intolerant",
+        "Voy al gimnasio tres veces por semana",
+    ] {
+        let added = memory.add(said).user("noor").infer(false).await.unwrap();
+        ids.push(added.results[0].id);
+    }
+    for (said, id) in [
+        (
+            "The test came back: I'm not lactose intolerant after all",
+            ids[0],
+        ),
+        ("Ya no voy al gimnasio.", ids[1]),
+    ] {
+        let added = memory.add(said).user("noor").await.unwrap();
+        assert_eq!(added.results.len(), 1, "{said}");
+        assert_eq!(added.results[0].event, HistoryEvent::Update);
+        assert_eq!(added.results[0].id, id);
+    }
+    assert_eq!(
+        live(&memory, "noor").await,
+        [
+            "I'm not lactose intolerant after all",
+            "Ya no voy al gimnasio"
+        ]
+    );
+    assert_eq!(llm.requests().len(), 2);
+}
+
 /// A change the model did not extract, said as a denial, still ends the memory a rule
 /// finds it superseding: the user's statement is kept as said, in that memory's place.
 /// A statement that supersedes nothing stays unstored, as the model decided.

@@ -484,6 +484,8 @@ fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
         Some("a change of job")
     } else if infer::a_pet_died(memory, fact) {
         Some("a pet that died")
+    } else if infer::takes_back(memory, fact) {
+        Some("a memory taken back")
     } else {
         None
     }
