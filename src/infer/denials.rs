@@ -77,13 +77,13 @@ pub(crate) fn takes_back(memory: &str, fact: &str) -> bool {
     })
 }
 
-/// The clauses of a fact: cut at punctuation, and before a conjunction and a subject
-/// ([`super::looks::at_conjunctions`]).
+/// The clauses of a fact: cut at punctuation, and before every conjunction and subject
+/// ([`super::looks::at_conjunctions`]): a piece that is no clause denies nothing.
 fn pieces(fact: &str) -> impl Iterator<Item = &str> {
     fact.split([',', '.', ';', ':', '!', '?'])
         .flat_map(move |part| {
             let start = part.as_ptr() as usize - fact.as_ptr() as usize;
-            super::looks::at_conjunctions(fact, start..start + part.len())
+            super::looks::at_conjunctions(fact, start..start + part.len(), false)
         })
         .map(move |r| &fact[r])
 }

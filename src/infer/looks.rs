@@ -479,10 +479,9 @@ pub(crate) fn with_the_rest_kept(memory: &str, fact: &str, answers: &Answers) ->
 /// The text a memory of several clauses takes when a rule finds a fact superseding it: the
 /// fact in place of the one clause the rule finds it superseding on its own, the other
 /// clauses kept. Its clauses are [`clauses`], each cut again before a conjunction and a
-/// subject ("and I", "e io", "en ik"): "I'm vegan and I run half marathons", told "I
-/// started eating meat again", keeps the marathons. A piece so cut that is no clause ("My
-/// wife" of "My wife and I live in Madrid") does no harm: the rule finds only a clause
-/// superseded. None when the memory is one clause, when no clause or more than one is
+/// subject ("and I", "e io", "en ik") after a clause with a subject ([`at_conjunctions`]):
+/// "I'm vegan and I run half marathons", told "I started eating meat again", keeps the
+/// marathons. None when the memory is one clause, when no clause or more than one is
 /// superseded, or when the clauses kept say nothing but function words.
 pub(crate) fn with_the_rest_kept_by(
     memory: &str,
@@ -491,7 +490,7 @@ pub(crate) fn with_the_rest_kept_by(
 ) -> Option<String> {
     let parts: Vec<_> = clauses(memory)
         .into_iter()
-        .flat_map(|r| at_conjunctions(memory, r))
+        .flat_map(|r| at_conjunctions(memory, r, true))
         .collect();
     if parts.len() < 2 {
         return None;
@@ -500,10 +499,13 @@ pub(crate) fn with_the_rest_kept_by(
 }
 
 /// `range` of `text` cut before each [`CONJUNCTIONS`] word followed by a subject
-/// ([`super::extract::SUBJECTS`]), the conjunction left out of both pieces.
+/// ([`super::extract::SUBJECTS`]), the conjunction left out of both pieces. With
+/// `clause_before`, only where the piece before has a subject of its own ("I'm vegan and
+/// I run"; not "My wife and I live", nor "Lena und ich sind").
 pub(super) fn at_conjunctions(
     text: &str,
     range: std::ops::Range<usize>,
+    clause_before: bool,
 ) -> Vec<std::ops::Range<usize>> {
     let words: Vec<(usize, &str)> = text[range.clone()]
         .split_whitespace()
@@ -517,12 +519,15 @@ pub(super) fn at_conjunctions(
     };
     let mut out = Vec::new();
     let mut start = range.start;
+    let subject = |w: &str| super::extract::SUBJECTS.contains(&bare(w).as_str());
     for pair in words.windows(2) {
-        let ((at, conjunction), (next, subject)) = (pair[0], pair[1]);
-        if at > start
-            && CONJUNCTIONS.contains(&bare(conjunction).as_str())
-            && super::extract::SUBJECTS.contains(&bare(subject).as_str())
-        {
+        let ((at, conjunction), (next, after)) = (pair[0], pair[1]);
+        // The piece before has a subject of its own: "Lena und ich sind zusammen" is one.
+        let a_clause_before = !clause_before
+            || words
+                .iter()
+                .any(|&(w_at, w)| (start..at).contains(&w_at) && subject(w));
+        if a_clause_before && CONJUNCTIONS.contains(&bare(conjunction).as_str()) && subject(after) {
             out.push(start..text[..at].trim_end().len());
             start = next;
         }
@@ -828,6 +833,7 @@ mod tests {
         );
         for memory in [
             "I'm vegan",
+            "The vegan diet and I are old friends",
             "I run half marathons, and I swim",
             "I'm vegan, and my wife is vegan",
         ] {

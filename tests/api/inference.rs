@@ -1646,6 +1646,47 @@ async fn a_rule_replaces_only_the_clause_it_finds_superseded() {
     assert_eq!(llm.requests().len(), 1);
 }
 
+/// A break-up ends every memory of the relationship found for it: it takes the place of
+/// one, and the others are deleted, their history kept.
+#[tokio::test]
+async fn a_break_up_ends_every_memory_of_the_relationship() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([facts(&["Lena und ich haben uns getrennt"])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let mut ids = Vec::new();
+    for said in [
+        "Meine Freundin heißt Lena",
+        "Lena und ich sind seit zwei Jahren zusammen",
+        "Ich spiele Cello",
+    ] {
+        let added = memory.add(said).user("jonas").infer(false).await.unwrap();
+        ids.push(added.results[0].id);
+    }
+    let added = memory
+        .add("Lena und ich haben uns getrennt")
+        .user("jonas")
+        .await
+        .unwrap();
+    // The fact takes the place of one of the two, and the other is deleted.
+    let mut events: Vec<_> = added.results.iter().map(|r| r.event).collect();
+    events.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(events, [HistoryEvent::Delete, HistoryEvent::Update]);
+    let mut changed: Vec<_> = added.results.iter().map(|r| r.id).collect();
+    changed.sort();
+    assert_eq!(changed, ids[..2]);
+    assert_eq!(
+        live(&memory, "jonas").await,
+        ["Ich spiele Cello", "Lena und ich haben uns getrennt"]
+    );
+    let deleted = added
+        .results
+        .iter()
+        .find(|r| r.event == HistoryEvent::Delete);
+    let history = memory.history(deleted.unwrap().id).await.unwrap();
+    assert_eq!(history.last().unwrap().event, HistoryEvent::Delete);
+    assert_eq!(llm.requests().len(), 1);
+}
+
 /// A fact that takes back what a memory says replaces it without asking the model, and
 /// so does a statement the model did not extract.
 #[tokio::test]

@@ -58,7 +58,7 @@ use crate::memory::Memory;
 use crate::record::{content_hash, indexed_text, Owners};
 use crate::retrieve::fusion::Prior;
 use crate::store::keyword::RECONCILE_MIN_ROWS;
-use crate::store::{owner_filter, Among, Row, WriteBatch};
+use crate::store::{owner_filter, Among, Row, Write, WriteBatch};
 
 /// Similar memories fetched per fact.
 const CANDIDATES_PER_FACT: usize = 5;
@@ -173,6 +173,9 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     let mut existing: Vec<Row> = Vec::new();
     let mut slot: HashMap<Uuid, usize> = HashMap::new();
     let mut known: Vec<Option<FactPlan>> = vec![None; facts.len()];
+    // (fact, memory): a memory that the same rule finds a fact superseding, beside the one
+    // the fact takes the place of, ended with it ([`ENDS_EVERY`]).
+    let mut ended: Vec<(usize, usize)> = Vec::new();
     let mut asked: Vec<usize> = Vec::new();
     // For each asked fact, its own neighbours: (index into `existing`, relevance).
     let mut neighbours: Vec<Vec<(usize, f32)>> = Vec::new();
@@ -206,18 +209,38 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         }
         // A fact that a rule finds superseding one of its memories takes that memory's
         // place without asking the model (see [`superseded_by_rule`]).
-        let ruled = own.iter().find_map(|&(m, _)| {
+        let open = |m: usize| {
             let record = &existing[m].record;
             let taken = known
                 .iter()
-                .any(|p| matches!(p, Some(FactPlan::Update { memory, .. }) if *memory == m));
-            if record.immutable || record.created_at > spoken_at || taken {
-                return None;
-            }
-            superseded_by_rule(&record.memory, &said[i]).map(|rule| (m, rule))
+                .any(|p| matches!(p, Some(FactPlan::Update { memory, .. }) if *memory == m))
+                || ended.iter().any(|&(_, e)| e == m);
+            !(record.immutable || record.created_at > spoken_at || taken)
+        };
+        let ruled = own.iter().find_map(|&(m, _)| {
+            open(m)
+                .then(|| superseded_by_rule(&existing[m].record.memory, &said[i]))
+                .flatten()
+                .map(|rule| (m, rule))
         });
         if let Some((m, rule)) = ruled {
             tracing::debug!(target: "memlane", memory = %existing[m].record.id, "{rule}: the fact supersedes the memory");
+            if ENDS_EVERY.contains(&rule) {
+                let others: Vec<usize> = own
+                    .iter()
+                    .map(|&(o, _)| o)
+                    .filter(|&o| {
+                        o != m
+                            && open(o)
+                            && superseded_by_rule(&existing[o].record.memory, &said[i])
+                                == Some(rule)
+                    })
+                    .collect();
+                for o in others {
+                    tracing::debug!(target: "memlane", memory = %existing[o].record.id, "{rule}: the fact ends one more memory");
+                    ended.push((i, o));
+                }
+            }
             known[i] = Some(FactPlan::Update {
                 memory: m,
                 text: texts[i].clone(),
@@ -403,7 +426,10 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     } else {
         memory.embed_documents(&update_texts).await?
     };
-    let plan::Writes { writes, credits } = plan::writes(
+    let plan::Writes {
+        mut writes,
+        credits,
+    } = plan::writes(
         &plan,
         &facts,
         vectors,
@@ -412,6 +438,24 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         &cx,
         &prices,
     );
+    // A memory ended beside the one its fact took the place of is deleted, if the plan
+    // still has that fact take a memory's place and changes this one no other way.
+    for (fact, m) in ended {
+        let updates = |memory: usize| {
+            plan.facts
+                .iter()
+                .any(|p| matches!(p, FactPlan::Update { memory: u, .. } if *u == memory))
+        };
+        if matches!(plan.facts[fact], FactPlan::Update { .. }) && !updates(m) {
+            let row = &existing[m];
+            writes.push(Write::Delete {
+                id: row.record.id,
+                at: cx.at,
+                input: cx.messages.clone(),
+                expect: Some(row.version),
+            });
+        }
+    }
     let credits = credits + prices.inference;
     if writes.is_empty() {
         let remaining = memory.charge(credits).await?;
@@ -451,6 +495,19 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         usage,
     ))
 }
+
+/// The rules of [`superseded_by_rule`] whose state is one at a time, so that a fact that
+/// supersedes one memory by such a rule ends every other memory the rule finds it
+/// superseding ("Lena und ich haben uns getrennt" ends "Meine Freundin heißt Lena" and
+/// "Wir sind seit zwei Jahren zusammen"). Not a change of job (a second job may stay), a
+/// taste, drinking or a pet.
+const ENDS_EVERY: &[&str] = &[
+    "a diet given up",
+    "a diet taken up",
+    "a single life ended",
+    "a relationship ended",
+    "a move",
+];
 
 /// The rule by which a new fact supersedes a memory of its owner, when one does: the
 /// speaker eats meat again after a vegetarian or vegan memory ([`infer::gives_up_diet`]),
