@@ -500,10 +500,9 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 /// supersedes one memory by such a rule ends every other memory the rule finds it
 /// superseding ("Lena und ich haben uns getrennt" ends "Meine Freundin heißt Lena" and
 /// "Wir sind seit zwei Jahren zusammen"). Not a change of job (a second job may stay), a
-/// taste, drinking or a pet.
+/// taste, drinking or a pet; nor a diet, whose rules do not ask whose diet a memory
+/// tells of ("My daughter is vegetarian too" would go with "I'm vegetarian").
 const ENDS_EVERY: &[&str] = &[
-    "a diet given up",
-    "a diet taken up",
     "a single life ended",
     "a relationship ended",
     "a move",
