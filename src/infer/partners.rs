@@ -198,7 +198,7 @@ pub(crate) fn ends_single_life(memory: &str, fact: &str) -> bool {
         && (partnered || couple)
         && !denies(&fact, &fact_names)
         && !any(&fact, SINGLE)
-        && !any(&fact, MADE)
+        && !makes(&fact)
 }
 
 /// Whether `words` deny something: a [`NOT`] word that is none of the text's `names`
@@ -343,6 +343,57 @@ fn over_with(text: &str, names: &[String]) -> bool {
     })
 }
 
+/// Whether folded `words` hold a verb of making ([`MADE`]) that is not a break-up's
+/// ("Schluss gemacht").
+fn makes(words: &[String]) -> bool {
+    words
+        .iter()
+        .enumerate()
+        .any(|(i, w)| MADE.contains(&w.as_str()) && (i == 0 || words[i - 1] != "schluss"))
+}
+
+/// Words of being engaged, said of the speaker before the one they are engaged to: "Ik
+/// ben verloofd met Pieter", "I got engaged to Sam", "Sono fidanzata con Luca".
+const ENGAGED: &[&str] = &[
+    "engaged",
+    "verloofd",
+    "verlobt",
+    "fiance",
+    "fiancee",
+    "fidanzato",
+    "fidanzata",
+    "comprometido",
+    "comprometida",
+    "noivei",
+];
+
+/// Words that may stand between a partner's name and a word of a break-up: "Bas heeft
+/// het uitgemaakt", "Lena hat Schluss gemacht", "Léo a rompu".
+const BEFORE_BREAK_UP: &[&str] = &[
+    "has",
+    "just",
+    "heeft",
+    "het",
+    "hat",
+    "a",
+    "ha",
+    "es",
+    "it",
+    "finally",
+    "eindelijk",
+];
+
+/// Whether `words[at]`, a word of a break-up, is said by one of `names`: the name right
+/// before it, or before [`BEFORE_BREAK_UP`] words only ("Tom broke up with me", "Bas heeft
+/// het uitgemaakt").
+fn said_by(words: &[String], at: usize, names: &[String]) -> bool {
+    words[..at]
+        .iter()
+        .rev()
+        .find(|w| !BEFORE_BREAK_UP.contains(&w.as_str()))
+        .is_some_and(|w| names.contains(w))
+}
+
 /// "New", before a partner: "my new girlfriend", "een nieuwe vriend".
 const NEW: &[&str] = &[
     "new", "nouveau", "nouvel", "nouvelle", "neue", "neuen", "neuer", "nuovo", "nuova", "nuevo",
@@ -379,7 +430,7 @@ pub(crate) fn makes_a_friend(memory: &str, fact: &str) -> bool {
         FRIEND.contains(&w.as_str())
             && before_partner(&fact_words, i).is_none_or(|b| !MY.contains(&fact_words[b].as_str()))
     });
-    any(&fact_words, MADE) && friend && partnered(memory, &memory_words, &memory_names)
+    makes(&fact_words) && friend && partnered(memory, &memory_words, &memory_names)
 }
 
 /// Words that put a wedding ahead: "we're getting married next year", "on va se marier".
@@ -715,10 +766,31 @@ pub(super) fn coupled(text: &str) -> bool {
                                 && words.get(at + 1).is_some_and(|n| names.contains(n))
                                 && words[at + 2..].iter().all(|w| NOW.contains(&w.as_str()))
                         });
-                couple || together || with_now
+                // "Joris en ik zijn een stel", "Mia and I are a couple": a plural verb
+                // of being, an article, a word of a couple, said by "I" or "we".
+                let a_couple = COUPLE_NOUN.contains(&w.as_str())
+                    && i >= 2
+                    && ["een", "a", "ein", "una", "um"].contains(&words[i - 1].as_str())
+                    && BE_A_COUPLE.contains(&words[i - 2].as_str())
+                    && any(&words[..i - 2], WE_OR_I);
+                couple || together || with_now || a_couple
             })
         })
 }
+
+/// Words of a couple after an article: "een stel", "a couple", "ein Paar", "una coppia",
+/// "una pareja", "um casal".
+const COUPLE_NOUN: &[&str] = &["stel", "couple", "paar", "coppia", "pareja", "casal"];
+
+/// Plural verbs of being before a [`COUPLE_NOUN`]: "zijn", "are", "sind", "siamo",
+/// "somos", "sommes".
+const BE_A_COUPLE: &[&str] = &["zijn", "are", "re", "sind", "siamo", "somos", "sommes"];
+
+/// "I" or "we", one of which says a couple is the speaker's: "Mia and I", "wir".
+const WE_OR_I: &[&str] = &[
+    "i", "we", "ik", "wij", "we", "ich", "wir", "io", "noi", "yo", "nosotros", "eu", "nos", "moi",
+    "nous",
+];
 
 /// Verbs that give a partner's name: "my boyfriend is Dan", "mijn vriend heet Daan", "ma
 /// copine s'appelle Inès".
@@ -857,7 +929,7 @@ pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
     );
-    if any(&fact, MADE) || denies(&memory, &memory_names) {
+    if makes(&fact) || denies(&memory, &memory_names) {
         return false;
     }
     if no_longer_with(fact_text, &memory_names) {
@@ -875,7 +947,7 @@ pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
                 .iter()
                 .any(|&(a, b)| w == a && fact.get(i + 1).is_some_and(|n| n == b));
         let left = LEFT.contains(&w.as_str()) && named_in_memory;
-        (ended || left) && of_the_speaker(&fact, i)
+        (ended || left) && of_the_speaker(&fact, i) || ended && said_by(&fact, i, &memory_names)
     });
     let new_partner = !named_in_memory
         && (own_partners(&fact)
@@ -886,6 +958,15 @@ pub(crate) fn ends_partnership(memory: &str, fact: &str) -> bool {
                 .enumerate()
                 .any(|(i, w)| DATING.contains(&w.as_str()) && of_the_speaker(&fact, i))
             || (couple && !fact_names.is_empty())
+            // "Ik ben verloofd met Pieter", "I got engaged to Sam".
+            || fact.iter().enumerate().any(|(i, w)| {
+                ENGAGED.contains(&w.as_str())
+                    && of_the_speaker(&fact, i)
+                    && fact[i + 1..]
+                        .iter()
+                        .take(3)
+                        .any(|n| fact_names.contains(n))
+            })
             // "Ik heb sinds mei een relatie met Pieter", "I'm in a relationship with Tom".
             || fact.iter().enumerate().any(|(i, w)| {
                 RELATIONSHIP.contains(&w.as_str())
@@ -1086,6 +1167,14 @@ mod tests {
             ("Mein Freund heißt Jonas", "Mit Jonas ist es aus"),
             ("Mijn partner heet Bram", "Ik ben nu met Koen"),
             ("My girlfriend is Zoe", "I'm with Mia now"),
+            // The partner broke up; engaged to someone new; a couple with someone new.
+            ("Mijn vriend heet Bas", "Bas heeft het uitgemaakt"),
+            ("My boyfriend Tom is a chef", "Tom broke up with me"),
+            ("Meine Freundin heißt Lena", "Lena hat Schluss gemacht"),
+            ("Mijn vriend heet Bas", "Ik ben verloofd met Pieter"),
+            ("My girlfriend is Zoe", "I got engaged to Mia"),
+            ("Mijn vriend heet Bas", "Joris en ik zijn een stel"),
+            ("My girlfriend is Zoe", "Sara and I are a couple now"),
             // No longer with the partner, or together.
             ("Mi novio se llama Javier", "Ya no estoy con Javier"),
             ("My boyfriend Tom is a chef", "I'm not with Tom anymore"),
@@ -1189,6 +1278,14 @@ mod tests {
             ),
             ("My girlfriend is Zoe", "I'm with Mia at the cinema now"),
             ("My girlfriend is Zoe", "I'm with Mia"),
+            // Someone else's break-up, engagement or couple.
+            (
+                "My boyfriend Tom is a chef",
+                "Tom's sister broke up with Sam",
+            ),
+            ("My girlfriend is Zoe", "My brother got engaged to Mia"),
+            ("My girlfriend is Zoe", "Mia and Sam are a couple"),
+            ("Mijn vriend heet Bas", "Bas en ik zijn een stel"),
             // No longer with someone else, or no longer doing something together.
             ("Mi novio se llama Javier", "Ya no trabajo con Pedro"),
             (

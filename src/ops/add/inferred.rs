@@ -502,11 +502,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 /// "Wir sind seit zwei Jahren zusammen"). Not a change of job (a second job may stay), a
 /// taste, drinking or a pet; nor a diet, whose rules do not ask whose diet a memory
 /// tells of ("My daughter is vegetarian too" would go with "I'm vegetarian").
-const ENDS_EVERY: &[&str] = &[
-    "a single life ended",
-    "a relationship ended",
-    "a move",
-];
+const ENDS_EVERY: &[&str] = &["a single life ended", "a relationship ended", "a move"];
 
 /// The rule by which a new fact supersedes a memory of its owner, when one does: the
 /// speaker eats meat again after a vegetarian or vegan memory ([`infer::gives_up_diet`]),
