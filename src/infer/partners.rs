@@ -676,13 +676,13 @@ fn names(text: &str) -> Vec<String> {
 /// Words that say the speaker is in a couple by themselves: "Ik heb verkering met Lotte",
 /// "Estou namorando o Rui", "Namoro com a Ana", "Je suis en couple avec Hugo" (after
 /// "en").
-const COUPLE: &[&str] = &["verkering", "namorando", "namoro", "namoramos", "couple"];
+pub(super) const COUPLE: &[&str] = &["verkering", "namorando", "namoro", "namoramos", "couple"];
 
 /// Words of being together that say a couple only at the end of a clause, after a verb of
 /// being: "Ik ben sinds kort samen met Eva", "Ich bin mit Lena zusammen", "Eva and I are
 /// together now", "Stiamo insieme da maggio", "Estamos juntos". ("Ik ben samen met Eva
 /// naar Parijs geweest", "We went to Rome together" are no couple.)
-const TOGETHER: &[&str] = &[
+pub(super) const TOGETHER: &[&str] = &[
     "samen", "zusammen", "together", "insieme", "juntos", "juntas",
 ];
 

@@ -34,7 +34,7 @@ impl Topic {
         Topic::Drink,
     ];
 
-    /// The words a keyword search for the topic's memories looks for, folded. A text
+    /// The words of the topic, folded. A text
     /// speaks of a topic when it has one of its words, or of a partner when it says its
     /// speaker is in a couple ([`super::partners::coupled`]); of a home, only when it says
     /// where its owner lives or moved to ([`super::moves::speaks_of_home`]); of drinking,
@@ -48,6 +48,21 @@ impl Topic {
             Topic::Home => super::moves::LIVE,
             Topic::Drink => super::tastes::DRINKS,
         }
+    }
+
+    /// The words a keyword search for the topic's memories looks for: its [`words`](Self::words),
+    /// and for a partner the words of a couple without a partner word as well ("Wir sind
+    /// seit zwei Jahren zusammen", "Ik heb verkering met Lotte").
+    pub(crate) fn searched(self) -> Vec<&'static str> {
+        let couple: &[&[&str]] = match self {
+            Topic::Partner => &[super::partners::TOGETHER, super::partners::COUPLE],
+            _ => &[],
+        };
+        self.words()
+            .iter()
+            .chain(couple.iter().copied().flatten())
+            .copied()
+            .collect()
     }
 
     fn in_text(self, text: &str, words: &[String]) -> bool {

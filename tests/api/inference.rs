@@ -1656,7 +1656,7 @@ async fn a_break_up_ends_every_memory_of_the_relationship() {
     let mut ids = Vec::new();
     for said in [
         "Meine Freundin heißt Lena",
-        "Lena und ich sind seit zwei Jahren zusammen",
+        "Wir sind seit zwei Jahren zusammen",
         "Ich spiele Cello",
     ] {
         let added = memory.add(said).user("jonas").infer(false).await.unwrap();

@@ -683,7 +683,7 @@ impl Memory {
             let mut found: Vec<(Row, f32)> = Vec::new();
             for topic in infer::topics(fact) {
                 // A query reads at most `MAX_QUERY_WORDS` words.
-                for words in topic.words().chunks(crate::text::MAX_QUERY_WORDS) {
+                for words in topic.searched().chunks(crate::text::MAX_QUERY_WORDS) {
                     let ranked = self
                         .keyword_ranked(
                             &words.join(" "),
