@@ -694,6 +694,16 @@ const BE_TOGETHER: &[&str] = &[
 /// Those of [`BE_TOGETHER`] that are the speaker's alone: "ik ben", "ich bin", "stiamo".
 const BE_FIRST: &[&str] = &["ben", "bin", "stiamo", "sto", "estamos", "estoy", "somos"];
 
+/// Whether `words[at]` is a [`TOGETHER`] word after a verb of being of the speaker's
+/// ([`BE_TOGETHER`]): "ik ben … samen", "Eva and I are together".
+fn together_at(words: &[String], at: usize) -> bool {
+    TOGETHER.contains(&words[at].as_str())
+        && words[..at].iter().enumerate().any(|(j, b)| {
+            BE_TOGETHER.contains(&b.as_str())
+                && (BE_FIRST.contains(&b.as_str()) || of_the_speaker(words, j))
+        })
+}
+
 /// Verbs of being that "with" a partner may follow ([`coupled`]).
 const BE_WITH: &[&str] = &[
     "ben", "m", "am", "bin", "suis", "sono", "sto", "estoy", "estou",
@@ -734,24 +744,19 @@ pub(super) fn coupled(text: &str) -> bool {
                 let couple = COUPLE.contains(&w.as_str())
                     && (w != "couple" || i > 0 && words[i - 1] == "en")
                     && (w.starts_with("namoro") || of_the_speaker(&words, i));
-                let together = TOGETHER.contains(&w.as_str())
-                    && words[..i].iter().enumerate().any(|(j, b)| {
-                        BE_TOGETHER.contains(&b.as_str())
-                            && (BE_FIRST.contains(&b.as_str()) || of_the_speaker(&words, j))
-                    })
-                    && {
-                        // What follows is "with" and a name, then nothing but a time.
-                        let mut rest = &words[i + 1..];
-                        if rest
-                            .first()
-                            .is_some_and(|w| ["met", "with", "con"].contains(&w.as_str()))
-                            && rest.get(1).is_some_and(|n| names.contains(n))
-                        {
-                            rest = &rest[2..];
-                        }
-                        rest.first()
-                            .is_none_or(|w| AFTER_TOGETHER.contains(&w.as_str()))
-                    };
+                let together = together_at(&words, i) && {
+                    // What follows is "with" and a name, then nothing but a time.
+                    let mut rest = &words[i + 1..];
+                    if rest
+                        .first()
+                        .is_some_and(|w| ["met", "with", "con"].contains(&w.as_str()))
+                        && rest.get(1).is_some_and(|n| names.contains(n))
+                    {
+                        rest = &rest[2..];
+                    }
+                    rest.first()
+                        .is_none_or(|w| AFTER_TOGETHER.contains(&w.as_str()))
+                };
                 // "Ik ben nu met Koen", "I'm with Koen now": a verb of being, "with" a
                 // name that ends the clause, and a word of now.
                 let with_now = BE_WITH.contains(&w.as_str())
@@ -788,8 +793,7 @@ const BE_A_COUPLE: &[&str] = &["zijn", "are", "re", "sind", "siamo", "somos", "s
 
 /// "I" or "we", one of which says a couple is the speaker's: "Mia and I", "wir".
 const WE_OR_I: &[&str] = &[
-    "i", "we", "ik", "wij", "we", "ich", "wir", "io", "noi", "yo", "nosotros", "eu", "nos", "moi",
-    "nous",
+    "i", "we", "ik", "wij", "ich", "wir", "io", "noi", "yo", "nosotros", "eu", "nos", "moi", "nous",
 ];
 
 /// Verbs that give a partner's name: "my boyfriend is Dan", "mijn vriend heet Daan", "ma
@@ -870,11 +874,12 @@ fn partnered(text: &str, memory: &[String], names: &[String]) -> bool {
 const ARTICLES: &[&str] = &["o", "a", "el", "la", "le", "il"];
 
 /// Whether a clause of `text` says its speaker is no longer with a partner: no longer
-/// ([`NOT`] and [`NO_LONGER`]) being ([`BE_WITH`]) "with" one of `names` (those
-/// of the memory), or no longer together: "Ya no estoy con Javier", "I'm not with Tom anymore", "Je ne
-/// suis plus avec Léo", "Ich bin nicht mehr mit Jonas zusammen", "Já não estou com o
-/// Tiago", "We zijn niet meer samen". ("Ya no trabajo con Pedro" names no partner of the
-/// memory's; "I don't work with Tom anymore" says no being with him.)
+/// ([`NOT`] and [`NO_LONGER`]) being ([`BE_WITH`]) "with" one of `names` (those of the
+/// memory), or no longer together ([`together_at`]): "Ya no estoy con Javier", "I'm not
+/// with Tom anymore", "Je ne suis plus avec Léo", "Ich bin nicht mehr mit Jonas
+/// zusammen", "Já não estou com o Tiago", "We zijn niet meer samen". ("Ya no trabajo con
+/// Pedro" names no partner of the memory's; "I don't work with Tom anymore" says no
+/// being with him.)
 fn no_longer_with(text: &str, names: &[String]) -> bool {
     text.split([',', '.', ';', ':', '!', '?']).any(|clause| {
         let words = crate::text::folded_words(clause);
@@ -893,13 +898,7 @@ fn no_longer_with(text: &str, names: &[String]) -> bool {
                 && words.get(at).is_some_and(|n| names.contains(n))
                 && any(&words[..i], BE_WITH)
         });
-        let together = words.iter().enumerate().any(|(i, w)| {
-            TOGETHER.contains(&w.as_str())
-                && words[..i].iter().enumerate().any(|(j, b)| {
-                    BE_TOGETHER.contains(&b.as_str())
-                        && (BE_FIRST.contains(&b.as_str()) || of_the_speaker(&words, j))
-                })
-        });
+        let together = (0..words.len()).any(|i| together_at(&words, i));
         stopped && (with_partner || together)
     })
 }
