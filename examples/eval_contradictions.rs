@@ -11,6 +11,8 @@
 //! `-- --store-per-case` gives each case a store of its own, so that no case's keyword
 //! statistics hold another's memories (by default all cases share one store, as a
 //! service's users do);
+//! `-- --show-texts` prints the untuned half's memories (by default its listing gives only
+//! events, marks and labels, so that reading a run's output does not tune on that half);
 //! `-- --unconstrained` lets the model write its answers freely (no schema), to compare;
 //! `--features llama -- --llama` runs the local model on llama.cpp (`LlamaCppLlm`), about
 //! twice as fast.
@@ -126,6 +128,7 @@ async fn run(
     llm: &Counted,
     half: Half,
     case: &Case,
+    blind: bool,
 ) -> memlane::Result<(Vec<Duration>, usize, Vec<(String, Vec<String>)>)> {
     let user = format!("contradictions-{}-{}", half.name(), case.id);
     let mut times = Vec::new();
@@ -150,6 +153,7 @@ async fn run(
         };
         for m in &added.results {
             match (m.event, &m.previous_memory) {
+                _ if blind => println!("    {}", m.event.as_str()),
                 (HistoryEvent::Add, _) | (_, None) => {
                     println!("    {:<6} {}", m.event.as_str(), m.memory)
                 }
@@ -204,6 +208,7 @@ async fn main() -> memlane::Result<()> {
     let model = eval_llm::language_model(&args)?;
     println!("language model: {}; store {}\n", model.name, dir.display());
     let per_case = std::env::args().any(|a| a == "--store-per-case");
+    let show_texts = std::env::args().any(|a| a == "--show-texts");
     let open = |name: &str| {
         Memory::builder()
             .path(dir.join(format!("{name}.db")))
@@ -235,7 +240,9 @@ async fn main() -> memlane::Result<()> {
                 None
             };
             let memory = own.as_ref().unwrap_or(&shared);
-            let (times, failed, labelled) = run(memory, &model.llm, half, case).await?;
+            // The half never tuned on is read by its figures, not its texts.
+            let blind = half == Half::Untuned && args.cases.is_none() && !show_texts;
+            let (times, failed, labelled) = run(memory, &model.llm, half, case, blind).await?;
             let kept: Vec<String> = labelled.iter().map(|(m, _)| m.clone()).collect();
             failures += failed;
             let outcome = Outcome::of(&kept, case);
@@ -269,7 +276,8 @@ async fn main() -> memlane::Result<()> {
                 } else {
                     "-"
                 };
-                println!("    {mark} {m} [{}]", labels.join(", "));
+                let text = if blind { "" } else { m.as_str() };
+                println!("    {mark} {text} [{}]", labels.join(", "));
             }
             add_times.extend(times);
         }
