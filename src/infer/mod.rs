@@ -20,6 +20,7 @@ mod extract;
 mod looks;
 mod moves;
 mod partners;
+mod people;
 mod pets;
 pub(crate) mod places;
 mod reconcile;
@@ -35,6 +36,7 @@ pub(crate) use looks::{
 };
 pub(crate) use moves::{moved_away, stays_away};
 pub(crate) use partners::{ends_partnership, ends_single_life, makes_a_friend};
+pub(crate) use people::of_someone_else;
 pub(crate) use pets::{a_pet_died, another_pet};
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
 pub(crate) use tastes::{another_taste, gives_up_drinking, reverses_taste};

@@ -20,7 +20,8 @@
 //! 4. The decisions are made safe: a stay away from a home never takes the home's place
 //!    ([`infer::stays_away`]), nor another taste a taste's ([`infer::another_taste`]), nor a
 //!    friend made a partner's ([`infer::makes_a_friend`]), nor a new pet the pet before's
-//!    ([`infer::another_pet`]); an
+//!    ([`infer::another_pet`]), nor news of someone else ("Ma voisine n'a plus de chat")
+//!    a memory of the speaker's own ([`infer::of_someone_else`]); an
 //!    updated memory takes the fact's text; an immutable
 //!    memory is never changed, nor replaced by a fact said to be one more of its kind
 //!    ("also", "anche"; the fact is added instead); a memory is changed at most once per
@@ -277,8 +278,8 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         known, &said, &asked, &existing, &found, decisions, spoken_at,
     );
     // A fact that tells of a stay away from a home found for it leaves that home alone,
-    // one that tells of another taste leaves the taste, a friend made the partner, and a
-    // new pet the pet before.
+    // one that tells of another taste leaves the taste, a friend made the partner, a
+    // new pet the pet before, and news of someone else the speaker's own memories.
     let beside: Vec<(usize, usize)> = asked
         .iter()
         .zip(&found)
@@ -289,6 +290,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
                 || infer::another_taste(memory, &said[fact])
                 || infer::makes_a_friend(memory, &said[fact])
                 || infer::another_pet(memory, &said[fact])
+                || infer::of_someone_else(memory, &said[fact])
         })
         .collect();
     plan.keep_beside(beside);
