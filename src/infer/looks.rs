@@ -498,10 +498,45 @@ pub(crate) fn with_the_rest_kept_by(
     in_place_of_one(memory, &parts, fact, |r| supersedes(&memory[r.clone()]))
 }
 
+/// Verbs of being and naming, by which a piece says something of a subject that is no
+/// pronoun: "Mijn vriendin heet Eva", "Ma sœur est infirmière", "My wife is a nurse". As
+/// written, lowercase ("è", "é"), or after an apostrophe ("s'appelle").
+const BE_OR_NAMED: &[&str] = &[
+    "is",
+    "are",
+    "was",
+    "called",
+    "named",
+    "est",
+    "sont",
+    "appelle",
+    "appellent",
+    "ist",
+    "sind",
+    "heißt",
+    "heisst",
+    "è",
+    "sono",
+    "chiama",
+    "chiamano",
+    "es",
+    "llama",
+    "llaman",
+    "é",
+    "são",
+    "chama",
+    "chamam",
+    "heet",
+    "heten",
+    "zijn",
+];
+
 /// `range` of `text` cut before each [`CONJUNCTIONS`] word followed by a subject
 /// ([`super::extract::SUBJECTS`]), the conjunction left out of both pieces. With
-/// `clause_before`, only where the piece before has a subject of its own ("I'm vegan and
-/// I run"; not "My wife and I live", nor "Lena und ich sind").
+/// `clause_before`, only where the piece before has a subject of its own, or a verb of
+/// being or naming ([`BE_OR_NAMED`]) that says something of one: "I'm vegan and I run",
+/// "Mijn vriendin heet Eva en ik werk bij een bank"; not "My wife and I live", nor "Lena
+/// und ich sind".
 pub(super) fn at_conjunctions(
     text: &str,
     range: std::ops::Range<usize>,
@@ -520,13 +555,19 @@ pub(super) fn at_conjunctions(
     let mut out = Vec::new();
     let mut start = range.start;
     let subject = |w: &str| super::extract::SUBJECTS.contains(&bare(w).as_str());
+    let verb = |w: &str| {
+        w.split(['\'', '’']).any(|part| {
+            let part = part.trim_matches(|c: char| !c.is_alphanumeric());
+            BE_OR_NAMED.contains(&part.to_lowercase().as_str())
+        })
+    };
     for pair in words.windows(2) {
         let ((at, conjunction), (next, after)) = (pair[0], pair[1]);
-        // The piece before has a subject of its own: "Lena und ich sind zusammen" is one.
+        // The piece before is a clause of its own: "Lena und ich sind zusammen" is one.
         let a_clause_before = !clause_before
             || words
                 .iter()
-                .any(|&(w_at, w)| (start..at).contains(&w_at) && subject(w));
+                .any(|&(w_at, w)| (start..at).contains(&w_at) && (subject(w) || verb(w)));
         if a_clause_before && CONJUNCTIONS.contains(&bare(conjunction).as_str()) && subject(after) {
             out.push(start..text[..at].trim_end().len());
             start = next;
@@ -831,11 +872,32 @@ mod tests {
             .as_deref(),
             Some("Je cours des marathons et Je mange de la viande")
         );
+        // A clause whose subject is no pronoun, said by a verb of being or naming.
+        let eva = |clause: &str| clause.contains("Eva");
+        assert_eq!(
+            with_the_rest_kept_by(
+                "Mijn vriendin heet Eva en ik werk bij een bank",
+                "Ik ben verloofd met Noor",
+                eva
+            )
+            .as_deref(),
+            Some("Ik ben verloofd met Noor en ik werk bij een bank")
+        );
+        assert_eq!(
+            with_the_rest_kept_by(
+                "Ma copine s'appelle Eva et je suis infirmier",
+                "Je suis fiancé à Noor",
+                eva
+            )
+            .as_deref(),
+            Some("Je suis fiancé à Noor et je suis infirmier")
+        );
         for memory in [
             "I'm vegan",
             "The vegan diet and I are old friends",
             "I run half marathons, and I swim",
             "I'm vegan, and my wife is vegan",
+            "My vegan wife and I run half marathons",
         ] {
             assert_eq!(
                 with_the_rest_kept_by(memory, "I eat meat again", vegan),

@@ -1644,6 +1644,28 @@ async fn a_rule_replaces_only_the_clause_it_finds_superseded() {
     );
     // The extraction only.
     assert_eq!(llm.requests().len(), 1);
+
+    // A clause whose subject is no pronoun: a partner named, beside a job.
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([facts(&["Ik ben verloofd met Noor"])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    memory
+        .add("Mijn vriendin heet Eva en ik werk bij een bank")
+        .user("daan")
+        .infer(false)
+        .await
+        .unwrap();
+    let added = memory
+        .add("Groot nieuws: ik ben verloofd met Noor!")
+        .user("daan")
+        .await
+        .unwrap();
+    assert_eq!(added.results[0].event, HistoryEvent::Update);
+    assert_eq!(
+        live(&memory, "daan").await,
+        ["Ik ben verloofd met Noor en ik werk bij een bank"]
+    );
+    assert_eq!(llm.requests().len(), 1);
 }
 
 /// A break-up ends every memory of the relationship found for it: it takes the place of
