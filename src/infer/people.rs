@@ -5,10 +5,11 @@
 use super::topics::any;
 
 /// Third-person subject pronouns that begin a fact about someone else: "She switched to
-/// golf", "Il a déménagé", "Er ist umgezogen". Not German "es", Italian "il" nor
-/// Portuguese "a" and "o", which begin as many facts as articles.
+/// golf", "Elle a déménagé", "Er ist umgezogen". Not French "il", German "es", Spanish
+/// "él" (folded, "el") nor Portuguese "a" and "o", which begin as many facts as articles
+/// ("El gato murió").
 const PRONOUNS: &[&str] = &[
-    "he", "she", "they", "elle", "ils", "elles", "er", "sie", "lui", "lei", "loro", "el", "ella",
+    "he", "she", "they", "elle", "ils", "elles", "er", "sie", "lui", "lei", "loro", "ella",
     "ellos", "ellas", "ele", "ela", "eles", "elas", "hij", "zij", "ze",
 ];
 
@@ -190,13 +191,15 @@ const PEOPLE: &[&str] = &[
 ];
 
 /// Words by which a fact speaks of its speaker too, after its subject: "My sister moved in
-/// with me", "Ma voisine garde mon chat", "Mein Bruder und ich".
+/// with me", "Ma voisine garde mon chat", "Mein Bruder und ich". Not the words another
+/// language has for something else: French "ma" and "mes" (Italian "but", Spanish
+/// "month"), Italian "ci" ("there").
 const THE_SPEAKER: &[&str] = &[
-    "i", "me", "m", "my", "we", "us", "our", "je", "j", "moi", "mon", "ma", "mes", "nous", "notre",
-    "nos", "ich", "mich", "mir", "mein", "meine", "meinen", "meinem", "wir", "uns", "unser",
-    "unsere", "io", "mio", "mia", "miei", "mie", "noi", "ci", "nostro", "nostra", "yo", "mi",
-    "mis", "nosotros", "nuestro", "nuestra", "eu", "meu", "minha", "meus", "minhas", "nossa",
-    "nosso", "ik", "mij", "mijn", "wij", "ons", "onze",
+    "i", "me", "m", "my", "we", "us", "our", "je", "j", "moi", "mon", "nous", "notre", "nos",
+    "ich", "mich", "mir", "mein", "meine", "meinen", "meinem", "wir", "uns", "unser", "unsere",
+    "io", "mio", "mia", "miei", "mie", "noi", "ci", "nostro", "nostra", "yo", "mi", "mis",
+    "nosotros", "nuestro", "nuestra", "eu", "meu", "minha", "meus", "minhas", "nossa", "nosso",
+    "ik", "mij", "mijn", "wij", "ons", "onze",
 ];
 
 /// Whether `fact` tells of someone else, not of its speaker, and `memory` is not about
@@ -270,6 +273,10 @@ mod tests {
             ),
             ("I play tennis every weekend", "She switched to golf"),
             ("Vivo en Sevilla", "Mis padres se mudaron a Valencia"),
+            (
+                "Vivo en Sevilla",
+                "Mi hermana se mudó a Valencia el mes pasado",
+            ),
         ];
         for (memory, fact) in cases {
             assert!(of_someone_else(memory, fact), "{memory} / {fact}");
@@ -294,8 +301,9 @@ mod tests {
             ("My sister lives in Porto", "My sister moved to Lisbon"),
             ("Ana is a dentist", "My sister Ana quit dentistry"),
             ("She is a nurse", "My mother retired"),
-            // No person after the possessive.
+            // No person after the possessive, nor after an article.
             ("Vivo a Torino", "Il mio gatto è morto"),
+            ("Tengo un gato llamado Coco", "El gato murió"),
         ];
         for (memory, fact) in cases {
             assert!(!of_someone_else(memory, fact), "{memory} / {fact}");
