@@ -137,14 +137,82 @@ pub(crate) fn retires(memory: &str, fact: &str) -> bool {
 }
 
 /// Whether folded `words` tell of the speaker's paid work: a [`WORKING`] word, not "work
-/// out", nothing denied, no one else, no volunteering, no retirement.
+/// out", or a post held somewhere ([`holds_a_post`]); nothing denied, no one else, no
+/// volunteering, no retirement.
 fn works(words: &[String]) -> bool {
-    words.iter().enumerate().any(|(i, w)| {
+    (words.iter().enumerate().any(|(i, w)| {
         WORKING.contains(&w.as_str()) && words.get(i + 1).is_none_or(|next| next != "out")
-    }) && !any(words, NOT)
+    }) || holds_a_post(words))
+        && !any(words, NOT)
         && !any(words, SOMEONE_ELSE)
         && !any(words, VOLUNTEER)
         && !retired(words)
+}
+
+/// First-person verbs of being, each with the words that say where a post is held after
+/// it: "I'm a barista at a café", "Je suis caissière dans un supermarché", "Ich bin
+/// Lehrerin an einer Schule", "Sono infermiera presso l'ospedale", "Soy profesora en un
+/// instituto", "Sou enfermeiro num centro de saúde", "Ik ben kok bij een restaurant".
+/// English "in" is left out ("I'm a big believer in…"), and so is Dutch "en" ("and").
+const I_AM_AT: &[(&str, &[&str])] = &[
+    ("m", &["at", "for"]),
+    ("am", &["at", "for"]),
+    ("suis", &["chez", "dans", "a"]),
+    ("bin", &["bei", "an"]),
+    ("sono", &["presso", "in"]),
+    ("soy", &["en"]),
+    ("sou", &["em", "no", "na", "num", "numa"]),
+    ("ben", &["bij"]),
+];
+
+/// Articles before a post: "a barista", "une caissière".
+const A: &[&str] = &[
+    "a", "an", "un", "une", "ein", "eine", "uno", "una", "um", "uma", "een",
+];
+
+/// What a speaker may be somewhere without holding a post there: a student, a member, a
+/// fan, a regular, a guest.
+const NO_POST: &[&str] = &[
+    "student",
+    "students",
+    "etudiant",
+    "etudiante",
+    "studentin",
+    "studente",
+    "studentessa",
+    "estudiante",
+    "estudante",
+    "member",
+    "membre",
+    "mitglied",
+    "socio",
+    "socia",
+    "lid",
+    "fan",
+    "regular",
+    "guest",
+];
+
+/// Whether folded `words` say the speaker holds a post somewhere: a first-person verb of
+/// being ([`I_AM_AT`]; "m" and "am" after "I"), an article ([`A`]; English needs one: "I'm
+/// vegan at home"), a word or up to three (the post, none of [`NO_POST`]), then a word of
+/// that verb's language saying where. "I'm a nurse" says no more than "I'm a vegan", and
+/// is left to the model.
+fn holds_a_post(words: &[String]) -> bool {
+    words.iter().enumerate().any(|(i, w)| {
+        let Some((_, at)) = I_AM_AT.iter().find(|(be, _)| be == w) else {
+            return false;
+        };
+        let article = words.get(i + 1).is_some_and(|a| A.contains(&a.as_str()));
+        let english = ["m", "am"].contains(&w.as_str());
+        if english && (i == 0 || words[i - 1] != "i" || !article) {
+            return false;
+        }
+        let start = i + 1 + usize::from(article);
+        let post = words.get(start..).unwrap_or_default();
+        let ends = post.iter().take(4).position(|w| at.contains(&w.as_str()));
+        ends.is_some_and(|end| end > 0 && !any(&post[..end], NO_POST))
+    })
 }
 
 /// Phrases that say a job changed or ended: "I changed jobs", "my new job", "Ho cambiato
@@ -156,6 +224,14 @@ const JOB_CHANGED: &[&[&str]] = &[
     &["new", "job"],
     &["quit", "my", "job"],
     &["left", "my", "job"],
+    &["handed", "in", "my", "notice"],
+    &["resigned"],
+    &["demissionne"],
+    &["demissionnee"],
+    &["dimesso"],
+    &["dimessa"],
+    &["renuncie"],
+    &["demiti"],
     &["changed", "careers"],
     &["change", "de", "travail"],
     &["change", "de", "boulot"],
@@ -361,6 +437,20 @@ mod tests {
                 "Ik werk in een garage",
                 "Ik heb een nieuwe baan als buschauffeur",
             ),
+            // A post held somewhere.
+            (
+                "I'm a barista at a café in Camden",
+                "I handed in my notice and started as a web developer",
+            ),
+            (
+                "Soy profesora de matemáticas en un instituto de Zaragoza",
+                "Cambié de trabajo: ahora llevo una librería",
+            ),
+            (
+                "Je suis caissière dans un supermarché",
+                "J'ai démissionné en juin",
+            ),
+            ("Ik ben kok bij een restaurant", "Ik heb een nieuwe baan"),
         ] {
             assert!(changes_jobs(memory, fact), "{memory} / {fact}");
         }
@@ -384,6 +474,12 @@ mod tests {
             ("I play chess on Sundays", "I changed jobs"),
             ("My husband works as a nurse", "I changed jobs"),
             ("I work out at the gym", "I changed jobs"),
+            // A state or a place, no post: a student, a member, no word of where.
+            ("I'm a student at Leeds", "I got a new job"),
+            ("I'm a member of a rowing club", "I got a new job"),
+            ("I'm a nurse", "I changed jobs"),
+            ("I'm vegan at home", "I changed jobs"),
+            ("Ik ben vegetariër en ik fiets", "Ik heb een nieuwe baan"),
         ] {
             assert!(!changes_jobs(memory, fact), "{memory} / {fact}");
         }
@@ -407,6 +503,7 @@ mod tests {
             ("Je travaille à la mairie", "J'ai pris ma retraite"),
             ("Trabajo de cartero en Lugo", "Me jubilé en abril"),
             ("Trabalho num banco", "Estou aposentada"),
+            ("Sou enfermeiro num centro de saúde", "Estou aposentado"),
             (
                 "Ik werk in een bakkerij",
                 "Ik ben sinds de zomer met pensioen",
