@@ -278,12 +278,13 @@ const BROKE_UP: &[&str] = &[
 ];
 
 /// Break-ups of two words: "we broke up" ("I broke my leg" is none), "split up",
-/// "Schluss gemacht", "uit elkaar".
+/// "Schluss gemacht", "uit elkaar", "lo dejamos".
 const BROKE_UP_BEFORE: &[(&str, &str)] = &[
     ("broke", "up"),
     ("split", "up"),
     ("schluss", "gemacht"),
     ("uit", "elkaar"),
+    ("lo", "dejamos"),
 ];
 
 /// Verbs of leaving someone, which end a relationship only when the memory names the one
@@ -1159,6 +1160,7 @@ mod tests {
             ("Mijn vriendin heet Sanne", "Ik heb nu verkering met Lotte"),
             ("My boyfriend is Tim", "Rob and I are together now"),
             ("Ik ben samen met Eva", "Eva en ik zijn uit elkaar"),
+            ("Mi novia se llama Lucía", "Lucía y yo lo dejamos en verano"),
             // Over with the partner named, or with someone now.
             ("Mijn partner heet Bram", "Het is uit met Bram"),
             ("My boyfriend Tim is a chef", "It's over with Tim"),
