@@ -67,6 +67,8 @@ const PEOPLE: &[&str] = &[
     "roommate",
     "flatmate",
     "landlord",
+    "mate",
+    "buddy",
     // French
     "voisin",
     "voisine",
@@ -87,6 +89,7 @@ const PEOPLE: &[&str] = &[
     "patronne",
     "colocataire",
     "coloc",
+    "pote",
     // German
     "nachbar",
     "nachbarin",
@@ -110,6 +113,7 @@ const PEOPLE: &[&str] = &[
     "chefin",
     "mitbewohner",
     "mitbewohnerin",
+    "kumpel",
     // Italian
     "vicino",
     "vicina",
@@ -188,6 +192,7 @@ const PEOPLE: &[&str] = &[
     "nicht",
     "baas",
     "huisgenoot",
+    "maat",
 ];
 
 /// Words by which a fact speaks of its speaker too, after its subject: "My sister moved in
@@ -202,26 +207,36 @@ const THE_SPEAKER: &[&str] = &[
     "ik", "mij", "mijn", "wij", "ons", "onze",
 ];
 
-/// Whether `fact` tells of someone else, not of its speaker, and `memory` is not about
-/// them: the fact's subject is a third-person pronoun ([`PRONOUNS`]) or a person
-/// ([`PEOPLE`]) after a possessive ([`POSSESSIVES`]), nothing after it speaks of the
-/// speaker ([`THE_SPEAKER`]), and the memory neither names that person (the person word,
-/// or the name right after it) nor begins with someone else. "Ma voisine n'a plus de chat" leaves "J'ai un chat qui s'appelle Moka"
-/// be; "My sister moved to Lisbon" may still replace "My sister lives in Porto".
+/// Whether `fact` tells of someone else, not of its speaker ([`about_another`]), and
+/// `memory` is not about them: the memory neither names that person (the person word, or
+/// the name right after it) nor begins with someone else. "Ma voisine n'a plus de chat"
+/// leaves "J'ai un chat qui s'appelle Moka" be; "My sister moved to Lisbon" may still
+/// replace "My sister lives in Porto".
 pub(crate) fn of_someone_else(memory: &str, fact: &str) -> bool {
     let words = crate::text::folded_words(fact);
-    let Some((person, end)) = subject(&words) else {
+    let Some((person, end)) = another(&words) else {
         return false;
     };
-    if any(&words[end..], THE_SPEAKER) {
-        return false;
-    }
     let memory_words = crate::text::folded_words(memory);
     // The person's name, right after the person ("My sister Ana"); German capitalises
     // every noun, so no other capital counts.
     let name = words.get(end).filter(|w| super::names(fact).contains(w));
     let named = |w: &String| name == Some(w) || person.is_some_and(|p| super::extract::alike(p, w));
     !memory_words.iter().any(named) && subject(&memory_words).is_none()
+}
+
+/// Whether a fact tells of someone else, not of its speaker: its subject is a
+/// third-person pronoun ([`PRONOUNS`]) or a person ([`PEOPLE`]) after a possessive
+/// ([`POSSESSIVES`]), and nothing after it speaks of the speaker ([`THE_SPEAKER`]): "Mein
+/// Kumpel Timo hat einen neuen Job", not "My sister moved in with me".
+pub(super) fn about_another(fact: &str) -> bool {
+    another(&crate::text::folded_words(fact)).is_some()
+}
+
+/// The subject of folded `words` when they tell of someone else ([`about_another`]): the
+/// person word and where the subject ends.
+fn another(words: &[String]) -> Option<(Option<&str>, usize)> {
+    subject(words).filter(|&(_, end)| !any(&words[end..], THE_SPEAKER))
 }
 
 /// The subject of a fact that is someone else: the person word ([`PEOPLE`]; none for a
@@ -272,6 +287,10 @@ mod tests {
                 "Mijn broer werkt niet meer bij de bank",
             ),
             ("I play tennis every weekend", "She switched to golf"),
+            (
+                "Ich arbeite als Krankenpfleger in Bremen",
+                "Mein Kumpel Timo hat einen neuen Job bei Siemens",
+            ),
             ("Vivo en Sevilla", "Mis padres se mudaron a Valencia"),
             (
                 "Vivo en Sevilla",

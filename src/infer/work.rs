@@ -397,6 +397,7 @@ pub(crate) fn changes_jobs(memory: &str, fact: &str) -> bool {
     works(&memory)
         && super::says_phrase(&words, JOB_CHANGED)
         && !any(&words, OTHERS)
+        && !super::people::about_another(fact)
         && !any(&words, super::partners::PARTNER_OF_ONES_OWN)
         && !any(&words, NOT)
         && !any(&words, AHEAD)
@@ -458,6 +459,10 @@ mod tests {
             // Someone else's job, or a job looked for, planned or denied.
             ("I work as a plumber", "My wife changed jobs"),
             ("Lavoro come cuoco", "Mio fratello ha un nuovo lavoro"),
+            (
+                "Ich arbeite als Krankenpfleger",
+                "Mein Kumpel Timo hat einen neuen Job bei Siemens",
+            ),
             ("I work as a plumber", "I'm looking for a new job"),
             ("I work as a plumber", "I'll start a new job next month"),
             ("I work as a plumber", "I have not changed jobs after all"),
