@@ -36,7 +36,8 @@ impl Topic {
 
     /// The words of the topic, folded. A text
     /// speaks of a topic when it has one of its words, or of a partner when it says its
-    /// speaker is in a couple ([`super::partners::coupled`]); of a home, only when it says
+    /// speaker is in a couple ([`super::partners::coupled`]), of work when it says where
+    /// its speaker holds a post ([`super::work::holds_a_post`]); of a home, only when it says
     /// where its owner lives or moved to ([`super::moves::speaks_of_home`]); of drinking,
     /// only when it says its speaker drinks alcohol or stopped
     /// ([`super::tastes::speaks_of_drinking`]).
@@ -65,6 +66,17 @@ impl Topic {
             .collect()
     }
 
+    /// The labels of the default taxonomy ([`crate::config::DEFAULT_LABELS`]) that the
+    /// model gives memories of the topic, by which a search finds those its words do not
+    /// ("I'm a barista at a café in Camden"). None for a partner, whose memories are
+    /// labelled as any of the family's are.
+    pub(crate) fn labels(self) -> &'static [&'static str] {
+        match self {
+            Topic::Work => &["professional_details"],
+            _ => &[],
+        }
+    }
+
     fn in_text(self, text: &str, words: &[String]) -> bool {
         match self {
             Topic::Home => super::moves::speaks_of_home(text),
@@ -75,6 +87,8 @@ impl Topic {
                 words.iter().any(|w| PARTNER.contains(&w.as_str()))
                     || super::partners::coupled(text)
             }
+            // "I'm a barista at a café": a post held somewhere, without a word of work.
+            Topic::Work => any(words, WORK) || super::work::holds_a_post(words),
             _ => words.iter().any(|w| self.words().contains(&w.as_str())),
         }
     }
@@ -241,6 +255,7 @@ const WORK: &[&str] = &[
     "pension",
     "quit",
     "resigned",
+    "notice",
     "fired",
     "redundant",
     "unemployed",
@@ -678,6 +693,11 @@ mod tests {
             ),
             ("Sono in pensione", "Lavoro in banca", Topic::Work),
             ("I retired last year", "I work as a pilot", Topic::Work),
+            (
+                "I handed in my notice",
+                "I'm a barista at a café in Camden",
+                Topic::Work,
+            ),
             (
                 "Nous nous sommes installés à Grenoble cet été",
                 "J'habite à Rennes",

@@ -198,7 +198,7 @@ const NO_POST: &[&str] = &[
 /// vegan at home"), a word or up to three (the post, none of [`NO_POST`]), then a word of
 /// that verb's language saying where. "I'm a nurse" says no more than "I'm a vegan", and
 /// is left to the model.
-fn holds_a_post(words: &[String]) -> bool {
+pub(super) fn holds_a_post(words: &[String]) -> bool {
     words.iter().enumerate().any(|(i, w)| {
         let Some((_, at)) = I_AM_AT.iter().find(|(be, _)| be == w) else {
             return false;

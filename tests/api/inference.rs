@@ -1911,6 +1911,29 @@ async fn a_retirement_replaces_the_job_before() {
     assert_eq!(memory.history(job.results[0].id).await.unwrap().len(), 2);
 }
 
+/// A change of job takes the place of a memory of a post held somewhere, found by its
+/// label when it has no word of work and none in common with the change.
+#[tokio::test]
+async fn a_change_of_job_replaces_a_post_found_by_its_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let said = "I handed in my notice and started as a junior web developer";
+    let llm = ScriptedLlm::new([facts(&[said])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let post = memory
+        .add("I'm a barista at a café in Camden")
+        .user("jo")
+        .categories(["professional_details"])
+        .infer(false)
+        .await
+        .unwrap();
+    let changed = memory.add(said).user("jo").await.unwrap();
+    // The extraction only.
+    assert_eq!(llm.requests().len(), 1);
+    assert_eq!(changed.results[0].event, HistoryEvent::Update);
+    assert_eq!(changed.results[0].id, post.results[0].id);
+    assert_eq!(live(&memory, "jo").await, [said]);
+}
+
 /// Another taste is added beside the taste a memory holds, whatever the model decided: no
 /// look asks about the two.
 #[tokio::test]

@@ -53,13 +53,14 @@ use uuid::Uuid;
 use super::plan::{self, Context, FactPlan};
 use super::{AddResult, AddedMemory};
 use crate::error::{Error, Result};
+use crate::filter::{Condition, Filter, Op};
 use crate::infer::{self, dates, places, Apart, Existing, Fact};
 use crate::llm::{Llm, Usage};
 use crate::memory::Memory;
 use crate::record::{content_hash, indexed_text, Owners};
 use crate::retrieve::fusion::Prior;
 use crate::store::keyword::RECONCILE_MIN_ROWS;
-use crate::store::{owner_filter, Among, Row, Write, WriteBatch};
+use crate::store::{owner_filter, Among, Row, Scan, Write, WriteBatch};
 
 /// Similar memories fetched per fact.
 const CANDIDATES_PER_FACT: usize = 5;
@@ -671,8 +672,9 @@ impl Memory {
 
     /// For each fact, the live memories among `filter` that speak of a topic it speaks of
     /// (a partner, a diet, work: see [`infer::topics`]), at most [`TOPIC_CANDIDATES`], best
-    /// keyword score first, with that score: a change of these rarely resembles the memory
-    /// it ends. Facts of no topic get none, and cost no search.
+    /// keyword score first, with that score, then the newest with the topic's label
+    /// (`Topic::labels`: "professional_details" for work): a change of these rarely resembles the memory it ends.
+    /// Facts of no topic get none, and cost no search.
     async fn on_topic(
         &self,
         facts: &[String],
@@ -699,6 +701,27 @@ impl Memory {
                         let speaks = infer::topics(&row.record.memory).contains(&topic);
                         if speaks && !found.iter().any(|(f, _)| f.record.id == row.record.id) {
                             found.push((row, r.score));
+                        }
+                    }
+                }
+                // The newest memories with the topic's label that speak of it, after
+                // those its words found (no keyword score).
+                for label in topic.labels() {
+                    let labelled =
+                        filter
+                            .clone()
+                            .and(Filter::Condition(Condition::Categories(Op::Eq(
+                                (*label).to_owned(),
+                            ))));
+                    let page = self
+                        .inner
+                        .store
+                        .scan(&Scan::new(labelled, at, TOPIC_SEARCHED))
+                        .await?;
+                    for row in page.rows {
+                        let speaks = infer::topics(&row.record.memory).contains(&topic);
+                        if speaks && !found.iter().any(|(f, _)| f.record.id == row.record.id) {
+                            found.push((row, 0.0));
                         }
                     }
                 }
