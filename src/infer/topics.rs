@@ -716,6 +716,14 @@ mod tests {
         ] {
             assert_eq!(shared(fact, memory), [topic], "{fact} / {memory}");
         }
+        // A volunteer's post, a student's, a member's is no work.
+        for memory in [
+            "I'm a volunteer at the food bank",
+            "I'm a student at Leeds",
+            "Soy socia en un club de remo",
+        ] {
+            assert!(!topics(memory).contains(&Topic::Work), "{memory}");
+        }
         // Every word of a topic is written as texts are read: lowercase, no diacritics.
         for topic in [Topic::Partner, Topic::Diet, Topic::Work] {
             for word in topic.words() {

@@ -195,8 +195,8 @@ const NO_POST: &[&str] = &[
 
 /// Whether folded `words` say the speaker holds a post somewhere: a first-person verb of
 /// being ([`I_AM_AT`]; "m" and "am" after "I"), an article ([`A`]; English needs one: "I'm
-/// vegan at home"), a word or up to three (the post, none of [`NO_POST`]), then a word of
-/// that verb's language saying where. "I'm a nurse" says no more than "I'm a vegan", and
+/// vegan at home"), a word or up to three (the post, none of [`NO_POST`] nor
+/// [`VOLUNTEER`]), then a word of that verb's language saying where. "I'm a nurse" says no more than "I'm a vegan", and
 /// is left to the model.
 pub(super) fn holds_a_post(words: &[String]) -> bool {
     words.iter().enumerate().any(|(i, w)| {
@@ -211,7 +211,9 @@ pub(super) fn holds_a_post(words: &[String]) -> bool {
         let start = i + 1 + usize::from(article);
         let post = words.get(start..).unwrap_or_default();
         let ends = post.iter().take(4).position(|w| at.contains(&w.as_str()));
-        ends.is_some_and(|end| end > 0 && !any(&post[..end], NO_POST))
+        ends.is_some_and(|end| {
+            end > 0 && !any(&post[..end], NO_POST) && !any(&post[..end], VOLUNTEER)
+        })
     })
 }
 
@@ -482,6 +484,7 @@ mod tests {
             // A state or a place, no post: a student, a member, no word of where.
             ("I'm a student at Leeds", "I got a new job"),
             ("I'm a member of a rowing club", "I got a new job"),
+            ("I'm a volunteer at the food bank", "I got a new job"),
             ("I'm a nurse", "I changed jobs"),
             ("I'm vegan at home", "I changed jobs"),
             ("Ik ben vegetariër en ik fiets", "Ik heb een nieuwe baan"),

@@ -1932,6 +1932,26 @@ async fn a_change_of_job_replaces_a_post_found_by_its_label() {
     assert_eq!(changed.results[0].event, HistoryEvent::Update);
     assert_eq!(changed.results[0].id, post.results[0].id);
     assert_eq!(live(&memory, "jo").await, [said]);
+
+    // A fact of work that supersedes nothing is added; the model never sees a memory
+    // found by its label alone.
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([facts(&["Got promoted to shift lead at work"])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    memory
+        .add("I'm a barista at a café in Camden")
+        .user("jo")
+        .categories(["professional_details"])
+        .infer(false)
+        .await
+        .unwrap();
+    let added = memory
+        .add("Got promoted to shift lead at work!")
+        .user("jo")
+        .await
+        .unwrap();
+    assert_eq!(llm.requests().len(), 1);
+    assert_eq!(added.results[0].event, HistoryEvent::Add);
 }
 
 /// Another taste is added beside the taste a memory holds, whatever the model decided: no

@@ -185,7 +185,9 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         .similar(&texts, vectors.clone(), &filter, CANDIDATES_PER_FACT, at)
         .await?;
     let on_topic = memory.on_topic(&said, &filter, at).await?;
-    for (i, ((text, hits), topical)) in texts.iter().zip(similar).zip(on_topic).enumerate() {
+    for (i, ((text, hits), (topical, labelled))) in
+        texts.iter().zip(similar).zip(on_topic).enumerate()
+    {
         let hash = content_hash(text);
         if hits.iter().any(|(row, _)| row.record.hash == hash) {
             known[i] = Some(FactPlan::None);
@@ -210,8 +212,11 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
             }
         }
         // A fact that a rule finds superseding one of its memories takes that memory's
-        // place without asking the model (see [`superseded_by_rule`]).
-        let open = |m: usize| {
+        // place without asking the model (see [`superseded_by_rule`]); failing those, one
+        // of the memories found by the topic's label alone, which the model never sees: a
+        // memory shown by its label is replaced by one more of its kind as readily as by
+        // a change.
+        let open = |existing: &[Row], m: usize| {
             let record = &existing[m].record;
             let taken = known
                 .iter()
@@ -219,12 +224,31 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
                 || ended.iter().any(|&(_, e)| e == m);
             !(record.immutable || record.created_at > spoken_at || taken)
         };
-        let ruled = own.iter().find_map(|&(m, _)| {
-            open(m)
+        let mut ruled = own.iter().find_map(|&(m, _)| {
+            open(&existing, m)
                 .then(|| superseded_by_rule(&existing[m].record.memory, &said[i]))
                 .flatten()
                 .map(|rule| (m, rule))
         });
+        if ruled.is_none() {
+            for row in labelled {
+                let Some(rule) = superseded_by_rule(&row.record.memory, &said[i]) else {
+                    continue;
+                };
+                if existing.len() >= MAX_EXISTING && !slot.contains_key(&row.record.id) {
+                    break;
+                }
+                let m = *slot.entry(row.record.id).or_insert_with(|| {
+                    existing.push(row);
+                    existing.len() - 1
+                });
+                if open(&existing, m) {
+                    own.push((m, 0.0));
+                    ruled = Some((m, rule));
+                    break;
+                }
+            }
+        }
         if let Some((m, rule)) = ruled {
             tracing::debug!(target: "memlane", memory = %existing[m].record.id, "{rule}: the fact supersedes the memory");
             if ENDS_EVERY.contains(&rule) {
@@ -233,7 +257,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
                     .map(|&(o, _)| o)
                     .filter(|&o| {
                         o != m
-                            && open(o)
+                            && open(&existing, o)
                             && superseded_by_rule(&existing[o].record.memory, &said[i])
                                 == Some(rule)
                     })
@@ -612,11 +636,14 @@ impl Memory {
             .await?;
         let on_topic = self.on_topic(&statements, filter, at).await?;
         let mut facts = Vec::new();
-        for ((statement, hits), topical) in statements.into_iter().zip(similar).zip(on_topic) {
+        for ((statement, hits), (topical, labelled)) in
+            statements.into_iter().zip(similar).zip(on_topic)
+        {
             let supersedes = hits
                 .into_iter()
                 .filter(|(_, relevance)| *relevance >= MIN_RELEVANCE)
                 .chain(topical)
+                .chain(labelled.into_iter().map(|row| (row, 0.0)))
                 .any(|(row, _)| {
                     !row.record.immutable
                         && row.record.created_at <= spoken_at
@@ -672,19 +699,22 @@ impl Memory {
 
     /// For each fact, the live memories among `filter` that speak of a topic it speaks of
     /// (a partner, a diet, work: see [`infer::topics`]), at most [`TOPIC_CANDIDATES`], best
-    /// keyword score first, with that score, then the newest with the topic's label
-    /// (`Topic::labels`: "professional_details" for work): a change of these rarely resembles the memory it ends.
-    /// Facts of no topic get none, and cost no search.
+    /// keyword score first, with that score: a change of these rarely resembles the memory
+    /// it ends. Beside them, for the rules only, the newest others with the topic's label
+    /// that speak of it (`Topic::labels`: "professional_details" for work), found by no
+    /// word of the topic: "I'm a barista at a café in Camden". Facts of no topic get none,
+    /// and cost no search.
     async fn on_topic(
         &self,
         facts: &[String],
         filter: &crate::filter::Filter,
         at: DateTime<Utc>,
-    ) -> Result<Vec<Vec<(Row, f32)>>> {
+    ) -> Result<Vec<(Vec<(Row, f32)>, Vec<Row>)>> {
         let among = Among::new(filter, at, false);
         let mut out = Vec::with_capacity(facts.len());
         for fact in facts {
             let mut found: Vec<(Row, f32)> = Vec::new();
+            let mut labelled: Vec<Row> = Vec::new();
             for topic in infer::topics(fact) {
                 // A query reads at most `MAX_QUERY_WORDS` words.
                 for words in topic.searched().chunks(crate::text::MAX_QUERY_WORDS) {
@@ -704,10 +734,9 @@ impl Memory {
                         }
                     }
                 }
-                // The newest memories with the topic's label that speak of it, after
-                // those its words found (no keyword score).
+                // The newest memories with the topic's label that speak of it.
                 for label in topic.labels() {
-                    let labelled =
+                    let with_label =
                         filter
                             .clone()
                             .and(Filter::Condition(Condition::Categories(Op::Eq(
@@ -716,19 +745,20 @@ impl Memory {
                     let page = self
                         .inner
                         .store
-                        .scan(&Scan::new(labelled, at, TOPIC_SEARCHED))
+                        .scan(&Scan::new(with_label, at, TOPIC_SEARCHED))
                         .await?;
                     for row in page.rows {
                         let speaks = infer::topics(&row.record.memory).contains(&topic);
-                        if speaks && !found.iter().any(|(f, _)| f.record.id == row.record.id) {
-                            found.push((row, 0.0));
+                        if speaks && !labelled.iter().any(|l| l.record.id == row.record.id) {
+                            labelled.push(row);
                         }
                     }
                 }
             }
             found.sort_by(|a, b| b.1.total_cmp(&a.1));
             found.truncate(TOPIC_CANDIDATES);
-            out.push(found);
+            labelled.retain(|l| !found.iter().any(|(f, _)| f.record.id == l.record.id));
+            out.push((found, labelled));
         }
         Ok(out)
     }
