@@ -1341,6 +1341,29 @@ async fn eating_meat_again_replaces_a_vegetarian_memory() {
     );
 }
 
+/// News of someone else ends none of the speaker's memories by a rule: a sister's meat
+/// leaves the speaker vegan. The model, asked, adds it.
+#[tokio::test]
+async fn someone_elses_change_ends_no_memory_of_the_speakers() {
+    let dir = tempfile::tempdir().unwrap();
+    let said = "My sister started eating meat again";
+    let add = json!({"decisions": [{"fact": 0, "event": "ADD"}]}).to_string();
+    let llm = ScriptedLlm::new([facts(&[said]), add]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    memory
+        .add("I'm vegan and I run a small bakery")
+        .user("ines")
+        .infer(false)
+        .await
+        .unwrap();
+    let added = memory.add(said).user("ines").await.unwrap();
+    assert_eq!(added.results[0].event, HistoryEvent::Add);
+    assert_eq!(
+        live(&memory, "ines").await,
+        ["I'm vegan and I run a small bakery", said]
+    );
+}
+
 /// A move away from where a memory says its owner lives takes that memory's place without
 /// asking the model, history kept; someone else's move, and a move back to the same place,
 /// are left to the model.

@@ -542,8 +542,12 @@ const ENDS_EVERY: &[&str] = &["a single life ended", "a relationship ended", "a 
 /// changed jobs after a memory of their work ([`infer::retires`], [`infer::changes_jobs`]),
 /// or lost the one pet a memory names ([`infer::a_pet_died`]). A small
 /// model keeps such pairs side by side; these say it plainly enough to need no model.
+/// None for news of someone else the memory does not name ([`infer::of_someone_else`]):
+/// "My sister started eating meat again" ends no vegan memory of the speaker's.
 fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
-    if infer::gives_up_diet(memory, fact) {
+    if infer::of_someone_else(memory, fact) {
+        None
+    } else if infer::gives_up_diet(memory, fact) {
         Some("a diet given up")
     } else if infer::takes_up_diet(memory, fact) {
         Some("a diet taken up")
