@@ -413,11 +413,21 @@ pub(super) const CONJUNCTIONS: [&str; 13] = [
     "and", "but", "et", "mais", "und", "aber", "e", "ma", "y", "pero", "mas", "en", "maar",
 ];
 
-/// The clauses of a memory's text, as byte ranges: it is cut at semicolons, and at commas
-/// followed by a [`CONJUNCTIONS`] word (which is left out of both clauses). A comma alone
-/// does not cut: "I live in Madrid, near the Retiro" is one thing said, and so is "Teacher,
-/// 12 years".
+/// The clauses of a memory's text, as byte ranges: it is cut at semicolons, at commas
+/// followed by a [`CONJUNCTIONS`] word (which is left out of both clauses), and before a
+/// conjunction and a subject after a clause ([`at_conjunctions`]: "I'm vegan and I run
+/// half marathons", "Ho 29 anni e faccio la commessa"). A comma alone does not cut: "I
+/// live in Madrid, near the Retiro" is one thing said, and so is "Teacher, 12 years".
 pub(crate) fn clauses(text: &str) -> Vec<std::ops::Range<usize>> {
+    at_punctuation(text)
+        .into_iter()
+        .flat_map(|r| at_conjunctions(text, r, true))
+        .collect()
+}
+
+/// `text` cut at semicolons and at commas followed by a [`CONJUNCTIONS`] word, as
+/// [`clauses`] are.
+fn at_punctuation(text: &str) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut at = 0;
@@ -477,21 +487,17 @@ pub(crate) fn with_the_rest_kept(memory: &str, fact: &str, answers: &Answers) ->
 }
 
 /// The text a memory of several clauses takes when a rule finds a fact superseding it: the
-/// fact in place of the one clause the rule finds it superseding on its own, the other
-/// clauses kept. Its clauses are [`clauses`], each cut again before a conjunction and a
-/// subject ("and I", "e io", "en ik") after a clause with a subject ([`at_conjunctions`]):
-/// "I'm vegan and I run half marathons", told "I started eating meat again", keeps the
-/// marathons. None when the memory is one clause, when no clause or more than one is
-/// superseded, or when the clauses kept say nothing but function words.
+/// fact in place of the one clause ([`clauses`]) the rule finds it superseding on its own,
+/// the other clauses kept: "I'm vegan and I run half marathons", told "I started eating
+/// meat again", keeps the marathons. None when the memory is one clause, when no clause
+/// or more than one is superseded, or when the clauses kept say nothing but function
+/// words.
 pub(crate) fn with_the_rest_kept_by(
     memory: &str,
     fact: &str,
     supersedes: impl Fn(&str) -> bool,
 ) -> Option<String> {
-    let parts: Vec<_> = clauses(memory)
-        .into_iter()
-        .flat_map(|r| at_conjunctions(memory, r, true))
-        .collect();
+    let parts = clauses(memory);
     if parts.len() < 2 {
         return None;
     }
@@ -531,12 +537,23 @@ const BE_OR_NAMED: &[&str] = &[
     "zijn",
 ];
 
+/// First-person verbs that begin a clause without a pronoun in Italian, Spanish and
+/// Portuguese: "e faccio la commessa", "y trabajo en un hotel", "e sou designer". Not
+/// "como" ("as") nor "gusto" ("taste"), which are as often something else.
+const I_DO: &[&str] = &[
+    "sono", "ho", "faccio", "lavoro", "vivo", "abito", "gioco", "studio", "suono", "corro",
+    "insegno", "mangio", "bevo", "parlo", "soy", "estoy", "tengo", "trabajo", "juego", "estudio",
+    "toco", "enseño", "hago", "bebo", "hablo", "sou", "estou", "tenho", "trabalho", "moro", "jogo",
+    "estudo", "ensino", "faço", "falo",
+];
+
 /// `range` of `text` cut before each [`CONJUNCTIONS`] word followed by a subject
-/// ([`super::extract::SUBJECTS`]), the conjunction left out of both pieces. With
-/// `clause_before`, only where the piece before has a subject of its own, or a verb of
-/// being or naming ([`BE_OR_NAMED`]) that says something of one: "I'm vegan and I run",
-/// "Mijn vriendin heet Eva en ik werk bij een bank"; not "My wife and I live", nor "Lena
-/// und ich sind".
+/// ([`super::extract::SUBJECTS`]) or a first-person verb ([`I_DO`]), the conjunction left
+/// out of both pieces. With `clause_before`, only where the piece before has a subject or
+/// such a verb of its own, or a verb of being or naming ([`BE_OR_NAMED`]) that says
+/// something of a subject: "I'm vegan and I run", "Moro em Coimbra e sou designer", "Mijn
+/// vriendin heet Eva en ik werk bij een bank"; not "My wife and I live", "Lena und ich
+/// sind", nor "Casa e lavoro sono lontani".
 pub(super) fn at_conjunctions(
     text: &str,
     range: std::ops::Range<usize>,
@@ -554,7 +571,10 @@ pub(super) fn at_conjunctions(
     };
     let mut out = Vec::new();
     let mut start = range.start;
-    let subject = |w: &str| super::extract::SUBJECTS.contains(&bare(w).as_str());
+    let subject = |w: &str| {
+        let w = bare(w);
+        super::extract::SUBJECTS.contains(&w.as_str()) || I_DO.contains(&w.as_str())
+    };
     let verb = |w: &str| {
         w.split(['\'', '’']).any(|part| {
             let part = part.trim_matches(|c: char| !c.is_alphanumeric());
@@ -797,9 +817,9 @@ mod tests {
         }
     }
 
-    /// A memory is cut into clauses at semicolons and at commas before a conjunction, in
-    /// each of the evaluated languages; a comma alone, or a conjunction without a comma,
-    /// does not cut.
+    /// A memory is cut into clauses at semicolons, at commas before a conjunction, and
+    /// before a conjunction and a subject after a clause, in each of the evaluated
+    /// languages; a comma alone, or a conjunction between two things, does not cut.
     #[test]
     fn a_memory_is_cut_into_clauses_at_a_semicolon_or_a_comma_and_a_conjunction() {
         let cut = |text: &str| -> Vec<String> {
@@ -838,6 +858,27 @@ mod tests {
                 vec!["I live in Madrid, near the Retiro"],
             ),
             ("I like salt and pepper", vec!["I like salt and pepper"]),
+            // A conjunction and a subject, or a first-person verb, after a clause.
+            (
+                "I'm vegan and I run half marathons",
+                vec!["I'm vegan", "I run half marathons"],
+            ),
+            (
+                "Ho 29 anni e faccio la commessa",
+                vec!["Ho 29 anni", "faccio la commessa"],
+            ),
+            (
+                "Moro em Coimbra e sou designer",
+                vec!["Moro em Coimbra", "sou designer"],
+            ),
+            (
+                "Casa e lavoro sono lontani",
+                vec!["Casa e lavoro sono lontani"],
+            ),
+            (
+                "Lena und ich sind zusammen",
+                vec!["Lena und ich sind zusammen"],
+            ),
             ("Teacher, 12 years", vec!["Teacher, 12 years"]),
             // "andere" is not "and"; a trailing separator leaves no empty clause.
             (

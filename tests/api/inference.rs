@@ -585,6 +585,12 @@ async fn a_fact_that_supersedes_one_clause_of_a_memory_leaves_the_others() {
             "Alice is 43",
         ),
         ("Alice is 34", None, "Alice is 43"),
+        // A clause cut at a conjunction and a subject, without a comma.
+        (
+            "Alice is 34 and she plays the ukulele",
+            Some("34"),
+            "Alice is 43 and she plays the ukulele",
+        ),
     ];
     for (i, (old, before, after)) in cases.into_iter().enumerate() {
         let mut script = vec![
