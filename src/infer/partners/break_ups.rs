@@ -89,11 +89,16 @@ pub(super) const BE_OVER: &[&str] = &[
 ];
 
 /// Whether a clause of `text` says it is over with a partner `names` holds: "Het is uit met
-/// Bram", "It's over with Tim", "C'est fini avec Léo", "Mit Jonas ist es aus". "Over" and
-/// "uit" need "it" or "het" as well ("Bram is uit Leiden vertrokken" ends nothing).
+/// Bram", "It's over with Tim", "C'est fini avec Léo", "Mit Jonas ist es aus", or with
+/// the two of them named in the clause before ([`the_two_of_us`]: "Hugo et moi, c'est
+/// fini"). "Over" and "uit" need "it" or "het" as well ("Bram is uit Leiden vertrokken"
+/// ends nothing).
 pub(super) fn over_with(text: &str, names: &[String]) -> bool {
-    text.split([',', '.', ';', ':', '!', '?']).any(|clause| {
-        let named = self::names(clause).iter().any(|n| names.contains(n));
+    let clauses: Vec<&str> = text.split([',', '.', ';', ':', '!', '?']).collect();
+    let named_in = |clause: &str| self::names(clause).iter().any(|n| names.contains(n));
+    clauses.iter().enumerate().any(|(c, clause)| {
+        let before = c.checked_sub(1).map(|b| clauses[b]);
+        let named = named_in(clause) || before.is_some_and(|b| the_two_of_us(b) && named_in(b));
         let words = crate::text::folded_words(clause);
         named
             && words.iter().enumerate().any(|(i, w)| {
@@ -108,6 +113,21 @@ pub(super) fn over_with(text: &str, names: &[String]) -> bool {
                     && (w != "uit" || said(&["het"]))
             })
     })
+}
+
+/// The speaker, as the second of a pair: "me", "moi", "ik", "ich", "io", "yo", "eu".
+const ME: &[&str] = &["i", "me", "moi", "ik", "ich", "io", "yo", "eu", "mij"];
+
+/// "And" between the two of a pair.
+const AND: &[&str] = &["and", "et", "und", "e", "y", "en"];
+
+/// Whether a clause is nothing but the speaker and one other, joined by "and": "Hugo et
+/// moi", "Tom and me", "Eva en ik".
+fn the_two_of_us(clause: &str) -> bool {
+    let words = crate::text::folded_words(clause);
+    matches!(words.as_slice(),
+        [a, and, b] if AND.contains(&and.as_str())
+            && (ME.contains(&a.as_str()) != ME.contains(&b.as_str())))
 }
 
 /// Words that may stand between a partner's name and a word of a break-up: "Bas heeft

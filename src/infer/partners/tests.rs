@@ -167,6 +167,11 @@ fn a_break_up_a_new_partner_or_a_wedding_ends_a_relationship() {
         ("Mijn partner heet Bram", "Het is uit met Bram"),
         ("My boyfriend Tim is a chef", "It's over with Tim"),
         ("Mon copain s'appelle Léo", "C'est fini avec Léo"),
+        (
+            "Mon copain s'appelle Hugo",
+            "Hugo et moi, c'est fini depuis mai",
+        ),
+        ("My boyfriend is Tom", "Tom and me, it's over"),
         ("Mein Freund heißt Jonas", "Mit Jonas ist es aus"),
         ("Mijn partner heet Bram", "Ik ben nu met Koen"),
         ("My girlfriend is Zoe", "I'm with Mia now"),
@@ -230,6 +235,8 @@ fn a_break_up_a_new_partner_or_a_wedding_ends_a_relationship() {
             "My boyfriend Declan is a chef",
             "My friend has a new boyfriend",
         ),
+        // Over for two others: the pair is not the speaker's.
+        ("My boyfriend is Tom", "Tom and Mia, it's over"),
         // Not a break-up: a leg broken, time split, each other seen, a job left.
         ("My wife Sara is a teacher", "I broke my leg skiing"),
         (
