@@ -295,7 +295,9 @@ fn feeling(clause: &[String]) -> Option<Feeling> {
 /// husband hates cinema").
 pub(crate) fn reverses_taste(memory: &str, fact: &str) -> bool {
     let before = feelings(memory);
-    let within = |a: &[String], b: &[String]| !a.is_empty() && a.iter().all(|w| b.contains(w));
+    let within = |a: &[String], b: &[String]| {
+        !a.is_empty() && a.iter().all(|w| b.iter().any(|n| same(w, n)))
+    };
     feelings(fact).iter().any(|(now, named, qualified)| {
         !qualified
             && before.iter().any(|(then, named_then, qualified_then)| {
@@ -321,8 +323,14 @@ pub(crate) fn another_taste(memory: &str, fact: &str) -> bool {
             *qualified
                 || before
                     .iter()
-                    .all(|(_, then, _)| !named.iter().any(|w| then.contains(w)))
+                    .all(|(_, then, _)| !named.iter().any(|w| then.iter().any(|t| same(w, t))))
         })
+}
+
+/// Whether two named words name the same thing: the same word, or the same stem ("cafés"
+/// and "café", "fromages" and "fromage").
+fn same(a: &str, b: &str) -> bool {
+    a == b || crate::text::terms(a) == crate::text::terms(b)
 }
 
 /// Alcoholic drinks, and alcohol itself: what drinking stops when a speaker stops
@@ -538,6 +546,7 @@ mod tests {
                 "Je déteste les fromages bleus",
             ),
             ("I can't stand jazz", "I've come to love jazz"),
+            ("J'adore les fromages", "Je déteste le fromage"),
             ("J'adore le fromage", "Mon mari déteste les huîtres"),
             ("I work as a nurse", "I love classical music"),
             // A change, or a fan's team.
@@ -601,6 +610,8 @@ mod tests {
                 "Ormai bevo tre caffè al giorno",
             ),
             ("Je déteste l'opéra", "Finalement j'adore l'opéra"),
+            // A plural names what its singular does.
+            ("Je bois quatre cafés par jour", "J'ai arrêté le café"),
             (
                 "Ich trinke keinen Kaffee",
                 "Inzwischen trinke ich jeden Morgen Kaffee",
