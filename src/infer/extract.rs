@@ -186,13 +186,45 @@ pub(crate) async fn extract_facts(
 /// the user's words are better, and take no time. This runs before the facts are tidied,
 /// so two translations of one clause end as one fact.
 fn in_users_words(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
-    for i in translated(&facts, messages) {
-        if let Some(words) = own_words(&facts[i].text, messages) {
+    let translations = translated(&facts, messages);
+    for &i in &translations {
+        let others = facts
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| !translations.contains(&j))
+            .map(|(_, f)| f.text.as_str());
+        let words = own_words(&facts[i].text, messages)
+            .or_else(|| the_one_left(others.collect::<Vec<_>>().as_slice(), messages));
+        if let Some(words) = words {
             tracing::debug!(target: "memlane", "a translated fact is kept in the user's words");
             facts[i].text = words;
         }
     }
     facts
+}
+
+/// The one clause of the user's messages ([`users_sentences`], two words or more) that
+/// none of the `others` facts comes from (shares a content word with), when there is
+/// exactly one: what a translation that shares no word with any clause says ("He started
+/// doing rock climbing" for "También he empezado a hacer escalada").
+fn the_one_left(others: &[&str], messages: &[Message]) -> Option<String> {
+    let taken: Vec<Vec<String>> = others
+        .iter()
+        .map(|f| crate::text::content_terms(f))
+        .collect();
+    let mut left = users_sentences(messages)
+        .map(|s| s.trim().trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|clause| clause.split_whitespace().nth(1).is_some())
+        .filter(|clause| {
+            let terms = crate::text::content_terms(clause);
+            !taken
+                .iter()
+                .any(|fact| fact.iter().any(|w| terms.iter().any(|t| alike(w, t))))
+        });
+    match (left.next(), left.next()) {
+        (Some(clause), None) => Some(clause.to_owned()),
+        _ => None,
+    }
 }
 
 /// The facts, with those the model cut out of one thing the user said put back together
@@ -446,8 +478,13 @@ const ENGLISH: &[&str] = &[
 /// English words of none of those languages either ("am", "of" and "on" are German, Dutch
 /// and French), but too common in an English fact to betray one when the user may have
 /// written English: they count only when the user wrote no English word ("now am
-/// receptionist at a dental clinic" for "ahora soy recepcionista en una clínica dental").
-const ENGLISH_TOO: &[&str] = &["at", "from", "just", "now", "since", "to", "who"];
+/// receptionist at a dental clinic" for "ahora soy recepcionista en una clínica dental";
+/// "He started doing rock climbing" for "También he empezado a hacer escalada").
+const ENGLISH_TOO: &[&str] = &[
+    "at", "from", "just", "now", "since", "to", "who", "started", "began", "doing", "going",
+    "playing", "learning", "working", "living", "moved", "got", "went", "took", "lives", "works",
+    "plays", "loves", "likes", "enjoys",
+];
 
 /// The facts (their indexes) a model translated into English: written mostly in words the
 /// conversation does not have (two or more, and more than half, numbers aside: dates are
@@ -990,6 +1027,30 @@ mod tests {
                 "¡Hola! Por fin dejé el hotel",
                 "ahora soy recepcionista en una clínica dental"
             ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_fact_translated_with_an_english_verb_is_kept_in_the_users_own_words() {
+        // "He" is Spanish too; "started" and "doing" are no word of the user's language.
+        // It shares no word with any clause: the one clause no other fact comes from.
+        let reply = r#"{"facts": [{"text": "Toco la guitarra en un grupo"},
+            {"text": "He started doing rock climbing"}]}"#;
+        let conversation = [Message::user(
+            "Toco la guitarra en un grupo. También he empezado a hacer escalada.",
+        )];
+        assert_eq!(
+            texts(&extracted(reply, &conversation, &[]).await),
+            [
+                "Toco la guitarra en un grupo",
+                "También he empezado a hacer escalada"
+            ]
+        );
+        // Two clauses no other fact comes from: which one it says is not known.
+        let reply = r#"{"facts": [{"text": "He started doing rock climbing"}]}"#;
+        assert_eq!(
+            texts(&extracted(reply, &conversation, &[]).await),
+            ["He started doing rock climbing"]
         );
     }
 
