@@ -193,8 +193,12 @@ fn in_users_words(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
             .enumerate()
             .filter(|&(j, _)| !translations.contains(&j))
             .map(|(_, f)| f.text.as_str());
-        let words = own_words(&facts[i].text, messages)
-            .or_else(|| the_one_left(others.collect::<Vec<_>>().as_slice(), messages));
+        // A user who writes no English said the fact in their own language.
+        let words = own_words(&facts[i].text, messages).or_else(|| {
+            (!may_write_english(messages))
+                .then(|| the_one_left(others.collect::<Vec<_>>().as_slice(), messages))
+                .flatten()
+        });
         if let Some(words) = words {
             tracing::debug!(target: "memlane", "a translated fact is kept in the user's words");
             facts[i].text = words;
@@ -205,7 +209,8 @@ fn in_users_words(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
 
 /// The one clause of the user's messages ([`users_sentences`], two words or more) that
 /// none of the `others` facts comes from (shares a content word with), when there is
-/// exactly one: what a translation that shares no word with any clause says ("He started
+/// exactly one: what a translation that shares no word with any clause says, from a user
+/// who writes no English ([`may_write_english`]) ("He started
 /// doing rock climbing" for "También he empezado a hacer escalada").
 fn the_one_left(others: &[&str], messages: &[Message]) -> Option<String> {
     let taken: Vec<Vec<String>> = others
@@ -486,6 +491,22 @@ const ENGLISH_TOO: &[&str] = &[
     "plays", "loves", "likes", "enjoys",
 ];
 
+/// Whether the user may write English: they wrote fewer than five words, which say too
+/// little of their language ("cashews too"), or an English word. A user who writes five
+/// words or more and no English one: one English word in a fact mostly in words they did
+/// not say (half is enough) betrays a translation.
+fn may_write_english(messages: &[Message]) -> bool {
+    let users: Vec<String> = messages
+        .iter()
+        .filter(|m| m.role == "user")
+        .flat_map(|m| crate::text::keywords(&m.content))
+        .collect();
+    users.len() < 5
+        || users
+            .iter()
+            .any(|w| ENGLISH.contains(&w.as_str()) || ENGLISH_TOO.contains(&w.as_str()))
+}
+
 /// The facts (their indexes) a model translated into English: written mostly in words the
 /// conversation does not have (two or more, and more than half, numbers aside: dates are
 /// written out in digits), two of them [`ENGLISH`] words; or, when the user wrote five
@@ -499,18 +520,7 @@ fn translated(facts: &[Fact], messages: &[Message]) -> Vec<usize> {
         .iter()
         .flat_map(|m| crate::text::terms(&format!("{} {}", m.role, m.content)))
         .collect();
-    // A user who writes five words or more and no English one: one English word in a fact
-    // mostly in words they did not say (half is enough) betrays it. A shorter message
-    // ("cashews too") says too little of its language.
-    let users: Vec<String> = messages
-        .iter()
-        .filter(|m| m.role == "user")
-        .flat_map(|m| crate::text::keywords(&m.content))
-        .collect();
-    let english_user = users.len() < 5
-        || users
-            .iter()
-            .any(|w| ENGLISH.contains(&w.as_str()) || ENGLISH_TOO.contains(&w.as_str()));
+    let english_user = may_write_english(messages);
     facts
         .iter()
         .enumerate()
@@ -1051,6 +1061,12 @@ mod tests {
         assert_eq!(
             texts(&extracted(reply, &conversation, &[]).await),
             ["He started doing rock climbing"]
+        );
+        // A user who may write English wrote it.
+        let reply = r#"{"facts": [{"text": "Alice is 34 and she plays the ukulele"}]}"#;
+        assert_eq!(
+            texts(&extracted(reply, &[Message::user("About me")], &[]).await),
+            ["Alice is 34 and she plays the ukulele"]
         );
     }
 
