@@ -895,44 +895,40 @@ mod tests {
     #[test]
     fn a_fact_replaces_only_the_clause_a_rule_finds_it_superseding() {
         let vegan = |clause: &str| clause.contains("vegan");
-        assert_eq!(
-            with_the_rest_kept_by(
+        // (memory, fact, the word of the superseded clause, the memory after)
+        for (memory, fact, word, after) in [
+            (
                 "I'm vegan and I run half marathons",
                 "I eat meat again.",
-                vegan
-            )
-            .as_deref(),
-            Some("I eat meat again and I run half marathons")
-        );
-        assert_eq!(
-            with_the_rest_kept_by(
+                "vegan",
+                "I eat meat again and I run half marathons",
+            ),
+            (
                 "Je cours des marathons et j'étais vegan",
                 "Je mange de la viande",
-                vegan
-            )
-            .as_deref(),
-            Some("Je cours des marathons et Je mange de la viande")
-        );
-        // A clause whose subject is no pronoun, said by a verb of being or naming.
-        let eva = |clause: &str| clause.contains("Eva");
-        assert_eq!(
-            with_the_rest_kept_by(
+                "vegan",
+                "Je cours des marathons et Je mange de la viande",
+            ),
+            // A clause whose subject is no pronoun, said by a verb of being or naming.
+            (
                 "Mijn vriendin heet Eva en ik werk bij een bank",
                 "Ik ben verloofd met Noor",
-                eva
-            )
-            .as_deref(),
-            Some("Ik ben verloofd met Noor en ik werk bij een bank")
-        );
-        assert_eq!(
-            with_the_rest_kept_by(
+                "Eva",
+                "Ik ben verloofd met Noor en ik werk bij een bank",
+            ),
+            (
                 "Ma copine s'appelle Eva et je suis infirmier",
                 "Je suis fiancé à Noor",
-                eva
-            )
-            .as_deref(),
-            Some("Je suis fiancé à Noor et je suis infirmier")
-        );
+                "Eva",
+                "Je suis fiancé à Noor et je suis infirmier",
+            ),
+        ] {
+            assert_eq!(
+                with_the_rest_kept_by(memory, fact, |clause| clause.contains(word)).as_deref(),
+                Some(after),
+                "{memory}"
+            );
+        }
         for memory in [
             "I'm vegan",
             "The vegan diet and I are old friends",
