@@ -235,14 +235,20 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
                 let Some(rule) = superseded_by_rule(&row.record.memory, &said[i]) else {
                     continue;
                 };
-                if existing.len() >= MAX_EXISTING && !slot.contains_key(&row.record.id) {
-                    break;
-                }
-                let m = *slot.entry(row.record.id).or_insert_with(|| {
-                    existing.push(row);
-                    existing.len() - 1
-                });
-                if open(&existing, m) {
+                // Only a memory the fact takes the place of joins those shown.
+                let free = match slot.get(&row.record.id) {
+                    Some(&m) => open(&existing, m),
+                    None => {
+                        existing.len() < MAX_EXISTING
+                            && !row.record.immutable
+                            && row.record.created_at <= spoken_at
+                    }
+                };
+                if free {
+                    let m = *slot.entry(row.record.id).or_insert_with(|| {
+                        existing.push(row);
+                        existing.len() - 1
+                    });
                     own.push((m, 0.0));
                     ruled = Some((m, rule));
                     break;
