@@ -198,7 +198,7 @@ const PEOPLE: &[&str] = &[
 /// Words by which a fact speaks of its speaker too, after its subject: "My sister moved in
 /// with me", "Ma voisine garde mon chat", "Mein Bruder und ich". Not the words another
 /// language has for something else: French "ma" and "mes" (Italian "but", Spanish
-/// "month"), Italian "ci" ("there").
+/// "month"). Italian "ci" is "us" more often than "there".
 const THE_SPEAKER: &[&str] = &[
     "i", "me", "m", "my", "we", "us", "our", "je", "j", "moi", "mon", "nous", "notre", "nos",
     "ich", "mich", "mir", "mein", "meine", "meinen", "meinem", "wir", "uns", "unser", "unsere",
