@@ -253,8 +253,7 @@ fn the_one_left(others: &[&str], messages: &[Message]) -> Option<String> {
 /// not: "Ich trinke Kräutertee seit zwei Wochen" for "Seit zwei Wochen trinke ich statt
 /// Espresso nur noch Kräutertee" stays beside the espresso. And one the model cut short
 /// of a few words after a comma ([`cut_short`]): "Ik heb een kat" for "Ik heb een kat,
-/// Pluis" would lose the cat's name; or of the speaker ([`lost_its_speaker`]):
-/// "Koriander heerlijk" for "Tegenwoordig vind ik koriander heerlijk" says no one likes it.
+/// Pluis" would lose the cat's name.
 fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
     let sentences: Vec<(&str, Vec<String>)> = users_sentences(messages)
         .flat_map(at_subjects)
@@ -316,10 +315,8 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
                     if lost(super::additional) || lost(super::in_place_of) {
                         tracing::debug!(target: "memlane", "a fact that lost its speaker's mark is kept as said");
                         fact.text = sentence.to_owned();
-                    } else if cut_short(sentence, &fact.text)
-                        || lost_its_speaker(sentence, &fact.text)
-                    {
-                        tracing::debug!(target: "memlane", "a fact cut short of its sentence's words is kept as said");
+                    } else if cut_short(sentence, &fact.text) {
+                        tracing::debug!(target: "memlane", "a fact cut short of its sentence's last words is kept as said");
                         fact.text = sentence.to_owned();
                     }
                 }
@@ -349,29 +346,6 @@ fn cut_short(sentence: &str, fact: &str) -> bool {
     };
     let words = crate::text::keywords(after).len();
     !fact.is_empty() && (1..=CUT_SHORT_WORDS).contains(&words)
-}
-
-/// The speaker as a subject, in the languages [`SUBJECTS`] covers.
-const SPEAKERS: &[&str] = &[
-    "i", "we", "je", "j", "nous", "ich", "wir", "io", "noi", "yo", "nosotros", "eu", "nos", "ik",
-    "wij",
-];
-
-/// Whether `fact` is some of `sentence`'s words, in their order, without the speaker the
-/// sentence names ([`SPEAKERS`]): "Koriander heerlijk" for "Tegenwoordig vind ik
-/// koriander heerlijk".
-fn lost_its_speaker(sentence: &str, fact: &str) -> bool {
-    let (said, kept) = (
-        crate::text::folded_words(sentence),
-        crate::text::folded_words(fact),
-    );
-    let mut rest = said.iter();
-    let in_order = kept.iter().all(|w| rest.any(|s| s == w));
-    !kept.is_empty()
-        && kept.len() < said.len()
-        && in_order
-        && said.iter().any(|w| SPEAKERS.contains(&w.as_str()))
-        && !kept.iter().any(|w| SPEAKERS.contains(&w.as_str()))
 }
 
 /// Words of Dutch's own, none of them Spanish or French: a sentence with one is Dutch,
@@ -1001,23 +975,19 @@ mod tests {
         );
     }
 
-    /// A fact cut short of a few words after a comma (a name, a thing named again), or of
-    /// the speaker, keeps its sentence; one cut before a longer rest, or at no comma, or
-    /// one that keeps its own subject, stays as written.
+    /// A fact cut short of a few words after a comma (a name, a thing named again) keeps
+    /// its sentence; one cut before a longer rest, or at no comma, stays as written.
     #[tokio::test]
     async fn a_fact_cut_short_of_its_last_words_is_kept_as_said() {
         let reply = r#"{"facts": [
             {"text": "Ik heb een kat."},
             {"text": "Meine Nachbarin hat jetzt auch einen Hund"},
             {"text": "I teach piano"},
-            {"text": "I grow tomatoes"},
-            {"text": "Koriander heerlijk"},
-            {"text": "Sanne is a nurse"}]}"#;
+            {"text": "I grow tomatoes"}]}"#;
         let conversation = [Message::user(
             "Ik heb een kat, Pluis. Meine Nachbarin hat jetzt auch einen Hund, einen \
              Dackel. I teach piano, mostly to kids from the neighbourhood school on Fridays. \
-             I grow tomatoes on my balcony. Tegenwoordig vind ik koriander heerlijk. My \
-             friend Sanne is a nurse.",
+             I grow tomatoes on my balcony.",
         )];
         let facts = extracted(reply, &conversation, &[]).await;
         assert_eq!(
@@ -1026,9 +996,7 @@ mod tests {
                 "Ik heb een kat, Pluis",
                 "Meine Nachbarin hat jetzt auch einen Hund, einen Dackel",
                 "I teach piano",
-                "I grow tomatoes",
-                "Tegenwoordig vind ik koriander heerlijk",
-                "Sanne is a nurse"
+                "I grow tomatoes"
             ]
         );
     }
