@@ -335,8 +335,7 @@ const CUT_SHORT_WORDS: usize = 4;
 /// and what follows is no more than [`CUT_SHORT_WORDS`] words: "Ik heb een kat" for "Ik
 /// heb een kat, Pluis". A clause after the comma would have a subject or a conjunction,
 /// which [`as_said`]'s sentences do not hold. Not a denial: "my dog is called Rocky, not
-/// Rex" corrects what the fact leaves out; and not small talk, which the words put back
-/// would hide from its filter ([`super::small_talk::is_small_talk`]).
+/// Rex" corrects what the fact leaves out.
 fn cut_short(sentence: &str, fact: &str) -> bool {
     let fact = fact.trim().trim_end_matches(['.', '!']).to_lowercase();
     let sentence = sentence.to_lowercase();
@@ -350,7 +349,6 @@ fn cut_short(sentence: &str, fact: &str) -> bool {
     !fact.is_empty()
         && (1..=CUT_SHORT_WORDS).contains(&words.len())
         && !super::topics::any(&words, super::topics::NOT)
-        && !super::small_talk::is_small_talk(&fact)
 }
 
 /// Words of Dutch's own, none of them Spanish or French: a sentence with one is Dutch,
@@ -989,13 +987,11 @@ mod tests {
             {"text": "Meine Nachbarin hat jetzt auch einen Hund"},
             {"text": "I teach piano"},
             {"text": "I grow tomatoes"},
-            {"text": "My dog is called Rocky"},
-            {"text": "Es ist grau heute"}]}"#;
+            {"text": "My dog is called Rocky"}]}"#;
         let conversation = [Message::user(
             "Ik heb een kat, Pluis. Meine Nachbarin hat jetzt auch einen Hund, einen \
              Dackel. I teach piano, mostly to kids from the neighbourhood school on Fridays. \
-             I grow tomatoes on my balcony. My dog is called Rocky, not Rex. Es ist grau \
-             heute, leider.",
+             I grow tomatoes on my balcony. My dog is called Rocky, not Rex.",
         )];
         let facts = extracted(reply, &conversation, &[]).await;
         assert_eq!(
