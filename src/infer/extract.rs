@@ -251,9 +251,7 @@ fn the_one_left(others: &[&str], messages: &[Message]) -> Option<String> {
 /// without its "ook" the fact takes the place of the job before. So does one whose
 /// sentence says what it took the place of ([`super::in_place_of`]) while the fact does
 /// not: "Ich trinke Kräutertee seit zwei Wochen" for "Seit zwei Wochen trinke ich statt
-/// Espresso nur noch Kräutertee" stays beside the espresso. And one the model cut short
-/// of a few words after a comma ([`cut_short`]): "Ik heb een kat" for "Ik heb een kat,
-/// Pluis" would lose the cat's name.
+/// Espresso nur noch Kräutertee" stays beside the espresso.
 fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
     let sentences: Vec<(&str, Vec<String>)> = users_sentences(messages)
         .flat_map(at_subjects)
@@ -315,9 +313,6 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
                     if lost(super::additional) || lost(super::in_place_of) {
                         tracing::debug!(target: "memlane", "a fact that lost its speaker's mark is kept as said");
                         fact.text = sentence.to_owned();
-                    } else if cut_short(sentence, &fact.text) {
-                        tracing::debug!(target: "memlane", "a fact cut short of its sentence's last words is kept as said");
-                        fact.text = sentence.to_owned();
                     }
                 }
                 out.push(fact);
@@ -325,27 +320,6 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
         }
     }
     out
-}
-
-/// Most words after a comma that a fact cut short of its sentence may have lost: a name,
-/// or a thing named again ("einen Hund, einen Dackel").
-const CUT_SHORT_WORDS: usize = 4;
-
-/// Whether `fact` is `sentence` up to a comma (however cased, without its final stop),
-/// and what follows is no more than [`CUT_SHORT_WORDS`] words: "Ik heb een kat" for "Ik
-/// heb een kat, Pluis". A clause after the comma would have a subject or a conjunction,
-/// which [`as_said`]'s sentences do not hold.
-fn cut_short(sentence: &str, fact: &str) -> bool {
-    let fact = fact.trim().trim_end_matches(['.', '!']).to_lowercase();
-    let sentence = sentence.to_lowercase();
-    let Some(rest) = sentence.strip_prefix(fact.as_str()) else {
-        return false;
-    };
-    let Some(after) = rest.trim_start().strip_prefix(',') else {
-        return false;
-    };
-    let words = crate::text::keywords(after).len();
-    !fact.is_empty() && (1..=CUT_SHORT_WORDS).contains(&words)
 }
 
 /// Words of Dutch's own, none of them Spanish or French: a sentence with one is Dutch,
@@ -971,32 +945,6 @@ mod tests {
                 "I coach football",
                 "Seit zwei Wochen trinke ich statt Espresso nur noch Kräutertee",
                 "I cycle to work instead of driving"
-            ]
-        );
-    }
-
-    /// A fact cut short of a few words after a comma (a name, a thing named again) keeps
-    /// its sentence; one cut before a longer rest, or at no comma, stays as written.
-    #[tokio::test]
-    async fn a_fact_cut_short_of_its_last_words_is_kept_as_said() {
-        let reply = r#"{"facts": [
-            {"text": "Ik heb een kat."},
-            {"text": "Meine Nachbarin hat jetzt auch einen Hund"},
-            {"text": "I teach piano"},
-            {"text": "I grow tomatoes"}]}"#;
-        let conversation = [Message::user(
-            "Ik heb een kat, Pluis. Meine Nachbarin hat jetzt auch einen Hund, einen \
-             Dackel. I teach piano, mostly to kids from the neighbourhood school on Fridays. \
-             I grow tomatoes on my balcony.",
-        )];
-        let facts = extracted(reply, &conversation, &[]).await;
-        assert_eq!(
-            texts(&facts),
-            [
-                "Ik heb een kat, Pluis",
-                "Meine Nachbarin hat jetzt auch einen Hund, einen Dackel",
-                "I teach piano",
-                "I grow tomatoes"
             ]
         );
     }
