@@ -239,6 +239,19 @@ fn another(words: &[String]) -> Option<(Option<&str>, usize)> {
     subject(words).filter(|&(_, end)| !any(&words[end..], THE_SPEAKER))
 }
 
+/// Endings of Spanish past participles: "vuelto", "empezado", "vendido", "hecho", "visto".
+const PARTICIPLE: &[&str] = &["ado", "ido", "to", "cho", "sto"];
+
+/// Whether folded `words` begin with Spanish "he" ("I have") before a past participle
+/// ([`PARTICIPLE`]): "He vuelto a comer carne" is the speaker's, where "He moved to Berlin"
+/// is someone else's.
+fn spanish_have(words: &[String]) -> bool {
+    words.first().is_some_and(|w| w == "he")
+        && words
+            .get(1)
+            .is_some_and(|next| PARTICIPLE.iter().any(|end| next.ends_with(end)))
+}
+
 /// The subject of a fact that is someone else: the person word ([`PEOPLE`]; none for a
 /// pronoun) and where the subject ends. A possessive's person may stand two words after
 /// it ("my older sister", "mijn jongere broer").
@@ -253,7 +266,7 @@ fn subject(words: &[String]) -> Option<(Option<&str>, usize)> {
         _ => 0,
     };
     let first = words.get(at)?.as_str();
-    if at == 0 && PRONOUNS.contains(&first) {
+    if at == 0 && PRONOUNS.contains(&first) && !spanish_have(words) {
         return Some((None, 1));
     }
     if !POSSESSIVES.contains(&first) {
@@ -287,6 +300,7 @@ mod tests {
                 "Mijn broer werkt niet meer bij de bank",
             ),
             ("I play tennis every weekend", "She switched to golf"),
+            ("I live in Madrid", "He moved to Berlin"),
             (
                 "Ich arbeite als Krankenpfleger in Bremen",
                 "Mein Kumpel Timo hat einen neuen Job bei Siemens",
@@ -323,6 +337,9 @@ mod tests {
             // No person after the possessive, nor after an article.
             ("Vivo a Torino", "Il mio gatto è morto"),
             ("Tengo un gato llamado Coco", "El gato murió"),
+            // Spanish "he" is "I have".
+            ("Soy vegetariano", "He vuelto a comer carne"),
+            ("Vivo en Sevilla", "He empezado a trabajar en Cádiz"),
         ];
         for (memory, fact) in cases {
             assert!(!of_someone_else(memory, fact), "{memory} / {fact}");

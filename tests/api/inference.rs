@@ -1368,6 +1368,21 @@ async fn someone_elses_change_ends_no_memory_of_the_speakers() {
         live(&memory, "ines").await,
         ["I'm vegan and I run a small bakery", said]
     );
+
+    // Spanish "he" is "I have": the speaker's own change, ended by the rule unasked.
+    let said = "He vuelto a comer carne";
+    let llm = ScriptedLlm::new([facts(&[said])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    memory
+        .add("Soy vegetariano desde hace tres años")
+        .user("pablo")
+        .infer(false)
+        .await
+        .unwrap();
+    let added = memory.add(said).user("pablo").await.unwrap();
+    assert_eq!(added.results[0].event, HistoryEvent::Update);
+    assert_eq!(live(&memory, "pablo").await, [said]);
+    assert_eq!(llm.requests().len(), 1);
 }
 
 /// A move away from where a memory says its owner lives takes that memory's place without
