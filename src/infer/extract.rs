@@ -187,18 +187,36 @@ pub(crate) async fn extract_facts(
 /// so two translations of one clause end as one fact.
 fn in_users_words(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
     let translations = translated(&facts, messages);
-    for &i in &translations {
-        let others = facts
-            .iter()
-            .enumerate()
-            .filter(|&(j, _)| !translations.contains(&j))
-            .map(|(_, f)| f.text.as_str());
-        // A user who writes no English said the fact in their own language.
-        let words = own_words(&facts[i].text, messages).or_else(|| {
-            (!may_write_english(messages))
-                .then(|| the_one_left(others.collect::<Vec<_>>().as_slice(), messages))
-                .flatten()
-        });
+    let found: Vec<Option<String>> = translations
+        .iter()
+        .map(|&i| own_words(&facts[i].text, messages))
+        .collect();
+    // A user who writes no English said the fact in their own language: in the one clause
+    // no other fact comes from, untranslated or found for another translation.
+    let english = may_write_english(messages);
+    let words: Vec<Option<String>> = found
+        .iter()
+        .enumerate()
+        .map(|(k, own)| {
+            own.clone().or_else(|| {
+                let others: Vec<&str> = (0..facts.len())
+                    .filter(|j| !translations.contains(j))
+                    .map(|j| facts[j].text.as_str())
+                    .chain(
+                        found
+                            .iter()
+                            .enumerate()
+                            .filter(|&(o, _)| o != k)
+                            .filter_map(|(_, w)| w.as_deref()),
+                    )
+                    .collect();
+                (!english)
+                    .then(|| the_one_left(&others, messages))
+                    .flatten()
+            })
+        })
+        .collect();
+    for (&i, words) in translations.iter().zip(words) {
         if let Some(words) = words {
             tracing::debug!(target: "memlane", "a translated fact is kept in the user's words");
             facts[i].text = words;
@@ -313,6 +331,9 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
                     if lost(super::additional) || lost(super::in_place_of) {
                         tracing::debug!(target: "memlane", "a fact that lost its speaker's mark is kept as said");
                         fact.text = sentence.to_owned();
+                    } else if lost_its_apposition(&fact.text, sentence) {
+                        tracing::debug!(target: "memlane", "a fact that lost the name or kind after it is kept as said");
+                        fact.text = sentence.to_owned();
                     }
                 }
                 out.push(fact);
@@ -320,6 +341,47 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
         }
     }
     out
+}
+
+/// Indefinite articles, which begin an apposition that says what kind a thing is
+/// ("einen Hund, einen Dackel"; "a dog, a beagle").
+const INDEFINITE: &[&str] = &[
+    "a", "an", "un", "une", "uno", "una", "um", "uma", "ein", "eine", "einen", "einem", "een",
+];
+
+/// Whether the fact is the part of its sentence before the last comma, and what follows
+/// the comma is an apposition the fact lost: one to three words, all capitalised (a name:
+/// "Ik heb een kat, Pluis"), or an indefinite article and one or two words ("Meine
+/// Nachbarin hat jetzt auch einen Hund, einen Dackel"). Without it the memory loses what
+/// tells it apart from the next of its kind ("We hebben er een tweede kat bij, Snoes").
+/// A denial or a correction after the comma ("…, not Rex"; "…, nicht mehr Taxi") is not
+/// of that shape, and the model is right to leave it out.
+fn lost_its_apposition(fact: &str, sentence: &str) -> bool {
+    let Some((head, tail)) = sentence.rsplit_once(',') else {
+        return false;
+    };
+    let words: Vec<&str> = tail
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let capitalised = |w: &&str| w.chars().next().is_some_and(char::is_uppercase);
+    let apposition = match words.as_slice() {
+        [] => false,
+        [article, rest @ ..] if INDEFINITE.contains(&article.to_lowercase().as_str()) => {
+            (1..=2).contains(&rest.len())
+        }
+        all => all.len() <= 3 && all.iter().all(capitalised),
+    };
+    let said = crate::text::content_terms(fact);
+    let head = crate::text::content_terms(head);
+    apposition
+        && !said.is_empty()
+        && said
+            .iter()
+            .all(|w| head.iter().any(|t| t == w || alike(w, t)))
+        && !crate::text::content_terms(tail)
+            .iter()
+            .any(|t| said.iter().any(|w| w == t || alike(w, t)))
 }
 
 /// Words of Dutch's own, none of them Spanish or French: a sentence with one is Dutch,
@@ -949,6 +1011,42 @@ mod tests {
         );
     }
 
+    /// A fact that lost the name or the kind its sentence gives after a comma keeps the
+    /// sentence; a denial, a correction, a clause or a longer phrase after the comma, and
+    /// a fact that took the words after it, stay as the model wrote them.
+    #[tokio::test]
+    async fn a_fact_that_lost_its_apposition_is_kept_as_said() {
+        let reply = r#"{"facts": [
+            {"text": "Ik heb een kat"},
+            {"text": "Meine Nachbarin hat jetzt auch einen Hund"},
+            {"text": "I have a parrot"},
+            {"text": "My climbing gym is in Derby"},
+            {"text": "Ich fahre jetzt Bus in Graz"},
+            {"text": "I work in a bakery"},
+            {"text": "Ho comprato una bici"},
+            {"text": "I bought a van"}]}"#;
+        let conversation = [Message::user(
+            "Ik heb een kat, Pluis. Meine Nachbarin hat jetzt auch einen Hund, einen Dackel. \
+             I have a parrot, an African grey. My climbing gym is in Derby, not Leicester. Ich \
+             fahre jetzt Bus in Graz, nicht mehr Taxi. I work in a bakery, it is hard work. \
+             Ho comprato una bici, Bianchi. I bought a van, a decision my wife laughs about.",
+        )];
+        let facts = extracted(reply, &conversation, &[]).await;
+        assert_eq!(
+            texts(&facts),
+            [
+                "Ik heb een kat, Pluis",
+                "Meine Nachbarin hat jetzt auch einen Hund, einen Dackel",
+                "I have a parrot, an African grey",
+                "My climbing gym is in Derby",
+                "Ich fahre jetzt Bus in Graz",
+                "I work in a bakery",
+                "Ho comprato una bici, Bianchi",
+                "I bought a van"
+            ]
+        );
+    }
+
     /// Spanish and French "en" is "in": a sentence with it is put back together as any
     /// other; Dutch "en" is "and", and its two clauses stay two facts.
     #[tokio::test]
@@ -1003,6 +1101,16 @@ mod tests {
                 "Toco la guitarra en un grupo",
                 "También he empezado a hacer escalada"
             ]
+        );
+        // Both facts translated: the clause found for the first is not the second's.
+        let reply = r#"{"facts": [{"text": "My girlfriend is called Rita"},
+            {"text": "I work at a bank"}]}"#;
+        let conversation_pt = [Message::user(
+            "A minha namorada chama-se Rita. Trabalho num banco.",
+        )];
+        assert_eq!(
+            texts(&extracted(reply, &conversation_pt, &[]).await),
+            ["A minha namorada chama-se Rita", "Trabalho num banco"]
         );
         // Two clauses no other fact comes from: which one it says is not known.
         let reply = r#"{"facts": [{"text": "He started doing rock climbing"}]}"#;

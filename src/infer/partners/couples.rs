@@ -41,6 +41,13 @@ pub(super) const BE_WITH: &[&str] = &[
     "ben", "m", "am", "bin", "suis", "sono", "sto", "estoy", "estou",
 ];
 
+/// First-person verbs of going out, which "with" a partner's name and a word of now make
+/// a couple: "Ahora salgo con Andrés", "Agora saio com o Rui", "Adesso esco con Marco",
+/// "Maintenant je sors avec Karim" ("je" before it). Without a word of now, or with more
+/// after the name ("Esta noche salgo con Marta", "Ahora salgo con Marta a correr"), it is
+/// an evening out.
+pub(super) const GO_OUT: &[&str] = &["salgo", "saio", "esco", "sors"];
+
 /// "With", before a partner's name.
 pub(super) const WITH: &[&str] = &["met", "with", "mit", "avec", "con", "com"];
 
@@ -89,10 +96,13 @@ pub(in crate::infer) fn coupled(text: &str) -> bool {
                     rest.first()
                         .is_none_or(|w| AFTER_TOGETHER.contains(&w.as_str()))
                 };
-                // "Ik ben nu met Koen", "I'm with Koen now": a verb of being, "with" a
-                // name that ends the clause, and a word of now.
-                let with_now = BE_WITH.contains(&w.as_str())
-                    && (BE_FIRST.contains(&w.as_str()) || of_the_speaker(&words, i))
+                // "Ik ben nu met Koen", "I'm with Koen now": a verb of being or of going
+                // out, "with" a name that ends the clause, and a word of now.
+                let going_out = GO_OUT.contains(&w.as_str());
+                let with_now = (BE_WITH.contains(&w.as_str()) || going_out)
+                    && (BE_FIRST.contains(&w.as_str())
+                        || going_out && w != "sors"
+                        || of_the_speaker(&words, i))
                     && any(&words, NOW)
                     && words[i + 1..]
                         .iter()
