@@ -17,6 +17,7 @@ use crate::record::Message;
 pub(crate) mod dates;
 mod denials;
 mod extract;
+mod habits;
 mod looks;
 mod moves;
 mod partners;
@@ -31,6 +32,7 @@ mod work;
 
 pub(crate) use denials::takes_back;
 pub(crate) use extract::{extract_facts, statements, Fact};
+pub(crate) use habits::at_other_times;
 pub(crate) use looks::{
     answers, apart, clauses, outdates, replaces, with_the_rest_kept, with_the_rest_kept_by, Apart,
 };
@@ -67,6 +69,39 @@ pub(crate) fn additional(fact: &str) -> bool {
         .filter(|word| !word.is_empty())
         .skip(1)
         .any(|word| ADDITIVE.contains(&word.to_lowercase().as_str()))
+}
+
+/// Words and phrases by which a speaker says something still holds: "I still cycle every
+/// weekend", "Je joue toujours au tennis", "Ich spiele immer noch Geige", "Suono ancora
+/// il piano", "Todavía vivo en Bilbao", "Sigo corriendo", "Ainda moro em Lisboa", "Ik
+/// woon nog steeds in Gent". Not French "encore" nor Dutch "nog" alone, which say "again"
+/// and "one more" as often.
+const STILL: &[&[&str]] = &[
+    &["still"],
+    &["toujours"],
+    &["immer", "noch"],
+    &["weiterhin"],
+    &["ancora"],
+    &["todavia"],
+    &["aun"],
+    &["sigo"],
+    &["ainda"],
+    &["continuo"],
+    &["nog", "steeds"],
+    &["nog", "altijd"],
+];
+
+/// Forms of "avoir" before which "toujours" is "always": "J'ai toujours voulu…".
+const AVOIR: &[&str] = &["ai", "as", "a", "avons", "avez", "ont"];
+
+/// Whether a fact says something still holds ([`STILL`]): it confirms what a memory says
+/// rather than taking its place ("I still cycle every weekend" beside "I love cycling").
+pub(crate) fn still_holds(fact: &str) -> bool {
+    let words = crate::text::folded_words(fact);
+    let always = words
+        .windows(2)
+        .any(|w| w[1] == "toujours" && AVOIR.contains(&w[0].as_str()));
+    !always && says_phrase(&words, STILL)
 }
 
 /// Phrases by which a speaker says what something took the place of: "instead of",

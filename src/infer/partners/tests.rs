@@ -138,7 +138,10 @@ fn a_break_up_a_new_partner_or_a_wedding_ends_a_relationship() {
         ("Mi novia se llama Carmen", "Tengo una nueva novia, Lucía"),
         ("My girlfriend is called Zoe", "I'm dating Mia now"),
         ("Mi novio se llama Pablo", "Ahora salgo con Andrés"),
-        ("Mon copain s'appelle Julien", "Maintenant je sors avec Karim"),
+        (
+            "Mon copain s'appelle Julien",
+            "Maintenant je sors avec Karim",
+        ),
         ("Il mio ragazzo è Luca", "Adesso esco con Marco"),
         (
             "Ik heb een relatie met Tim",
@@ -293,7 +296,10 @@ fn a_break_up_a_new_partner_or_a_wedding_ends_a_relationship() {
         ("Mi novio se llama Pablo", "Esta noche salgo con Marta"),
         ("Mi novio se llama Pablo", "Ahora salgo con Marta a correr"),
         ("Il mio ragazzo è Luca", "Adesso mia sorella esce con Marco"),
-        ("Mon copain s'appelle Julien", "Maintenant tu sors avec Karim"),
+        (
+            "Mon copain s'appelle Julien",
+            "Maintenant tu sors avec Karim",
+        ),
         ("My girlfriend is Zoe", "I'm with Mia"),
         // Someone else's break-up, engagement or couple.
         (

@@ -310,7 +310,8 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     );
     // A fact that tells of a stay away from a home found for it leaves that home alone,
     // one that tells of another taste leaves the taste, a friend made the partner, a
-    // new pet the pet before, and news of someone else the speaker's own memories.
+    // new pet the pet before, news of someone else the speaker's own memories, and a
+    // habit at set times what a memory with no time of its own says.
     let beside: Vec<(usize, usize)> = asked
         .iter()
         .zip(&found)
@@ -322,6 +323,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
                 || infer::makes_a_friend(memory, &said[fact])
                 || infer::another_pet(memory, &said[fact])
                 || infer::of_someone_else(memory, &said[fact])
+                || infer::at_other_times(memory, &said[fact])
         })
         .collect();
     plan.keep_beside(beside);

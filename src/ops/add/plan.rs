@@ -60,7 +60,7 @@ pub(crate) struct Plan {
 ///   asked for no text, they put such remarks in place of memories more often). Such an
 ///   UPDATE is kept as doubtful, for a second look ([`Plan::second_looks`]);
 /// - a fact its speaker marked as one more of its kind ("I also…", "anche", "ook": see
-///   [`infer::additional`]) adds to the memories and never takes one's place: an UPDATE or DELETE
+///   [`infer::additional`]), or as still holding ("I still…", [`infer::still_holds`]), adds to the memories and never takes one's place: an UPDATE or DELETE
 ///   for it adds it, and the memory stays (small models replace a first cuisine with a
 ///   second one the user liked "too");
 /// - a fact older than the memory it would update or delete (the conversation took place
@@ -113,8 +113,8 @@ pub(crate) fn decide(
             .memory
             .and_then(|m| shown.get(m).map(|row| (m, &row.record)));
         if let (Event::Update | Event::Delete, Some((_, r))) = (d.event, target) {
-            if texts.get(fact).is_some_and(|t| infer::additional(t)) {
-                tracing::debug!(memory = %r.id, "a fact marked as one more of its kind replaces nothing");
+            if texts.get(fact).is_some_and(|t| adds_only(t)) {
+                tracing::debug!(memory = %r.id, "a fact marked as one more of its kind, or as still holding, replaces nothing");
                 plans[fact].get_or_insert(FactPlan::Add);
                 continue;
             }
@@ -186,6 +186,12 @@ pub(crate) fn decide(
         doubtful,
         beside: Vec::new(),
     }
+}
+
+/// Whether a fact only adds to the memories: its speaker marked it as one more of its
+/// kind ([`infer::additional`]) or as still holding ([`infer::still_holds`]).
+fn adds_only(fact: &str) -> bool {
+    infer::additional(fact) || infer::still_holds(fact)
 }
 
 /// Whether an UPDATE's text (`rewrite`) is about what the memory is: they share a word
@@ -302,7 +308,7 @@ impl Plan {
             .zip(found)
             .filter(|&(&fact, _)| {
                 self.facts.get(fact) == Some(&FactPlan::Add)
-                    && texts.get(fact).is_some_and(|t| !infer::additional(t))
+                    && texts.get(fact).is_some_and(|t| !adds_only(t))
             })
             .map(|(&fact, memories)| {
                 let memories = memories

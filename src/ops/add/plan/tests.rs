@@ -501,6 +501,55 @@ fn a_fact_said_to_be_one_more_of_its_kind_replaces_nothing() {
     assert_eq!(plan.doubtful, vec![(1, 1)]);
 }
 
+/// A fact its speaker says still holds ("still", "immer noch", "ainda") confirms its
+/// memory and never takes its place; "J'ai toujours voulu" is "always", and the same facts
+/// without the mark may replace.
+#[test]
+fn a_fact_said_to_still_hold_replaces_nothing() {
+    let shown = vec![
+        memory("I love cycling", false),
+        memory("Ich spiele Geige", false),
+        memory("Moro em Lisboa", false),
+        memory("J'habite à Lyon", false),
+    ];
+    let decisions = || {
+        vec![
+            decision(0, Event::Update, Some(0), Some("I cycle every weekend")),
+            decision(
+                1,
+                Event::Update,
+                Some(1),
+                Some("Ich spiele Geige im Orchester"),
+            ),
+            decision(2, Event::Delete, Some(2), None),
+            decision(3, Event::Update, Some(3), Some("J'habite à Paris")),
+        ]
+    };
+    let still = texts(&[
+        "I still cycle every weekend",
+        "Ich spiele immer noch Geige im Orchester",
+        "Ainda moro em Lisboa, perto do rio",
+        "J'ai toujours voulu vivre à Paris, j'y habite",
+    ]);
+    let plan = decided(&still, &shown, &anywhere(), decisions());
+    assert_eq!(
+        plan.facts[..3],
+        [FactPlan::Add, FactPlan::Add, FactPlan::Add]
+    );
+    assert!(matches!(plan.facts[3], FactPlan::Update { memory: 3, .. }));
+    assert!(plan.doubtful.is_empty());
+    let unmarked = texts(&[
+        "I cycle every weekend",
+        "Ich spiele Geige im Orchester",
+        "Moro em Lisboa, perto do rio",
+        "J'habite à Paris",
+    ]);
+    let plan = decided(&unmarked, &shown, &anywhere(), decisions());
+    assert!(matches!(plan.facts[0], FactPlan::Update { memory: 0, .. }));
+    assert!(matches!(plan.facts[1], FactPlan::Update { memory: 1, .. }));
+    assert_eq!(plan.doubtful, vec![(2, 2)]);
+}
+
 /// An UPDATE whose text keeps all of the memory beside the news says both hold: the
 /// fact is added and the memory stays. One that drops the old value is a change.
 #[test]
