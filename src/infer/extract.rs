@@ -264,7 +264,8 @@ fn the_one_left(others: &[&str], messages: &[Message]) -> Option<String> {
 /// for "in": it joins clauses only in a sentence with a word of Dutch's own ([`DUTCH`]),
 /// so that "Estoy de visita en Granada, en casa de mis tíos" is put back together.
 /// One fact so cut keeps its sentence when the sentence marks what it says as one more of
-/// its kind and the fact lost the mark ([`super::additional`]): a small model writes "Ik
+/// its kind, or puts it at set times ([`super::habits::at_set_times`]: "In het weekend werk
+/// ik als ober" is no new job), and the fact lost the mark ([`super::additional`]): a small model writes "Ik
 /// werk als ober in een café" for "In het weekend werk ik ook als ober in een café", and
 /// without its "ook" the fact takes the place of the job before. So does one whose
 /// sentence says what it took the place of ([`super::in_place_of`]) while the fact does
@@ -328,11 +329,17 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
                     // took the place of, which the model left out.
                     let sentence = sentences[s].0;
                     let lost = |mark: fn(&str) -> bool| mark(sentence) && !mark(&fact.text);
-                    if lost(super::additional) || lost(super::in_place_of) {
+                    if lost(super::additional)
+                        || lost(super::in_place_of)
+                        || lost(super::habits::at_set_times)
+                    {
                         tracing::debug!(target: "memlane", "a fact that lost its speaker's mark is kept as said");
                         fact.text = sentence.to_owned();
                     } else if lost_its_apposition(&fact.text, sentence) {
                         tracing::debug!(target: "memlane", "a fact that lost the name or kind after it is kept as said");
+                        fact.text = sentence.to_owned();
+                    } else if lost_its_speaker(sentence, &fact.text) {
+                        tracing::debug!(target: "memlane", "a fact that lost its speaker is kept as said");
                         fact.text = sentence.to_owned();
                     }
                 }
@@ -382,6 +389,29 @@ fn lost_its_apposition(fact: &str, sentence: &str) -> bool {
         && !crate::text::content_terms(tail)
             .iter()
             .any(|t| said.iter().any(|w| w == t || alike(w, t)))
+}
+
+/// The speaker as a subject, in the languages [`SUBJECTS`] covers.
+const SPEAKERS: &[&str] = &[
+    "i", "we", "je", "j", "nous", "ich", "wir", "io", "noi", "yo", "nosotros", "eu", "nos", "ik",
+    "wij",
+];
+
+/// Whether `fact` is some of `sentence`'s words, in their order, without the speaker the
+/// sentence names ([`SPEAKERS`]): "Koriander heerlijk" for "Tegenwoordig vind ik
+/// koriander heerlijk" says no one likes it, and a taste it reverses would stay.
+fn lost_its_speaker(sentence: &str, fact: &str) -> bool {
+    let (said, kept) = (
+        crate::text::folded_words(sentence),
+        crate::text::folded_words(fact),
+    );
+    let mut rest = said.iter();
+    let in_order = kept.iter().all(|w| rest.any(|s| s == w));
+    !kept.is_empty()
+        && kept.len() < said.len()
+        && in_order
+        && said.iter().any(|w| SPEAKERS.contains(&w.as_str()))
+        && !kept.iter().any(|w| SPEAKERS.contains(&w.as_str()))
 }
 
 /// Words of Dutch's own, none of them Spanish or French: a sentence with one is Dutch,
@@ -976,14 +1006,16 @@ mod tests {
         assert_eq!(facts[0].importance, 8);
     }
 
-    /// A fact cut out of a sentence that marks it as one more of its kind ("ook", "too")
-    /// or says what it took the place of ("statt") keeps the sentence when the model left
-    /// the mark out; a fact with its mark, a first "Also," that brings news, a sentence
-    /// with no mark and one of two clauses stay as the model wrote them.
+    /// A fact cut out of a sentence that marks it as one more of its kind ("ook", "too"),
+    /// says what it took the place of ("statt") or puts it at set times ("In het
+    /// weekend", "On Sundays") keeps the sentence when the model left the mark out; a fact
+    /// with its mark, a first "Also," that brings news and one of two clauses stay as the
+    /// model wrote them.
     #[tokio::test]
     async fn a_fact_that_lost_its_speakers_mark_is_kept_as_said() {
         let reply = r#"{"facts": [
             {"text": "Ik werk als ober in een café"},
+            {"text": "Ik werk als ober in een strandtent"},
             {"text": "I play the violin too"},
             {"text": "I moved to Porto"},
             {"text": "I bake bread"},
@@ -991,7 +1023,8 @@ mod tests {
             {"text": "Ich trinke Kräutertee seit zwei Wochen"},
             {"text": "I cycle to work instead of driving"}]}"#;
         let conversation = [Message::user(
-            "In het weekend werk ik ook als ober in een café. I play the violin too. Also, I \
+            "In het weekend werk ik ook als ober in een café. In het weekend werk ik als ober \
+             in een strandtent. I play the violin too. Also, I \
              moved to Porto. On Sundays I bake bread. I also teach, and I coach football. \
              Seit zwei Wochen trinke ich statt Espresso nur noch Kräutertee. These days I \
              cycle to work instead of driving.",
@@ -1001,9 +1034,10 @@ mod tests {
             texts(&facts),
             [
                 "In het weekend werk ik ook als ober in een café",
+                "In het weekend werk ik als ober in een strandtent",
                 "I play the violin too",
                 "I moved to Porto",
-                "I bake bread",
+                "On Sundays I bake bread",
                 "I coach football",
                 "Seit zwei Wochen trinke ich statt Espresso nur noch Kräutertee",
                 "I cycle to work instead of driving"
@@ -1043,6 +1077,31 @@ mod tests {
                 "I work in a bakery",
                 "Ho comprato una bici, Bianchi",
                 "I bought a van"
+            ]
+        );
+    }
+
+    /// A fact that is its sentence's words without the speaker keeps its sentence; one
+    /// that keeps its own subject, or whose sentence names no speaker, stays as written.
+    #[tokio::test]
+    async fn a_fact_that_lost_its_speaker_is_kept_as_said() {
+        let reply = r#"{"facts": [
+            {"text": "Koriander heerlijk"},
+            {"text": "Sanne is a nurse"},
+            {"text": "Tomatoes on the balcony"},
+            {"text": "Rome in May"}]}"#;
+        let conversation = [Message::user(
+            "Tegenwoordig vind ik koriander heerlijk. My friend Sanne is a nurse. These days \
+             I grow tomatoes on the balcony. Trip to Rome in May!",
+        )];
+        let facts = extracted(reply, &conversation, &[]).await;
+        assert_eq!(
+            texts(&facts),
+            [
+                "Tegenwoordig vind ik koriander heerlijk",
+                "Sanne is a nurse",
+                "These days I grow tomatoes on the balcony",
+                "Rome in May"
             ]
         );
     }
