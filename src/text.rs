@@ -70,6 +70,14 @@ const FUNCTION_WORD_LANGUAGES: [&str; 11] = [
     "ca", "da", "de", "en", "es", "fr", "it", "nl", "no", "pt", "sv",
 ];
 
+/// Function words of Catalan, Danish, Norwegian or Swedish that are nouns, verbs or
+/// adjectives of English, French, German, Italian, Spanish, Portuguese or Dutch, and
+/// function words of none of these: "I have a dog, Bella" is about a dog (Danish "dog" is
+/// "yet"), "Je vis en ville" about a town, "a big Formula 1 fan" about a fan.
+const NAMES_THINGS: [&str; 10] = [
+    "bare", "dig", "dog", "end", "fan", "inn", "mod", "mode", "tan", "ville",
+];
+
 /// The function words of [`FUNCTION_WORD_LANGUAGES`], lowercase, accents kept.
 fn function_words() -> &'static std::collections::HashSet<&'static str> {
     static WORDS: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
@@ -77,7 +85,13 @@ fn function_words() -> &'static std::collections::HashSet<&'static str> {
     WORDS.get_or_init(|| {
         FUNCTION_WORD_LANGUAGES
             .into_iter()
-            .flat_map(|code| stop_words::lookup(code).unwrap_or_default().iter().copied())
+            .flat_map(|code| {
+                stop_words::lookup(code)
+                    .unwrap_or_default()
+                    .iter()
+                    .copied()
+                    .filter(|w| !NAMES_THINGS.contains(w))
+            })
             .collect()
     })
 }
@@ -190,6 +204,15 @@ mod tests {
         assert_eq!(content_terms("Je vis à Nantes"), vec!["vis", "nant"]);
         assert_eq!(content_terms("Yo soy de Cádiz"), vec!["cadiz"]);
         assert_eq!(content_terms("Io e Ana"), vec!["ana"]);
+        // Function words of the Nordic lists that name things in the seven languages,
+        // and are function words of none of them.
+        for code in ["de", "en", "es", "fr", "it", "nl", "pt"] {
+            let list = stop_words::lookup(code).unwrap();
+            assert!(!NAMES_THINGS.iter().any(|w| list.contains(w)), "{code}");
+        }
+        assert_eq!(content_words("I have a dog, Bella"), vec!["dog", "bella"]);
+        assert_eq!(content_words("Je vis en ville"), vec!["vis", "ville"]);
+        assert_eq!(content_words("I'm a big fan"), vec!["big", "fan"]);
         assert_eq!(terms("Ich segle gern"), vec!["ich", "segl", "gern"]);
     }
 
