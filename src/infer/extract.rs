@@ -262,7 +262,9 @@ fn the_one_left(others: &[&str], messages: &[Message]) -> Option<String> {
 /// breed. The first of the facts takes the sentence, with the labels and entities of all
 /// of them and their highest importance. "en" is Dutch for "and" and Spanish and French
 /// for "in": it joins clauses only in a sentence with a word of Dutch's own ([`DUTCH`]),
-/// so that "Estoy de visita en Granada, en casa de mis tíos" is put back together.
+/// so that "Estoy de visita en Granada, en casa de mis tíos" is put back together; "ma"
+/// is Italian for "but" and French for "my", and joins none in a sentence with a word of
+/// French's own ([`FRENCH`]).
 /// One fact so cut keeps its sentence when the sentence marks what it says as one more of
 /// its kind, or puts it at set times ([`super::habits::at_set_times`]: "In het weekend werk
 /// ik als ober" is no new job), and the fact lost the mark ([`super::additional`]): a small model writes "Ik
@@ -278,9 +280,12 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
         .filter(|s| {
             let words = crate::text::keywords(s);
             let dutch = words.iter().any(|w| DUTCH.contains(&w.as_str()));
-            !words
-                .iter()
-                .any(|w| super::looks::CONJUNCTIONS.contains(&w.as_str()) && (w != "en" || dutch))
+            let french = words.iter().any(|w| FRENCH.contains(&w.as_str()));
+            !words.iter().any(|w| {
+                super::looks::CONJUNCTIONS.contains(&w.as_str())
+                    && (w != "en" || dutch)
+                    && (w != "ma" || !french)
+            })
         })
         .map(|s| (s, crate::text::content_terms(s)))
         .collect();
@@ -341,6 +346,9 @@ fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
                     } else if lost_its_speaker(sentence, &fact.text) {
                         tracing::debug!(target: "memlane", "a fact that lost its speaker is kept as said");
                         fact.text = sentence.to_owned();
+                    } else if let Some(part) = lost_a_name(&fact.text, sentence) {
+                        tracing::debug!(target: "memlane", "a fact that lost a name is kept as said");
+                        fact.text = part.to_owned();
                     }
                 }
                 out.push(fact);
@@ -391,6 +399,48 @@ fn lost_its_apposition(fact: &str, sentence: &str) -> bool {
             .any(|t| said.iter().any(|w| w == t || alike(w, t)))
 }
 
+/// Words before a name that say it is where something came from, or what it no longer
+/// is: "from Madrid", "de Lyon", "aus Bremen", "da Roma", "desde Bilbao", "uit Gent".
+const FROM: &[&str] = &[
+    "from", "de", "d", "du", "des", "von", "aus", "vom", "da", "dal", "dalla", "desde", "del",
+    "do", "dos", "van", "uit", "instead", "statt", "than", "que", "ex",
+];
+
+/// The part of `sentence` between commas that holds all of the fact's words and a name
+/// the fact left out ([`super::names`], not the part's first word: "Je suis chez ma sœur
+/// à Annecy ce week-end" for "Je suis chez ma sœur ce week-end"), when a name was left
+/// out. Not a name up to three words after a denial or a word of where something came
+/// from ([`FROM`]: "from Madrid", "nicht mehr in Bremen"), which a model leaves out on
+/// purpose.
+fn lost_a_name<'a>(fact: &str, sentence: &'a str) -> Option<&'a str> {
+    let said = crate::text::content_terms(fact);
+    let kept: Vec<String> = crate::text::folded_words(fact);
+    if said.is_empty() {
+        return None;
+    }
+    sentence
+        .split(',')
+        .map(str::trim)
+        .find(|part| {
+            let terms = crate::text::content_terms(part);
+            said.iter()
+                .all(|w| terms.iter().any(|t| t == w || alike(w, t)))
+        })
+        .filter(|part| {
+            let words = crate::text::folded_words(part);
+            super::names(part).iter().any(|name| {
+                !kept.contains(name)
+                    && words.iter().position(|w| w == name).is_some_and(|at| {
+                        at > 0
+                            && !words[at.saturating_sub(3)..at].iter().any(|w| {
+                                FROM.contains(&w.as_str())
+                                    || super::topics::NOT.contains(&w.as_str())
+                            })
+                    })
+            })
+        })
+}
+
 /// The speaker as a subject, in the languages [`SUBJECTS`] covers.
 const SPEAKERS: &[&str] = &[
     "i", "we", "je", "j", "nous", "ich", "wir", "io", "noi", "yo", "nosotros", "eu", "nos", "ik",
@@ -413,6 +463,13 @@ fn lost_its_speaker(sentence: &str, fact: &str) -> bool {
         && said.iter().any(|w| SPEAKERS.contains(&w.as_str()))
         && !kept.iter().any(|w| SPEAKERS.contains(&w.as_str()))
 }
+
+/// Words of French's own, none of them Italian: a sentence with one is French, and its
+/// "ma" is "my", not "but" ("Je vais voir ma sœur").
+const FRENCH: &[&str] = &[
+    "je", "j", "suis", "les", "des", "une", "mon", "mes", "avec", "chez", "pour", "dans", "nous",
+    "vous", "au", "aux", "cette", "est",
+];
 
 /// Words of Dutch's own, none of them Spanish or French: a sentence with one is Dutch,
 /// and its "en" is "and".
@@ -1081,6 +1138,38 @@ mod tests {
         );
     }
 
+    /// A fact that left out a name its part of the sentence gives keeps that part; a name
+    /// after a denial or a word of where something came from stays out, and so does one in
+    /// another part of the sentence.
+    #[tokio::test]
+    async fn a_fact_that_lost_a_name_is_kept_as_said() {
+        let reply = r#"{"facts": [
+            {"text": "Ce week-end je vais voir ma sœur"},
+            {"text": "I moved to Valencia last month"},
+            {"text": "My gym is in Derby"},
+            {"text": "Ich spiele Geige im Orchester"},
+            {"text": "Ik werk in een bakkerij"},
+            {"text": "Ich wohne in Hamburg"}]}"#;
+        let conversation = [Message::user(
+            "Ce week-end je vais voir ma sœur Camille à Annecy. I moved to Valencia from Madrid \
+             last month. My gym is in Derby, not Leicester. Ich spiele Geige im Orchester, \
+             Mahler vor allem. Ik werk sinds mei in een bakkerij. Ich wohne nicht mehr in \
+             Bremen sondern in Hamburg.",
+        )];
+        let facts = extracted(reply, &conversation, &[]).await;
+        assert_eq!(
+            texts(&facts),
+            [
+                "Ce week-end je vais voir ma sœur Camille à Annecy",
+                "I moved to Valencia last month",
+                "My gym is in Derby",
+                "Ich spiele Geige im Orchester",
+                "Ik werk in een bakkerij",
+                "Ich wohne in Hamburg"
+            ]
+        );
+    }
+
     /// A fact that is its sentence's words without the speaker keeps its sentence; one
     /// that keeps its own subject, or whose sentence names no speaker, stays as written.
     #[tokio::test]
@@ -1102,6 +1191,26 @@ mod tests {
                 "Sanne is a nurse",
                 "These days I grow tomatoes on the balcony",
                 "Rome in May"
+            ]
+        );
+    }
+
+    /// French "ma" is "my": a French sentence with it is put back together as any other;
+    /// Italian "ma" is "but", and its two clauses stay two facts.
+    #[tokio::test]
+    async fn a_sentence_with_ma_is_put_back_together_unless_it_is_italian() {
+        let reply = r#"{"facts": [{"text": "Je vais voir ma sœur à Lyon"},
+            {"text": "ce week-end"}, {"text": "Vivo a Roma"},
+            {"text": "lavoro a Milano"}]}"#;
+        let conversation = [Message::user(
+            "Je vais voir ma sœur à Lyon, ce week-end. Vivo a Roma, ma lavoro a Milano.",
+        )];
+        assert_eq!(
+            texts(&extracted(reply, &conversation, &[]).await),
+            [
+                "Je vais voir ma sœur à Lyon, ce week-end",
+                "Vivo a Roma",
+                "lavoro a Milano"
             ]
         );
     }
