@@ -167,7 +167,10 @@ pub(crate) async fn extract_facts(
     })
     .await?;
     let facts = clean_facts(
-        as_said(in_users_words(parsed.value.facts, messages), messages),
+        as_said(
+            the_speakers_own(in_users_words(parsed.value.facts, messages), messages),
+            messages,
+        ),
         labels,
     );
     Ok(Parsed {
@@ -439,6 +442,61 @@ fn lost_a_name<'a>(fact: &str, sentence: &'a str) -> Option<&'a str> {
                     })
             })
         })
+}
+
+/// The facts, with each one that gave someone else what the speaker said of themselves
+/// put back as the speaker's clause ([`given_to_another`]).
+fn the_speakers_own(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
+    for fact in &mut facts {
+        if let Some(clause) =
+            users_sentences(messages).find_map(|s| given_to_another(&fact.text, s))
+        {
+            tracing::debug!(target: "memlane", "a fact that gave someone else the speaker's clause is the speaker's again");
+            fact.text = clause.to_owned();
+        }
+    }
+    facts
+}
+
+/// The clause of `sentence` ([`super::looks::clauses`]) that the fact took from the
+/// speaker and gave the subject of another clause: the clause begins with the speaker
+/// ([`SPEAKERS`]) or a first-person verb ([`super::looks::I_DO`]), holds the most of the
+/// fact's words, and the fact's other words are in another clause, while the fact names
+/// no speaker. A small model writes "Mi novia trabaja en un hotel" for "Mi novia se llama
+/// Lucía y trabajo en un hotel", and the speaker's job ends with the relationship.
+fn given_to_another<'a>(fact: &str, sentence: &'a str) -> Option<&'a str> {
+    let words = crate::text::folded_words(fact);
+    if words
+        .iter()
+        .any(|w| SPEAKERS.contains(&w.as_str()) || super::looks::I_DO.contains(&w.as_str()))
+    {
+        return None;
+    }
+    let said = crate::text::content_terms(fact);
+    let parts: Vec<(&str, Vec<String>)> = super::looks::clauses(sentence)
+        .into_iter()
+        .map(|r| {
+            let part = sentence[r]
+                .trim()
+                .trim_matches(|c: char| !c.is_alphanumeric());
+            (part, crate::text::content_terms(part))
+        })
+        .collect();
+    let holds = |terms: &[String], w: &String| terms.iter().any(|t| t == w || alike(w, t));
+    let (own, terms) = parts
+        .iter()
+        .filter(|(part, _)| {
+            crate::text::folded_words(part).first().is_some_and(|w| {
+                SPEAKERS.contains(&w.as_str()) || super::looks::I_DO.contains(&w.as_str())
+            })
+        })
+        .max_by_key(|(_, terms)| said.iter().filter(|w| holds(terms, w)).count())?;
+    let rest: Vec<&String> = said.iter().filter(|w| !holds(terms, w)).collect();
+    let elsewhere = parts
+        .iter()
+        .filter(|(part, _)| part != own)
+        .any(|(_, other)| !rest.is_empty() && rest.iter().all(|w| holds(other, w)));
+    (said.iter().any(|w| holds(terms, w)) && elsewhere).then_some(*own)
 }
 
 /// The speaker as a subject, in the languages [`SUBJECTS`] covers.
@@ -1166,6 +1224,40 @@ mod tests {
                 "Ich spiele Geige im Orchester",
                 "Ik werk in een bakkerij",
                 "Ich wohne in Hamburg"
+            ]
+        );
+    }
+
+    /// A fact that gave the subject of one clause what the speaker said of themselves in
+    /// the next is the speaker's clause again; a fact of the other clause's own subject,
+    /// one that names the speaker and one that takes nothing from another clause stay as
+    /// written.
+    #[tokio::test]
+    async fn a_fact_that_gave_someone_else_the_speakers_clause_is_the_speakers_again() {
+        let reply = r#"{"facts": [
+            {"text": "Mi novia se llama Lucía"},
+            {"text": "Mi novia trabaja en un hotel"},
+            {"text": "My wife works at a bank"},
+            {"text": "Mein Bruder wohnt in Köln"},
+            {"text": "I work at a school"},
+            {"text": "Works at a post office"},
+            {"text": "Lea and I sing in a choir"}]}"#;
+        let conversation = [Message::user(
+            "Mi novia se llama Lucía y trabajo en un hotel. My wife is Ana and I work at a \
+             bank. Mein Bruder wohnt in Köln und er arbeitet bei Ford. My son is Tom and I \
+             work at a school. Tim is my son and I work at a post office. My sister is Lea \
+             and I sing in a choir.",
+        )];
+        assert_eq!(
+            texts(&extracted(reply, &conversation, &[]).await),
+            [
+                "Mi novia se llama Lucía",
+                "trabajo en un hotel",
+                "I work at a bank",
+                "Mein Bruder wohnt in Köln",
+                "I work at a school",
+                "Works at a post office",
+                "Lea and I sing in a choir"
             ]
         );
     }

@@ -540,7 +540,7 @@ const BE_OR_NAMED: &[&str] = &[
 /// First-person verbs that begin a clause without a pronoun in Italian, Spanish and
 /// Portuguese: "e faccio la commessa", "y trabajo en un hotel", "e sou designer". Not
 /// "como" ("as") nor "gusto" ("taste"), which are as often something else.
-const I_DO: &[&str] = &[
+pub(super) const I_DO: &[&str] = &[
     "sono", "ho", "faccio", "lavoro", "vivo", "abito", "gioco", "studio", "suono", "corro",
     "insegno", "mangio", "bevo", "parlo", "soy", "estoy", "tengo", "trabajo", "juego", "estudio",
     "toco", "enseño", "hago", "bebo", "hablo", "sou", "estou", "tenho", "trabalho", "moro", "jogo",
