@@ -413,6 +413,17 @@ const STAY: &[&str] = &[
     "dagen",
     "tot",
     "vlieg",
+    // A month, a temporary "I'm" ("Este mes estoy en Cádiz"), staying over ("logeer").
+    "month",
+    "mois",
+    "monat",
+    "mese",
+    "mes",
+    "maand",
+    "estoy",
+    "estou",
+    "logeer",
+    "logeren",
     // Tomorrow, and meetings of a trade.
     "tomorrow",
     "demain",
@@ -428,6 +439,27 @@ const STAY: &[&str] = &[
     "seminar",
     "seminaire",
     "workshop",
+];
+
+/// Phrases of a stay at someone's home, as French "chez" ([`STAY`]) says it: "vado da mia
+/// nonna", "bei meiner Oma", "bij mijn broer", "con mi tía", "en casa de mis padres", "em
+/// casa dos meus pais".
+const AT_SOMEONES: &[&[&str]] = &[
+    &["da", "mia"],
+    &["da", "mio"],
+    &["da", "miei"],
+    &["dai", "miei"],
+    &["bei", "meiner"],
+    &["bei", "meinem"],
+    &["bei", "meinen"],
+    &["bij", "mijn"],
+    &["con", "mi"],
+    &["con", "mis"],
+    &["casa", "de"],
+    &["casa", "da"],
+    &["casa", "do"],
+    &["casa", "dos"],
+    &["casa", "das"],
 ];
 
 /// Words of living somewhere or of moving, in any person or tense: a fact with one is no
@@ -481,8 +513,9 @@ const SETTLING: &[&str] = &[
 pub(crate) fn stays_away(memory: &str, fact: &str) -> bool {
     let words = words(fact);
     let any = |of: &[&str]| words.iter().any(|w| of.contains(&w.folded.as_str()));
+    let folded: Vec<String> = words.iter().map(|w| w.folded.clone()).collect();
     home(memory).is_some()
-        && any(STAY)
+        && (any(STAY) || super::says_phrase(&folded, AT_SOMEONES))
         && !any(SETTLING)
         && !any(LIVE_FIRST)
         && !any(LIVE_THIRD)
@@ -595,6 +628,19 @@ mod tests {
             ),
             ("I live in Dublin", "Tomorrow I head to Berlin"),
             ("J'habite à Toulouse", "Je vais à Paris pour un congrès"),
+            // A month, a temporary "I'm", a stay at someone's home.
+            (
+                "Vivo en Valladolid",
+                "Este mes estoy en Cádiz con mi tía Pilar",
+            ),
+            ("Abito a Torino", "Ad agosto vado da mia nonna Rosa a Lecce"),
+            ("Ich wohne in Leipzig", "Ich bin bei meiner Oma in Rostock"),
+            (
+                "Ik woon in Zwolle",
+                "Volgende maand logeer ik bij mijn broer in Maastricht",
+            ),
+            ("Moro em Braga", "Estou em casa dos meus pais em Faro"),
+            ("Vivo en Valladolid", "Estoy en Cádiz por trabajo"),
         ];
         for (memory, fact) in stays {
             assert!(stays_away(memory, fact), "{memory} / {fact}");
@@ -607,6 +653,8 @@ mod tests {
             ),
             ("I live in Dublin", "I moved to Lisbon last week"),
             ("Ich wohne in Hamburg", "Ich ziehe nächste Woche nach Rom"),
+            ("Vivo en Valladolid", "Este mes me mudé a Cádiz con mi tía"),
+            ("Abito a Torino", "Vivo da mia nonna a Lecce adesso"),
             ("I live in Dublin", "Tomorrow I move to Berlin"),
             // No stay, or no home in the memory.
             ("I live in Dublin", "I work in Lisbon now"),
