@@ -11,9 +11,24 @@
 
 use super::topics::{any, of_the_speaker, EAT, LIKE, NOT, NO_LONGER};
 
-/// Verbs and words of liking beyond [`LIKE`]: "enjoy", "gern", "piace", "graag". Not
-/// "fan": a fan of one team is seldom a fan of another.
+/// Verbs and words of liking beyond [`LIKE`]: "enjoy", "gern", "piace", "graag", and
+/// words of finding something delicious or nice, said by the speaker ("Tegenwoordig vind
+/// ik koriander heerlijk", "Ich finde Fenchel lecker"). Not "fan": a fan of one team is
+/// seldom a fan of another.
 const LIKE_MORE: &[&str] = &[
+    "heerlijk",
+    "lekker",
+    "leuk",
+    "lecker",
+    "delicious",
+    "delicieux",
+    "delicieuse",
+    "delizioso",
+    "deliziosa",
+    "buonissimo",
+    "buonissima",
+    "delicioso",
+    "deliciosa",
     "enjoy",
     "loving",
     "kiffe",
@@ -28,7 +43,9 @@ const LIKE_MORE: &[&str] = &[
     "dol",
 ];
 
-/// Verbs of hating, in the first person: "hate", "déteste", "hasse", "odio", "haat".
+/// Verbs of hating, in the first person: "hate", "déteste", "hasse", "odio", "haat"; and
+/// words of finding something disgusting ("Ik vind thee vies", "Ich finde Koriander
+/// eklig").
 const HATE: &[&str] = &[
     "hate",
     "dislike",
@@ -43,6 +60,16 @@ const HATE: &[&str] = &[
     "odeio",
     "haat",
     "vies",
+    "disgusting",
+    "degoutant",
+    "degoutante",
+    "eklig",
+    "ekelhaft",
+    "disgustoso",
+    "asqueroso",
+    "asquerosa",
+    "nojento",
+    "nojenta",
 ];
 
 /// Verbs that are hating when denied: "I can't stand", "je ne supporte pas", "no soporto".
@@ -619,6 +646,15 @@ mod tests {
             ("I hate running", "I love running now"),
             ("Odio la cebolla", "Ahora me encanta la cebolla"),
             ("Ik drink graag thee", "Ik vind thee tegenwoordig echt vies"),
+            (
+                "Ik hou niet van koriander",
+                "Tegenwoordig vind ik koriander heerlijk",
+            ),
+            (
+                "Ich esse gern Koriander",
+                "Ich finde Koriander inzwischen eklig",
+            ),
+            ("I don't like olives", "I find olives delicious now"),
             ("Non mi piace il pesce", "Adesso adoro il pesce"),
             ("I love sushi", "I don't like sushi anymore"),
             ("Eu adoro café", "Odeio café agora"),
@@ -638,6 +674,11 @@ mod tests {
             // The same feeling, or another thing.
             ("I love jazz", "I also love classical music"),
             ("J'adore le fromage", "Je déteste les huîtres"),
+            // Someone else finds it delicious.
+            (
+                "Ik hou niet van koriander",
+                "Mijn vriend vindt koriander heerlijk",
+            ),
             ("I hate running", "I hate swimming too"),
             ("I love jazz", "I love jazz more than ever"),
             // Qualified to a time, or someone else's.
