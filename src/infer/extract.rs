@@ -125,8 +125,7 @@ pub(super) fn extraction_prefix(policy: &str, labels: &[Label]) -> (Vec<Message>
     let system = format!(
         "Extract facts worth remembering about the user from a conversation.\n\
 Rules: take every fact from every user message: each preference, dislike, habit, plan, \
-relationship, job, place and decision is its own short, self-contained fact, in the user's \
-own words, keeping every name and place they gave. After a \
+relationship, job, place and decision is its own short, self-contained fact. After a \
 correction keep only the corrected fact. Nothing from greetings, thanks, small talk, questions \
 or the assistant's words. Write dates as absolute dates, using the conversation's date. \
 Never translate: a fact is in the language of its message. importance is 1 (trivia) to 10 \
