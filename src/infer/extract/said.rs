@@ -1,0 +1,334 @@
+//! Facts put back in the user's words where the model cut them out of what was said:
+//! pieces of one sentence joined again, and a fact that lost its speaker, its mark of one
+//! more of its kind, its set times, a name or what it was given to, kept as said.
+
+use super::{alike, users_sentences, Fact};
+use crate::record::Message;
+
+/// The facts, with those the model cut out of one thing the user said put back together
+/// as they said it: two facts or more whose every word (but function words) is in one
+/// sentence of the user's messages, and in no other, become that sentence, where the
+/// sentence joins no clauses: with a conjunction ("and", "but", or their word in the other
+/// six languages [`crate::infer::looks::clauses`] knows), or with a comma before a subject
+/// ([`SUBJECTS`]). "I live in Madrid, near Retiro park" stays one memory, which a move then
+/// replaces whole, where "I live near Retiro park" alone would stay beside the new home.
+/// "I live in Madrid and I work as a nurse" and "My dog is called Rex, he's a beagle" are
+/// two things said each, and stay two facts, so that a correction of the name keeps the
+/// breed. The first of the facts takes the sentence, with the labels and entities of all
+/// of them and their highest importance. "en" is Dutch for "and" and Spanish and French
+/// for "in": it joins clauses only in a sentence with a word of Dutch's own ([`DUTCH`]),
+/// so that "Estoy de visita en Granada, en casa de mis tíos" is put back together; "ma"
+/// is Italian for "but" and French for "my", and joins none in a sentence with a word of
+/// French's own ([`FRENCH`]).
+/// One fact so cut keeps its sentence when the sentence marks what it says as one more of
+/// its kind, or puts it at set times ([`crate::infer::habits::at_set_times`]: "In het weekend werk
+/// ik als ober" is no new job), and the fact lost the mark ([`crate::infer::additional`]): a small model writes "Ik
+/// werk als ober in een café" for "In het weekend werk ik ook als ober in een café", and
+/// without its "ook" the fact takes the place of the job before. So does one whose
+/// sentence says what it took the place of ([`crate::infer::in_place_of`]) while the fact does
+/// not: "Ich trinke Kräutertee seit zwei Wochen" for "Seit zwei Wochen trinke ich statt
+/// Espresso nur noch Kräutertee" stays beside the espresso.
+pub(super) fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
+    let sentences: Vec<(&str, Vec<String>)> = users_sentences(messages)
+        .flat_map(at_subjects)
+        .map(|s| s.trim().trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|s| {
+            let words = crate::text::keywords(s);
+            let dutch = words.iter().any(|w| DUTCH.contains(&w.as_str()));
+            let french = words.iter().any(|w| FRENCH.contains(&w.as_str()));
+            !words.iter().any(|w| {
+                crate::infer::looks::CONJUNCTIONS.contains(&w.as_str())
+                    && (w != "en" || dutch)
+                    && (w != "ma" || !french)
+            })
+        })
+        .map(|s| (s, crate::text::content_terms(s)))
+        .collect();
+    let from: Vec<Option<usize>> = facts
+        .iter()
+        .map(|f| {
+            let words = crate::text::content_terms(&f.text);
+            let holds = |terms: &[String]| {
+                !words.is_empty()
+                    && words
+                        .iter()
+                        .all(|w| terms.iter().any(|t| t == w || alike(w, t)))
+            };
+            let mut holding = sentences.iter().enumerate().filter(|(_, (_, t))| holds(t));
+            match (holding.next(), holding.next()) {
+                (Some((i, _)), None) => Some(i),
+                _ => None,
+            }
+        })
+        .collect();
+    let mut out: Vec<Fact> = Vec::with_capacity(facts.len());
+    let mut taken: Vec<(usize, usize)> = Vec::new();
+    for (mut fact, from) in facts.into_iter().zip(from) {
+        // A repeat of the fact it would join is left for [`clean_facts`] to drop.
+        let repeat =
+            |at: usize| out[at].text.trim().to_lowercase() == fact.text.trim().to_lowercase();
+        let earlier = from.and_then(|s| {
+            taken
+                .iter()
+                .find(|&&(t, at)| t == s && !repeat(at))
+                .map(|&(_, at)| (s, at))
+        });
+        match earlier {
+            Some((s, at)) => {
+                let into = &mut out[at];
+                into.text = sentences[s].0.to_owned();
+                into.categories.extend(fact.categories);
+                into.entities.extend(fact.entities);
+                into.importance = into.importance.max(fact.importance);
+                tracing::debug!(target: "memlane", "two facts from one sentence are kept as said");
+            }
+            None => {
+                if let Some(s) = from {
+                    taken.push((s, out.len()));
+                    // The speaker's mark of one more of its kind, or of what the fact
+                    // took the place of, which the model left out.
+                    let sentence = sentences[s].0;
+                    let lost = |mark: fn(&str) -> bool| mark(sentence) && !mark(&fact.text);
+                    if lost(crate::infer::additional)
+                        || lost(crate::infer::in_place_of)
+                        || lost(crate::infer::habits::at_set_times)
+                    {
+                        tracing::debug!(target: "memlane", "a fact that lost its speaker's mark is kept as said");
+                        fact.text = sentence.to_owned();
+                    } else if lost_its_apposition(&fact.text, sentence) {
+                        tracing::debug!(target: "memlane", "a fact that lost the name or kind after it is kept as said");
+                        fact.text = sentence.to_owned();
+                    } else if lost_its_speaker(sentence, &fact.text) {
+                        tracing::debug!(target: "memlane", "a fact that lost its speaker is kept as said");
+                        fact.text = sentence.to_owned();
+                    } else if let Some(part) = lost_a_name(&fact.text, sentence) {
+                        tracing::debug!(target: "memlane", "a fact that lost a name is kept as said");
+                        fact.text = part.to_owned();
+                    }
+                }
+                out.push(fact);
+            }
+        }
+    }
+    out
+}
+
+/// Indefinite articles, which begin an apposition that says what kind a thing is
+/// ("einen Hund, einen Dackel"; "a dog, a beagle").
+const INDEFINITE: &[&str] = &[
+    "a", "an", "un", "une", "uno", "una", "um", "uma", "ein", "eine", "einen", "einem", "een",
+];
+
+/// Whether the fact is the part of its sentence before the last comma, and what follows
+/// the comma is an apposition the fact lost: one to three words, all capitalised (a name:
+/// "Ik heb een kat, Pluis"), or an indefinite article and one or two words ("Meine
+/// Nachbarin hat jetzt auch einen Hund, einen Dackel"). Without it the memory loses what
+/// tells it apart from the next of its kind ("We hebben er een tweede kat bij, Snoes").
+/// A denial or a correction after the comma ("…, not Rex"; "…, nicht mehr Taxi") is not
+/// of that shape, and the model is right to leave it out.
+fn lost_its_apposition(fact: &str, sentence: &str) -> bool {
+    let Some((head, tail)) = sentence.rsplit_once(',') else {
+        return false;
+    };
+    let words: Vec<&str> = tail
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let capitalised = |w: &&str| w.chars().next().is_some_and(char::is_uppercase);
+    let apposition = match words.as_slice() {
+        [] => false,
+        [article, rest @ ..] if INDEFINITE.contains(&article.to_lowercase().as_str()) => {
+            (1..=2).contains(&rest.len())
+        }
+        all => all.len() <= 3 && all.iter().all(capitalised),
+    };
+    let said = crate::text::content_terms(fact);
+    let head = crate::text::content_terms(head);
+    apposition
+        && !said.is_empty()
+        && said
+            .iter()
+            .all(|w| head.iter().any(|t| t == w || alike(w, t)))
+        && !crate::text::content_terms(tail)
+            .iter()
+            .any(|t| said.iter().any(|w| w == t || alike(w, t)))
+}
+
+/// Words before a name that say it is where something came from, or what it no longer
+/// is: "from Madrid", "de Lyon", "aus Bremen", "da Roma", "desde Bilbao", "uit Gent".
+const FROM: &[&str] = &[
+    "from", "de", "d", "du", "des", "von", "aus", "vom", "da", "dal", "dalla", "desde", "del",
+    "do", "dos", "van", "uit", "instead", "statt", "than", "que", "ex",
+];
+
+/// The part of `sentence` between commas that holds all of the fact's words and a name
+/// the fact left out ([`crate::infer::names`], not the part's first word: "Je suis chez ma sœur
+/// à Annecy ce week-end" for "Je suis chez ma sœur ce week-end"), when a name was left
+/// out. Not a name up to three words after a denial or a word of where something came
+/// from ([`FROM`]: "from Madrid", "nicht mehr in Bremen"), which a model leaves out on
+/// purpose.
+fn lost_a_name<'a>(fact: &str, sentence: &'a str) -> Option<&'a str> {
+    let said = crate::text::content_terms(fact);
+    let kept: Vec<String> = crate::text::folded_words(fact);
+    if said.is_empty() {
+        return None;
+    }
+    sentence
+        .split(',')
+        .map(str::trim)
+        .find(|part| {
+            let terms = crate::text::content_terms(part);
+            said.iter()
+                .all(|w| terms.iter().any(|t| t == w || alike(w, t)))
+        })
+        .filter(|part| {
+            let words = crate::text::folded_words(part);
+            crate::infer::names(part).iter().any(|name| {
+                !kept.contains(name)
+                    && words.iter().position(|w| w == name).is_some_and(|at| {
+                        at > 0
+                            && !words[at.saturating_sub(3)..at].iter().any(|w| {
+                                FROM.contains(&w.as_str())
+                                    || crate::infer::topics::NOT.contains(&w.as_str())
+                            })
+                    })
+            })
+        })
+}
+
+/// The facts, with each one that gave someone else what the speaker said of themselves
+/// put back as the speaker's clause ([`given_to_another`]).
+pub(super) fn the_speakers_own(mut facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
+    for fact in &mut facts {
+        if let Some(clause) =
+            users_sentences(messages).find_map(|s| given_to_another(&fact.text, s))
+        {
+            tracing::debug!(target: "memlane", "a fact that gave someone else the speaker's clause is the speaker's again");
+            fact.text = clause.to_owned();
+        }
+    }
+    facts
+}
+
+/// The clause of `sentence` ([`crate::infer::looks::clauses`]) that the fact took from the
+/// speaker and gave the subject of another clause: the clause begins with the speaker
+/// ([`SPEAKERS`]) or a first-person verb ([`crate::infer::looks::I_DO`]), holds the most of the
+/// fact's words, and the fact's other words are in another clause, while the fact names
+/// no speaker. A small model writes "Mi novia trabaja en un hotel" for "Mi novia se llama
+/// Lucía y trabajo en un hotel", and the speaker's job ends with the relationship.
+fn given_to_another<'a>(fact: &str, sentence: &'a str) -> Option<&'a str> {
+    let words = crate::text::folded_words(fact);
+    if words
+        .iter()
+        .any(|w| SPEAKERS.contains(&w.as_str()) || crate::infer::looks::I_DO.contains(&w.as_str()))
+    {
+        return None;
+    }
+    let said = crate::text::content_terms(fact);
+    let parts: Vec<(&str, Vec<String>)> = crate::infer::looks::clauses(sentence)
+        .into_iter()
+        .map(|r| {
+            let part = sentence[r]
+                .trim()
+                .trim_matches(|c: char| !c.is_alphanumeric());
+            (part, crate::text::content_terms(part))
+        })
+        .collect();
+    let holds = |terms: &[String], w: &String| terms.iter().any(|t| t == w || alike(w, t));
+    let (own, terms) = parts
+        .iter()
+        .filter(|(part, _)| {
+            crate::text::folded_words(part).first().is_some_and(|w| {
+                SPEAKERS.contains(&w.as_str()) || crate::infer::looks::I_DO.contains(&w.as_str())
+            })
+        })
+        .max_by_key(|(_, terms)| said.iter().filter(|w| holds(terms, w)).count())?;
+    let rest: Vec<&String> = said.iter().filter(|w| !holds(terms, w)).collect();
+    let elsewhere = parts
+        .iter()
+        .filter(|(part, _)| part != own)
+        .any(|(_, other)| !rest.is_empty() && rest.iter().all(|w| holds(other, w)));
+    (said.iter().any(|w| holds(terms, w)) && elsewhere).then_some(*own)
+}
+
+/// The speaker as a subject, in the languages [`SUBJECTS`] covers.
+const SPEAKERS: &[&str] = &[
+    "i", "we", "je", "j", "nous", "ich", "wir", "io", "noi", "yo", "nosotros", "eu", "nos", "ik",
+    "wij",
+];
+
+/// Whether `fact` is some of `sentence`'s words, in their order, without the speaker the
+/// sentence names ([`SPEAKERS`]): "Koriander heerlijk" for "Tegenwoordig vind ik
+/// koriander heerlijk" says no one likes it, and a taste it reverses would stay.
+fn lost_its_speaker(sentence: &str, fact: &str) -> bool {
+    let (said, kept) = (
+        crate::text::folded_words(sentence),
+        crate::text::folded_words(fact),
+    );
+    let mut rest = said.iter();
+    let in_order = kept.iter().all(|w| rest.any(|s| s == w));
+    !kept.is_empty()
+        && kept.len() < said.len()
+        && in_order
+        && said.iter().any(|w| SPEAKERS.contains(&w.as_str()))
+        && !kept.iter().any(|w| SPEAKERS.contains(&w.as_str()))
+}
+
+/// Words of French's own, none of them Italian: a sentence with one is French, and its
+/// "ma" is "my", not "but" ("Je vais voir ma sœur").
+const FRENCH: &[&str] = &[
+    "je", "j", "suis", "les", "des", "une", "mon", "mes", "avec", "chez", "pour", "dans", "nous",
+    "vous", "au", "aux", "cette", "est",
+];
+
+/// Words of Dutch's own, none of them Spanish or French: a sentence with one is Dutch,
+/// and its "en" is "and".
+const DUTCH: &[&str] = &[
+    "ik", "het", "een", "niet", "zijn", "wij", "jij", "hij", "ook", "maar", "wel", "mijn", "dat",
+    "wat", "heb", "ben", "naar", "met", "voor", "bij", "van", "we", "ze", "is", "heeft", "wonen",
+    "woon", "werk",
+];
+
+/// Subject pronouns, in the languages of [`crate::infer::looks::CONJUNCTIONS`], that begin a
+/// clause of their own after a comma: "My dog is called Rex, he's a beagle" says two
+/// things, where "I live in Madrid, near Retiro park" says one. As [`crate::text::keywords`]
+/// reads them ("I'm" is "i" then "m"; "j'ai" is "j" then "ai").
+pub(in crate::infer) const SUBJECTS: &[&str] = &[
+    "i", "he", "she", "it", "we", "they", "you", // English
+    "je", "j", "il", "elle", "on", "nous", "vous", "ils", "elles", "c", // French
+    "ich", "er", "sie", "es", "wir", "ihr", // German
+    "io", "lui", "lei", "noi", "voi", "loro", // Italian
+    "yo", "él", "ella", "nosotros", "nosotras", "ellos", "ellas", // Spanish
+    "eu", "ele", "ela", "nós", "eles", "elas", // Portuguese
+    "ik", "hij", "zij", "ze", "het", "wij", "jij", // Dutch ("je" is French's too)
+];
+
+/// Words by which a clause points back at what the clause before it named, in the same
+/// languages (not the pro-drop ones' clitics, which begin their clause): "I love steak, I
+/// have one every Friday" says one thing, which a change of diet replaces whole. Not
+/// French "l'" (an article as often: "je travaille à l'hôpital").
+const BACK: &[&str] = &[
+    "one", "ones", "it", "them", "there", // English
+    "y",     // French ("en" joins clauses in Dutch: see `as_said`)
+    "ihn", "ihm", "dort", "eins", // German
+    "er", "hem", "daar", "ervan", // Dutch
+];
+
+/// A sentence cut before each comma whose next word is one of the [`SUBJECTS`], unless the
+/// clause that word begins points back at the one before it ([`BACK`]) after its subject.
+fn at_subjects(sentence: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for (comma, _) in sentence.match_indices(',') {
+        let rest = &sentence[comma + 1..];
+        let clause = rest.split(',').next().unwrap_or(rest);
+        let next = crate::text::keywords(clause);
+        let back = next.iter().skip(1).any(|w| BACK.contains(&w.as_str()));
+        if next.first().is_some_and(|w| SUBJECTS.contains(&w.as_str())) && !back {
+            pieces.push(&sentence[start..comma]);
+            start = comma + 1;
+        }
+    }
+    pieces.push(&sentence[start..]);
+    pieces
+}
