@@ -21,13 +21,14 @@ use crate::record::Message;
 /// is Italian for "but" and French for "my", and joins none in a sentence with a word of
 /// French's own ([`FRENCH`]).
 /// One fact so cut keeps its sentence when the sentence marks what it says as one more of
-/// its kind, or puts it at set times ([`crate::infer::habits::at_set_times`]: "In het weekend werk
-/// ik als ober" is no new job), and the fact lost the mark ([`crate::infer::additional`]): a small model writes "Ik
-/// werk als ober in een café" for "In het weekend werk ik ook als ober in een café", and
-/// without its "ook" the fact takes the place of the job before. So does one whose
-/// sentence says what it took the place of ([`crate::infer::in_place_of`]) while the fact does
-/// not: "Ich trinke Kräutertee seit zwei Wochen" for "Seit zwei Wochen trinke ich statt
-/// Espresso nur noch Kräutertee" stays beside the espresso.
+/// its kind ([`crate::infer::additional`]) or puts it at set times
+/// ([`crate::infer::habits::at_set_times`]: "In het weekend werk ik als ober" is no new
+/// job), and the fact lost the mark: a small model writes "Ik werk als ober in een café"
+/// for "In het weekend werk ik ook als ober in een café", and without its "ook" the fact
+/// takes the place of the job before. So does one whose sentence says what it took the
+/// place of ([`crate::infer::in_place_of`]) while the fact does not: "Ich trinke
+/// Kräutertee seit zwei Wochen" for "Seit zwei Wochen trinke ich statt Espresso nur noch
+/// Kräutertee" stays beside the espresso.
 pub(super) fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
     let sentences: Vec<(&str, Vec<String>)> = users_sentences(messages)
         .flat_map(at_subjects)

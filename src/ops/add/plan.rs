@@ -60,9 +60,10 @@ pub(crate) struct Plan {
 ///   asked for no text, they put such remarks in place of memories more often). Such an
 ///   UPDATE is kept as doubtful, for a second look ([`Plan::second_looks`]);
 /// - a fact its speaker marked as one more of its kind ("I also…", "anche", "ook": see
-///   [`infer::additional`]), or as still holding ("I still…", [`infer::still_holds`]), adds to the memories and never takes one's place: an UPDATE or DELETE
-///   for it adds it, and the memory stays (small models replace a first cuisine with a
-///   second one the user liked "too");
+///   [`infer::additional`]), or as still holding ("I still…", [`infer::still_holds`]),
+///   adds to the memories and never takes one's place: an UPDATE or DELETE for it adds
+///   it, and the memory stays (small models replace a first cuisine with a second one the
+///   user liked "too");
 /// - a fact older than the memory it would update or delete (the conversation took place
 ///   before the memory's `created_at`, as when old chats are imported) never replaces it:
 ///   the memory stays and the fact, superseded, is not stored;
