@@ -282,6 +282,167 @@ const JOB_CHANGED: &[&[&str]] = &[
     &["ontslag", "genomen"],
 ];
 
+/// Verbs of leaving a line of work, in the past, that come before it: "I left teaching",
+/// "Dejé la enseñanza", "J'ai quitté l'enseignement", "Ho lasciato l'insegnamento",
+/// "Deixei o ensino", "Ik ben gestopt met lesgeven".
+const LEFT: &[&str] = &[
+    "left",
+    "quit",
+    "stopped",
+    "quitte",
+    "abandonne",
+    "arrete",
+    "deje",
+    "dejado",
+    "abandone",
+    "lasciato",
+    "abbandonato",
+    "smesso",
+    "deixei",
+    "abandonei",
+    "larguei",
+    "gestopt",
+];
+
+/// German and Dutch participles of leaving, which end the clause after the line of work
+/// left: "Ich habe den Lehrerberuf aufgegeben", "Ik heb het onderwijs verlaten".
+const LEFT_AT_THE_END: &[&str] = &[
+    "aufgegeben",
+    "verlassen",
+    "ausgestiegen",
+    "aufgehort",
+    "verlaten",
+    "opgegeven",
+];
+
+/// Lines of work and professions, which a person leaves as they leave a job: "teaching",
+/// "la enseñanza", "den Lehrerberuf", "het onderwijs", "the police", "my career".
+const FIELDS: &[&str] = &[
+    "teaching",
+    "nursing",
+    "medicine",
+    "law",
+    "journalism",
+    "banking",
+    "finance",
+    "retail",
+    "hospitality",
+    "academia",
+    "army",
+    "military",
+    "navy",
+    "police",
+    "profession",
+    "career",
+    "enseignement",
+    "journalisme",
+    "armee",
+    "metier",
+    "carriere",
+    "ensenanza",
+    "docencia",
+    "magisterio",
+    "enfermeria",
+    "medicina",
+    "abogacia",
+    "periodismo",
+    "hosteleria",
+    "ejercito",
+    "policia",
+    "profesion",
+    "insegnamento",
+    "insegnare",
+    "giornalismo",
+    "esercito",
+    "polizia",
+    "professione",
+    "avvocatura",
+    "ensino",
+    "enfermagem",
+    "jornalismo",
+    "exercito",
+    "profissao",
+    "advocacia",
+    "lehramt",
+    "lehrerberuf",
+    "schuldienst",
+    "unterrichten",
+    "journalismus",
+    "bundeswehr",
+    "polizei",
+    "polizeidienst",
+    "beruf",
+    "onderwijs",
+    "lesgeven",
+    "verpleging",
+    "journalistiek",
+    "leger",
+    "politie",
+    "advocatuur",
+];
+
+/// Words that may stand between a verb of leaving and the line of work left: articles,
+/// the speaker's possessives, "met" ("gestopt met lesgeven"), "di" ("smesso di insegnare").
+const BEFORE_A_FIELD: &[&str] = &[
+    "the", "my", "l", "la", "le", "el", "il", "lo", "o", "a", "den", "die", "das", "dem", "het",
+    "met", "mit", "di", "de", "mon", "ma", "mi", "mio", "mia", "meu", "minha", "mijn", "meinen",
+    "meine", "aus",
+];
+
+/// Words of when that may follow the line of work left: "I quit nursing last year",
+/// "Dejé la enseñanza hace un año", "l'année dernière".
+const WHEN: &[&str] = &[
+    "last",
+    "ago",
+    "recently",
+    "year",
+    "years",
+    "month",
+    "months",
+    "yesterday",
+    "hace",
+    "annee",
+    "dernier",
+    "derniere",
+    "pasado",
+    "pasada",
+    "scorso",
+    "scorsa",
+    "passado",
+    "passada",
+    "vorig",
+    "vorige",
+    "letztes",
+    "letzten",
+];
+
+/// Whether folded `words` say the speaker left a line of work ([`FIELDS`]): a verb of
+/// [`LEFT`], at most two [`BEFORE_A_FIELD`] words, then the field, which ends the clause
+/// or is followed by a function word or a word of [`WHEN`] ("I left teaching in May";
+/// "I left the police station" leaves no profession); or the field right before a
+/// participle of [`LEFT_AT_THE_END`] ("den Lehrerberuf aufgegeben").
+fn left_a_field(words: &[String]) -> bool {
+    words.iter().enumerate().any(|(i, w)| {
+        if !FIELDS.contains(&w.as_str()) {
+            return false;
+        }
+        let ends_there = words.get(i + 1).is_none_or(|next| {
+            crate::text::content_words(next).is_empty() || WHEN.contains(&next.as_str())
+        });
+        let left_before = (i.saturating_sub(3)..i)
+            .any(|v| LEFT.contains(&words[v].as_str()) && all_of(&words[v + 1..i], BEFORE_A_FIELD));
+        let left_after = words
+            .get(i + 1)
+            .is_some_and(|next| LEFT_AT_THE_END.contains(&next.as_str()));
+        (left_before && ends_there) || left_after
+    })
+}
+
+/// Whether every one of the folded `words` is one of `of` (none at all is every one).
+fn all_of(words: &[String], of: &[&str]) -> bool {
+    words.iter().all(|w| of.contains(&w.as_str()))
+}
+
 /// Someone other than the speaker, whose job a change may be: "My son changed jobs" (and
 /// a partner: [`super::partners::PARTNER_OF_ONES_OWN`]). Not the possessives of the
 /// speaker ("my", "mon", "mein", "mio", "mi", "meu", "mijn"), which the phrases use.
@@ -384,20 +545,21 @@ const NOT_A_CHANGE: &[&str] = &[
     "bijbaan",
 ];
 
-/// Whether a new fact says its speaker changed or left their job ([`JOB_CHANGED`]; no
-/// one else's, nothing denied, nothing ahead, no job looked for, no second job, no
-/// "also") while the memory tells of their work ([`works`]): "Ho cambiato lavoro: adesso
-/// sono autista di autobus" after "Lavoro come cuoco in una trattoria". A small model
-/// keeps the two side by side when the new job's words share nothing with the old one's.
-/// A memory that names a job with no verb of working ("Faccio il cuoco", "I'm a nurse")
-/// is left to the model.
+/// Whether a new fact says its speaker changed or left their job ([`JOB_CHANGED`], or a
+/// line of work left: [`left_a_field`]; no one else's, nothing denied, nothing ahead, no
+/// job looked for, no second job, no "also") while the memory tells of their work
+/// ([`works`]): "Ho cambiato lavoro: adesso sono autista di autobus" after "Lavoro come
+/// cuoco in una trattoria", "Dejé la enseñanza" after "Soy profesora en un instituto".
+/// A small model keeps the two side by side when the new job's words share nothing with
+/// the old one's. A memory that names a job with no verb of working ("Faccio il cuoco",
+/// "I'm a nurse") is left to the model.
 pub(crate) fn changes_jobs(memory: &str, fact: &str) -> bool {
     let (memory, words) = (
         crate::text::folded_words(memory),
         crate::text::folded_words(fact),
     );
     works(&memory)
-        && super::says_phrase(&words, JOB_CHANGED)
+        && (super::says_phrase(&words, JOB_CHANGED) || left_a_field(&words))
         && !any(&words, OTHERS)
         && !super::people::about_another(fact)
         && !any(&words, super::partners::PARTNER_OF_ONES_OWN)
@@ -491,6 +653,40 @@ mod tests {
         ] {
             assert!(!changes_jobs(memory, fact), "{memory} / {fact}");
         }
+    }
+
+    #[test]
+    fn leaving_a_line_of_work_ends_the_job_in_it() {
+        let memory = "Soy profesora de matemáticas en un instituto de Zaragoza";
+        for fact in [
+            "Dejé la enseñanza",
+            "I left teaching in May",
+            "I quit nursing last year",
+            "J'ai quitté l'enseignement",
+            "Ho lasciato l'insegnamento",
+            "Ho smesso di insegnare",
+            "Deixei o ensino",
+            "Ik ben gestopt met lesgeven",
+            "Ik heb het onderwijs verlaten",
+            "Ich habe den Lehrerberuf aufgegeben",
+            "Ich bin aus dem Schuldienst ausgestiegen",
+        ] {
+            assert!(changes_jobs(memory, fact), "{fact}");
+        }
+        for fact in [
+            // A place left, not a profession; a field named with no leaving.
+            "I left the police station at five",
+            "I stopped teaching piano on Saturdays",
+            "I love teaching",
+            "Teaching left me tired",
+            // Someone else, or not done.
+            "My sister left teaching",
+            "I never left teaching",
+            "I'll leave teaching next year",
+        ] {
+            assert!(!changes_jobs(memory, fact), "{fact}");
+        }
+        assert!(!changes_jobs("I play chess", "I left teaching"));
     }
 
     #[test]
