@@ -390,8 +390,16 @@ const BEFORE_A_FIELD: &[&str] = &[
 ];
 
 /// Words of when that may follow the line of work left: "I quit nursing last year",
-/// "Dejé la enseñanza hace un año", "l'année dernière".
+/// "Dejé la enseñanza hace un año", "l'année dernière", "… now I run a bakery".
 const WHEN: &[&str] = &[
+    "now",
+    "maintenant",
+    "ahora",
+    "adesso",
+    "ora",
+    "agora",
+    "jetzt",
+    "nu",
     "last",
     "ago",
     "recently",
@@ -416,25 +424,30 @@ const WHEN: &[&str] = &[
     "letzten",
 ];
 
-/// Whether folded `words` say the speaker left a line of work ([`FIELDS`]): a verb of
-/// [`LEFT`], at most two [`BEFORE_A_FIELD`] words, then the field, which ends the clause
-/// or is followed by a function word or a word of [`WHEN`] ("I left teaching in May";
-/// "I left the police station" leaves no profession); or the field right before a
-/// participle of [`LEFT_AT_THE_END`] ("den Lehrerberuf aufgegeben").
-fn left_a_field(words: &[String]) -> bool {
-    words.iter().enumerate().any(|(i, w)| {
-        if !FIELDS.contains(&w.as_str()) {
-            return false;
-        }
-        let ends_there = words.get(i + 1).is_none_or(|next| {
-            crate::text::content_words(next).is_empty() || WHEN.contains(&next.as_str())
-        });
-        let left_before = (i.saturating_sub(3)..i)
-            .any(|v| LEFT.contains(&words[v].as_str()) && all_of(&words[v + 1..i], BEFORE_A_FIELD));
-        let left_after = words
-            .get(i + 1)
-            .is_some_and(|next| LEFT_AT_THE_END.contains(&next.as_str()));
-        (left_before && ends_there) || left_after
+/// Whether a clause of `fact` (cut at punctuation) says the speaker left a line of work
+/// ([`FIELDS`], or a German "-beruf": "den Pflegeberuf aufgegeben"): a verb of [`LEFT`],
+/// at most two [`BEFORE_A_FIELD`] words, then the field, which ends the clause or is
+/// followed by a function word or a word of [`WHEN`] ("I left teaching in May"; "I left
+/// the police station" leaves no profession); or the field right before a participle of
+/// [`LEFT_AT_THE_END`] ("den Lehrerberuf aufgegeben").
+fn left_a_field(fact: &str) -> bool {
+    fact.split([',', ';', ':', '.', '!', '?']).any(|clause| {
+        let words = crate::text::folded_words(clause);
+        words.iter().enumerate().any(|(i, w)| {
+            if !FIELDS.contains(&w.as_str()) && !w.ends_with("beruf") {
+                return false;
+            }
+            let ends_there = words.get(i + 1).is_none_or(|next| {
+                crate::text::content_words(next).is_empty() || WHEN.contains(&next.as_str())
+            });
+            let left_before = (i.saturating_sub(3)..i).any(|v| {
+                LEFT.contains(&words[v].as_str()) && all_of(&words[v + 1..i], BEFORE_A_FIELD)
+            });
+            let left_after = words
+                .get(i + 1)
+                .is_some_and(|next| LEFT_AT_THE_END.contains(&next.as_str()));
+            (left_before && ends_there) || left_after
+        })
     })
 }
 
@@ -559,7 +572,7 @@ pub(crate) fn changes_jobs(memory: &str, fact: &str) -> bool {
         crate::text::folded_words(fact),
     );
     works(&memory)
-        && (super::says_phrase(&words, JOB_CHANGED) || left_a_field(&words))
+        && (super::says_phrase(&words, JOB_CHANGED) || left_a_field(fact))
         && !any(&words, OTHERS)
         && !super::people::about_another(fact)
         && !any(&words, super::partners::PARTNER_OF_ONES_OWN)
@@ -670,6 +683,10 @@ mod tests {
             "Ik heb het onderwijs verlaten",
             "Ich habe den Lehrerberuf aufgegeben",
             "Ich bin aus dem Schuldienst ausgestiegen",
+            "Ich habe den Pflegeberuf aufgegeben und studiere jetzt Informatik",
+            "J'ai quitté l'enseignement, maintenant je suis guide touristique",
+            "I left law and now I run a bakery",
+            "I quit nursing, bought a farm and keep goats",
         ] {
             assert!(changes_jobs(memory, fact), "{fact}");
         }
