@@ -7,19 +7,17 @@ use crate::record::Message;
 
 /// The facts, with those the model cut out of one thing the user said put back together
 /// as they said it: two facts or more whose every word (but function words) is in one
-/// sentence of the user's messages, and in no other, become that sentence, where the
-/// sentence joins no clauses: with a conjunction ("and", "but", or their word in the other
-/// six languages [`crate::infer::looks::clauses`] knows), or with a comma before a subject
-/// ([`SUBJECTS`]). "I live in Madrid, near Retiro park" stays one memory, which a move then
-/// replaces whole, where "I live near Retiro park" alone would stay beside the new home.
-/// "I live in Madrid and I work as a nurse" and "My dog is called Rex, he's a beagle" are
-/// two things said each, and stay two facts, so that a correction of the name keeps the
-/// breed. The first of the facts takes the sentence, with the labels and entities of all
-/// of them and their highest importance. "en" is Dutch for "and" and Spanish and French
-/// for "in": it joins clauses only in a sentence with a word of Dutch's own ([`DUTCH`]),
-/// so that "Estoy de visita en Granada, en casa de mis tíos" is put back together; "ma"
-/// is Italian for "but" and French for "my", and joins none in a sentence with a word of
-/// French's own ([`FRENCH`]).
+/// piece of a sentence of the user's messages ([`pieces`]: one thing said), and in no
+/// other, become that piece. A sentence is cut where it joins clauses: with a conjunction
+/// ("and", "but", or their word in the other six languages [`crate::infer::looks::clauses`]
+/// knows) or with a comma before a subject ([`SUBJECTS`]), unless the clause after points
+/// back at the one before ([`points_back`]). "I live in Madrid, near Retiro park" stays
+/// one memory, which a move then replaces whole, where "I live near Retiro park" alone
+/// would stay beside the new home. "I live in Madrid and I work as a nurse" and "My dog
+/// is called Rex, he's a beagle" are two things said each, and stay two facts, so that a
+/// correction of the name keeps the breed; "Ma mère vit à Marseille, je vais la voir en
+/// mai" is one. The first of the facts takes the piece, with the labels and entities of
+/// all of them and their highest importance.
 /// One fact so cut keeps its sentence when the sentence marks what it says as one more of
 /// its kind ([`crate::infer::additional`]) or puts it at set times
 /// ([`crate::infer::habits::at_set_times`]: "In het weekend werk ik als ober" is no new
@@ -28,22 +26,13 @@ use crate::record::Message;
 /// takes the place of the job before. So does one whose sentence says what it took the
 /// place of ([`crate::infer::in_place_of`]) while the fact does not: "Ich trinke
 /// Kräutertee seit zwei Wochen" for "Seit zwei Wochen trinke ich statt Espresso nur noch
-/// Kräutertee" stays beside the espresso.
+/// Kräutertee" stays beside the espresso. And one of a clause that points back at someone
+/// the clause before it named takes both: "Je vais la voir en mai" says nothing of whom.
 pub(super) fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
-    let sentences: Vec<(&str, Vec<String>)> = users_sentences(messages)
-        .flat_map(at_subjects)
-        .map(|s| s.trim().trim_matches(|c: char| !c.is_alphanumeric()))
-        .filter(|s| {
-            let words = crate::text::keywords(s);
-            let dutch = words.iter().any(|w| DUTCH.contains(&w.as_str()));
-            let french = words.iter().any(|w| FRENCH.contains(&w.as_str()));
-            !words.iter().any(|w| {
-                crate::infer::looks::CONJUNCTIONS.contains(&w.as_str())
-                    && (w != "en" || dutch)
-                    && (w != "ma" || !french)
-            })
-        })
-        .map(|s| (s, crate::text::content_terms(s)))
+    let pieces: Vec<(&str, bool)> = users_sentences(messages).flat_map(pieces).collect();
+    let sentences: Vec<(&str, Vec<String>)> = pieces
+        .iter()
+        .map(|&(s, _)| (s, crate::text::content_terms(s)))
         .collect();
     let from: Vec<Option<usize>> = facts
         .iter()
@@ -105,6 +94,9 @@ pub(super) fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
                     } else if let Some(part) = lost_a_name(&fact.text, sentence) {
                         tracing::debug!(target: "memlane", "a fact that lost a name is kept as said");
                         fact.text = part.to_owned();
+                    } else if pieces[s].1 && points_back(&fact.text) {
+                        tracing::debug!(target: "memlane", "a fact that points back at what the user named before is kept as said");
+                        fact.text = sentence.to_owned();
                     }
                 }
                 out.push(fact);
@@ -305,31 +297,200 @@ pub(in crate::infer) const SUBJECTS: &[&str] = &[
 ];
 
 /// Words by which a clause points back at what the clause before it named, in the same
-/// languages (not the pro-drop ones' clitics, which begin their clause): "I love steak, I
-/// have one every Friday" says one thing, which a change of diet replaces whole. Not
-/// French "l'" (an article as often: "je travaille à l'hôpital").
+/// languages: "I love steak, I have one every Friday" says one thing, which a change of
+/// diet replaces whole. The clitics of French, Spanish, Italian and Portuguese, which are
+/// articles as often, are read in place ([`object_pronoun`]).
 const BACK: &[&str] = &[
-    "one", "ones", "it", "them", "there", // English
-    "y",     // French ("en" joins clauses in Dutch: see `as_said`)
-    "ihn", "ihm", "dort", "eins", // German
+    "one", "ones", "it", "them", "there", "him", // English
+    "y",   // French ("en" joins clauses in Dutch: see `as_said`)
+    "ihn", "ihm", "ihnen", "dort", "eins", // German
     "er", "hem", "daar", "ervan", // Dutch
 ];
 
+/// Whether `clause` points back at what a clause before it named: a word of [`BACK`]
+/// after its first word, or an object pronoun ([`object_pronoun`]). "Ma mère vit à
+/// Marseille, je vais la voir en mai" says one thing; "Je vais la voir en mai" alone says
+/// nothing of whom.
+fn points_back(clause: &str) -> bool {
+    let words = crate::text::keywords(clause);
+    words.iter().skip(1).any(|w| BACK.contains(&w.as_str())) || object_pronoun(clause, &words)
+}
+
+/// French object pronouns, which stand before their verb.
+const FRENCH_OBJECTS: &[&str] = &["le", "la", "les", "l", "lui", "leur"];
+
+/// What comes before a French object pronoun and never before an article: a subject or
+/// "ne" ("je la vois", "je ne la vois plus", "je l'appelle").
+const BEFORE_A_FRENCH_OBJECT: &[&str] = &[
+    "je", "j", "tu", "il", "elle", "on", "nous", "vous", "ils", "elles", "ne", "n",
+];
+
+/// French verbs of going and wanting, before an object pronoun and its infinitive: "je
+/// vais la voir", "je veux lui rendre visite".
+const GOING_TO: &[&str] = &[
+    "vais", "va", "vas", "allons", "allez", "vont", "veux", "peux", "dois", "voudrais", "compte",
+];
+
+/// Spanish and Italian object pronouns, before a verb in the first person ("la visito",
+/// "lo vedo") or after an infinitive ("verla", "trovarla").
+const ROMANCE_OBJECTS: &[&str] = &["lo", "la", "los", "las", "le", "les", "li", "gli"];
+
+/// Portuguese object pronouns after a hyphen ("visitá-la", "vejo-o").
+const HYPHENATED_OBJECTS: &[&str] = &[
+    "la", "lo", "las", "los", "lhe", "lhes", "a", "o", "as", "os",
+];
+
+/// Whether `clause` (its lowercase `words`, [`crate::text::keywords`]) has an object
+/// pronoun that stands for someone named before: English "her" at the end or before a
+/// function word ("I'm visiting her in May"; not "her flat"); a French one after a
+/// subject or "ne", or after a verb of going or wanting and before an infinitive
+/// ([`GOING_TO`]: "je vais la voir"; not "je vais la semaine prochaine"); a Spanish or
+/// Italian one at the start, after "y", "e", "yo", "io", "no" or "non" and before a verb
+/// in the first person ("y la visito"), or joined to an infinitive, uncapitalised ("voy a
+/// verla", "vado a trovarla"; not "Charles"); a Portuguese one after a hyphen ("vou
+/// visitá-la").
+fn object_pronoun(clause: &str, words: &[String]) -> bool {
+    let function = |w: &str| crate::text::content_words(w).is_empty();
+    let infinitive = |w: &str| ["er", "ir", "re", "oir"].iter().any(|end| w.ends_with(end));
+    let at = |i: usize| words.get(i).map(String::as_str);
+    let proclitic = words.iter().enumerate().any(|(i, w)| {
+        let (before, after) = (i.checked_sub(1).and_then(at), at(i + 1));
+        match w.as_str() {
+            "her" => i > 0 && after.is_none_or(function),
+            w if FRENCH_OBJECTS.contains(&w) => {
+                before.is_some_and(|b| {
+                    BEFORE_A_FRENCH_OBJECT.contains(&b)
+                        || GOING_TO.contains(&b) && after.is_some_and(infinitive)
+                }) || ROMANCE_OBJECTS.contains(&w) && spanish_or_italian(before, after)
+            }
+            w if ROMANCE_OBJECTS.contains(&w) => spanish_or_italian(before, after),
+            _ => false,
+        }
+    });
+    let enclitic = clause
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.starts_with(char::is_uppercase))
+        .any(|w| {
+            let w = w.to_lowercase();
+            ROMANCE_OBJECTS.iter().any(|o| {
+                w.strip_suffix(o).is_some_and(|verb| {
+                    verb == "ver"
+                        || verb.chars().count() >= 4
+                            && ["ar", "er", "ir"].iter().any(|end| verb.ends_with(end))
+                })
+            })
+        });
+    let hyphenated = clause.match_indices('-').any(|(at, _)| {
+        let before = clause[..at]
+            .chars()
+            .next_back()
+            .is_some_and(char::is_alphabetic);
+        let object: String = clause[at + 1..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric())
+            .collect();
+        before && HYPHENATED_OBJECTS.contains(&object.to_lowercase().as_str())
+    });
+    proclitic || enclitic || hyphenated
+}
+
+/// Whether a Spanish or Italian clitic stands, between `before` and `after`, as an object
+/// before a verb in the first person: at the start or after "y", "e", "yo", "io", "no",
+/// "non", and before a word of four letters or more that ends in "o" ("y la visito", "lo
+/// vedo").
+fn spanish_or_italian(before: Option<&str>, after: Option<&str>) -> bool {
+    before.is_none_or(|b| ["y", "e", "yo", "io", "no", "non"].contains(&b))
+        && after.is_some_and(|a| a.chars().count() >= 4 && a.ends_with('o'))
+}
+
+/// The pieces of a sentence that say one thing each, trimmed, each with whether it joins
+/// a clause that points back at the one before it ([`points_back`]). The sentence is cut
+/// before each comma whose next word is one of the [`SUBJECTS`] ([`at_subjects`]); a
+/// piece with a conjunction (see [`has_conjunction`]) is cut into its clauses
+/// ([`crate::infer::looks::clauses`]) and kept only where each has none, or where the
+/// clause after it points back ("Ma mère vit à Marseille et je vais la voir en mai" is
+/// one thing said; "I live in Leeds and I work as a nurse" two, and "I love cats and
+/// dogs" none that a fact could be cut from).
+fn pieces(sentence: &str) -> Vec<(&str, bool)> {
+    fn trim(s: &str) -> &str {
+        s.trim().trim_matches(|c: char| !c.is_alphanumeric())
+    }
+    let mut out = Vec::new();
+    for (piece, joined) in at_subjects(sentence) {
+        if !has_conjunction(piece) {
+            out.push((trim(piece), joined));
+            continue;
+        }
+        let mut clauses: Vec<(std::ops::Range<usize>, bool)> = Vec::new();
+        for r in crate::infer::looks::clauses(piece) {
+            match clauses.last_mut() {
+                Some((last, joined)) if points_back(&piece[r.clone()]) => {
+                    last.end = r.end;
+                    *joined = true;
+                }
+                _ => clauses.push((r, false)),
+            }
+        }
+        for (r, joined) in clauses {
+            let clause = &piece[r];
+            // A conjunction within a clause: kept where what follows it points back
+            // ("Mi abuela vive en Lugo y voy a verla").
+            let after = after_a_conjunction(clause);
+            let back = after.is_some_and(points_back);
+            if joined || back || after.is_none() {
+                out.push((trim(clause), joined || back));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `piece` joins clauses with a conjunction ([`after_a_conjunction`]).
+fn has_conjunction(piece: &str) -> bool {
+    after_a_conjunction(piece).is_some()
+}
+
+/// What follows the first conjunction of `piece` ("and", "but", or their word in the
+/// other six languages [`crate::infer::looks::clauses`] knows), if it has one. "en" is
+/// Dutch for "and" and Spanish and French for "in": it joins clauses only in a piece with
+/// a word of Dutch's own ([`DUTCH`]); "ma" is Italian for "but" and French for "my", and
+/// joins none in a piece with a word of French's own ([`FRENCH`]).
+fn after_a_conjunction(piece: &str) -> Option<&str> {
+    let words = crate::text::keywords(piece);
+    let dutch = words.iter().any(|w| DUTCH.contains(&w.as_str()));
+    let french = words.iter().any(|w| FRENCH.contains(&w.as_str()));
+    piece
+        .split(|c: char| !c.is_alphanumeric())
+        .find(|w| {
+            let w = w.to_lowercase();
+            crate::infer::looks::CONJUNCTIONS.contains(&w.as_str())
+                && (w != "en" || dutch)
+                && (w != "ma" || !french)
+        })
+        .map(|w| &piece[w.as_ptr() as usize - piece.as_ptr() as usize + w.len()..])
+}
+
 /// A sentence cut before each comma whose next word is one of the [`SUBJECTS`], unless the
-/// clause that word begins points back at the one before it ([`BACK`]) after its subject.
-fn at_subjects(sentence: &str) -> Vec<&str> {
+/// clause that word begins points back at the one before it ([`points_back`]), each piece
+/// with whether it so joins a clause that points back.
+fn at_subjects(sentence: &str) -> Vec<(&str, bool)> {
     let mut pieces = Vec::new();
     let mut start = 0;
+    let mut joined = false;
     for (comma, _) in sentence.match_indices(',') {
         let rest = &sentence[comma + 1..];
         let clause = rest.split(',').next().unwrap_or(rest);
         let next = crate::text::keywords(clause);
-        let back = next.iter().skip(1).any(|w| BACK.contains(&w.as_str()));
-        if next.first().is_some_and(|w| SUBJECTS.contains(&w.as_str())) && !back {
-            pieces.push(&sentence[start..comma]);
-            start = comma + 1;
+        if next.first().is_some_and(|w| SUBJECTS.contains(&w.as_str())) {
+            if points_back(clause) {
+                joined = true;
+            } else {
+                pieces.push((&sentence[start..comma], joined));
+                start = comma + 1;
+                joined = false;
+            }
         }
     }
-    pieces.push(&sentence[start..]);
+    pieces.push((&sentence[start..], joined));
     pieces
 }

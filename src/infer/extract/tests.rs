@@ -344,6 +344,68 @@ async fn a_fact_that_lost_a_name_is_kept_as_said() {
     );
 }
 
+/// A clause that points back at someone named in the clause before it, by a pronoun
+/// ("la", "leur", "verla", "visitá-lo", "lo vedo", "him"), is one thing said with it: two
+/// facts cut from them are put back together, and a fact of the pronoun's clause alone
+/// takes the clause it points at. Clauses with no such pronoun (an article: "de la
+/// natation", "la sera", "la semaine"; "her" of a thing), and a subject after "and", stay
+/// apart.
+#[tokio::test]
+async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
+    let reply = r#"{"facts": [
+        {"text": "Ma mère vit à Marseille"},
+        {"text": "Je vais la voir le mois prochain"},
+        {"text": "Mi abuela vive en Lugo"},
+        {"text": "Voy a verla en Navidad"},
+        {"text": "My brother moved to Perth"},
+        {"text": "I'm visiting him in March"},
+        {"text": "Je lui rends visite le dimanche"},
+        {"text": "Mes amis d'enfance sont à Pau"},
+        {"text": "Je leur rends visite en août"},
+        {"text": "Meu irmão mora no Porto"},
+        {"text": "Vou visitá-lo em junho"},
+        {"text": "Mio fratello vive a Roma"},
+        {"text": "Lo vedo spesso"},
+        {"text": "J'habite à Nantes"},
+        {"text": "Je fais de la natation"},
+        {"text": "Abito a Torino"},
+        {"text": "La sera gioco a calcetto"},
+        {"text": "I live in Leeds"},
+        {"text": "I visit her flat"},
+        {"text": "Mon fils habite à Lyon"},
+        {"text": "Je vais la semaine prochaine à Paris"}]}"#;
+    let conversation = [Message::user(
+        "Ma mère vit à Marseille, je vais la voir le mois prochain. Mi abuela vive en Lugo y \
+         voy a verla en Navidad. My brother moved to Perth and I'm visiting him in March. \
+         Mon frère habite à côté, je lui rends visite le dimanche. Mes amis d'enfance sont à Pau et je leur rends visite en août. Meu irmão mora no \
+         Porto e vou visitá-lo em junho. Mio fratello vive a Roma e lo vedo spesso. \
+         J'habite à Nantes, je fais de la natation. Abito a Torino e la sera gioco a \
+         calcetto. I live in Leeds and I visit her flat. Mon fils habite à Lyon, je vais \
+         la semaine prochaine à Paris.",
+    )];
+    let facts = extracted(reply, &conversation, &[]).await;
+    assert_eq!(
+        texts(&facts),
+        [
+            "Ma mère vit à Marseille, je vais la voir le mois prochain",
+            "Mi abuela vive en Lugo y voy a verla en Navidad",
+            "My brother moved to Perth and I'm visiting him in March",
+            "Mon frère habite à côté, je lui rends visite le dimanche",
+            "Mes amis d'enfance sont à Pau et je leur rends visite en août",
+            "Meu irmão mora no Porto e vou visitá-lo em junho",
+            "Mio fratello vive a Roma e lo vedo spesso",
+            "J'habite à Nantes",
+            "Je fais de la natation",
+            "Abito a Torino",
+            "La sera gioco a calcetto",
+            "I live in Leeds",
+            "I visit her flat",
+            "Mon fils habite à Lyon",
+            "Je vais la semaine prochaine à Paris"
+        ]
+    );
+}
+
 /// A fact that gave the subject of one clause what the speaker said of themselves in
 /// the next is the speaker's clause again; a fact of the other clause's own subject,
 /// one that names the speaker and one that takes nothing from another clause stay as
