@@ -213,30 +213,58 @@ const THE_SPEAKER: &[&str] = &[
 /// leaves "J'ai un chat qui s'appelle Moka" be; "My sister moved to Lisbon" may still
 /// replace "My sister lives in Porto".
 pub(crate) fn of_someone_else(memory: &str, fact: &str) -> bool {
-    let words = crate::text::folded_words(fact);
+    let words = crate::text::folded_words(first_clause(fact));
     let Some((person, end)) = another(&words) else {
         return false;
     };
     let memory_words = crate::text::folded_words(memory);
     // The person's name, right after the person ("My sister Ana"); German capitalises
     // every noun, so no other capital counts.
-    let name = words.get(end).filter(|w| super::names(fact).contains(w));
+    let name = words
+        .get(end)
+        .filter(|w| super::names(first_clause(fact)).contains(w));
     let named = |w: &String| name == Some(w) || person.is_some_and(|p| super::extract::alike(p, w));
     !memory_words.iter().any(named) && subject(&memory_words).is_none()
 }
 
 /// Whether a fact tells of someone else, not of its speaker: its subject is a
 /// third-person pronoun ([`PRONOUNS`]) or a person ([`PEOPLE`]) after a possessive
-/// ([`POSSESSIVES`]), and nothing after it speaks of the speaker ([`THE_SPEAKER`]): "Mein
-/// Kumpel Timo hat einen neuen Job", not "My sister moved in with me".
+/// ([`POSSESSIVES`]), and nothing after it in its clause ([`first_clause`], and up to a
+/// conjunction before a subject) speaks of the speaker ([`THE_SPEAKER`]): "Mein Kumpel
+/// Timo hat einen neuen Job", not "My sister moved in with me".
 pub(super) fn about_another(fact: &str) -> bool {
-    another(&crate::text::folded_words(fact)).is_some()
+    another(&crate::text::folded_words(first_clause(fact))).is_some()
+}
+
+/// The first clause of a fact: up to the first comma before a subject
+/// ([`super::extract::SUBJECTS`]). What the speaker does in a clause after it ("Mon fils
+/// habite à Berlin, je vais le voir souvent") leaves the fact someone else's.
+fn first_clause(fact: &str) -> &str {
+    fact.match_indices(',')
+        .find(|&(at, _)| {
+            crate::text::keywords(&fact[at + 1..])
+                .first()
+                .is_some_and(|w| super::extract::SUBJECTS.contains(&w.as_str()))
+        })
+        .map_or(fact, |(at, _)| &fact[..at])
 }
 
 /// The subject of folded `words` when they tell of someone else ([`about_another`]): the
 /// person word and where the subject ends.
 fn another(words: &[String]) -> Option<(Option<&str>, usize)> {
-    subject(words).filter(|&(_, end)| !any(&words[end..], THE_SPEAKER))
+    subject(words).filter(|&(_, end)| {
+        // The clause ends at a conjunction and a subject after a word of its own: "My
+        // brother moved to Perth and I'm visiting him", not "Mein Bruder und ich".
+        let clause = (end + 1..words.len())
+            .find(|&i| {
+                super::looks::CONJUNCTIONS.contains(&words[i].as_str())
+                    && words
+                        .get(i + 1)
+                        .is_some_and(|w| super::extract::SUBJECTS.contains(&w.as_str()))
+            })
+            .unwrap_or(words.len());
+        !any(&words[end..clause], THE_SPEAKER)
+    })
 }
 
 /// Endings of Spanish past participles: "vuelto", "empezado", "vendido", "hecho", "visto".
@@ -309,6 +337,15 @@ mod tests {
             (
                 "Vivo en Sevilla",
                 "Mi hermana se mudó a Valencia el mes pasado",
+            ),
+            // The speaker in a clause of their own after it.
+            (
+                "Je vis à Poitiers",
+                "Mon fils habite maintenant à Berlin, je vais le voir souvent",
+            ),
+            (
+                "I live in Cardiff",
+                "My brother moved to Perth and I'm visiting him in March",
             ),
         ];
         for (memory, fact) in cases {
