@@ -302,7 +302,6 @@ pub(in crate::infer) const SUBJECTS: &[&str] = &[
 /// articles as often, are read in place ([`object_pronoun`]).
 const BACK: &[&str] = &[
     "one", "ones", "it", "them", "there", "him", // English
-    "y",   // French ("en" joins clauses in Dutch: see `as_said`)
     "ihn", "ihm", "ihnen", "dort", "eins", // German
     "er", "hem", "daar", "ervan", // Dutch
 ];
@@ -316,8 +315,9 @@ fn points_back(clause: &str) -> bool {
     words.iter().skip(1).any(|w| BACK.contains(&w.as_str())) || object_pronoun(clause, &words)
 }
 
-/// French object pronouns, which stand before their verb.
-const FRENCH_OBJECTS: &[&str] = &["le", "la", "les", "l", "lui", "leur"];
+/// French object pronouns, which stand before their verb, and "y" ("there"; Spanish for
+/// "and", which follows no subject).
+const FRENCH_OBJECTS: &[&str] = &["le", "la", "les", "l", "lui", "leur", "y"];
 
 /// What comes before a French object pronoun and never before an article: a subject or
 /// "ne" ("je la vois", "je ne la vois plus", "je l'appelle").
@@ -454,7 +454,8 @@ fn has_conjunction(piece: &str) -> bool {
 /// other six languages [`crate::infer::looks::clauses`] knows), if it has one. "en" is
 /// Dutch for "and" and Spanish and French for "in": it joins clauses only in a piece with
 /// a word of Dutch's own ([`DUTCH`]); "ma" is Italian for "but" and French for "my", and
-/// joins none in a piece with a word of French's own ([`FRENCH`]).
+/// "y" Spanish for "and" and French for "there": neither joins clauses in a piece with a
+/// word of French's own ([`FRENCH`]).
 fn after_a_conjunction(piece: &str) -> Option<&str> {
     let words = crate::text::keywords(piece);
     let dutch = words.iter().any(|w| DUTCH.contains(&w.as_str()));
@@ -465,7 +466,7 @@ fn after_a_conjunction(piece: &str) -> Option<&str> {
             let w = w.to_lowercase();
             crate::infer::looks::CONJUNCTIONS.contains(&w.as_str())
                 && (w != "en" || dutch)
-                && (w != "ma" || !french)
+                && ((w != "ma" && w != "y") || !french)
         })
         .map(|w| &piece[w.as_ptr() as usize - piece.as_ptr() as usize + w.len()..])
 }

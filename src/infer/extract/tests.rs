@@ -373,7 +373,11 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
         {"text": "I live in Leeds"},
         {"text": "I visit her flat"},
         {"text": "Mon fils habite à Lyon"},
-        {"text": "Je vais la semaine prochaine à Paris"}]}"#;
+        {"text": "Je vais la semaine prochaine à Paris"},
+        {"text": "Vivo en Sevilla"},
+        {"text": "Juego al fútbol y al pádel"},
+        {"text": "Mon oncle a une maison à Sète"},
+        {"text": "J'y passe l'été"}]}"#;
     let conversation = [Message::user(
         "Ma mère vit à Marseille, je vais la voir le mois prochain. Mi abuela vive en Lugo y \
          voy a verla en Navidad. My brother moved to Perth and I'm visiting him in March. \
@@ -381,7 +385,8 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
          Porto e vou visitá-lo em junho. Mio fratello vive a Roma e lo vedo spesso. \
          J'habite à Nantes, je fais de la natation. Abito a Torino e la sera gioco a \
          calcetto. I live in Leeds and I visit her flat. Mon fils habite à Lyon, je vais \
-         la semaine prochaine à Paris.",
+         la semaine prochaine à Paris. Vivo en Sevilla y juego al fútbol y al pádel. Mon \
+         oncle a une maison à Sète, j'y passe l'été.",
     )];
     let facts = extracted(reply, &conversation, &[]).await;
     assert_eq!(
@@ -401,7 +406,10 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
             "I live in Leeds",
             "I visit her flat",
             "Mon fils habite à Lyon",
-            "Je vais la semaine prochaine à Paris"
+            "Je vais la semaine prochaine à Paris",
+            "Vivo en Sevilla",
+            "Juego al fútbol y al pádel",
+            "Mon oncle a une maison à Sète, j'y passe l'été"
         ]
     );
 }
