@@ -16,6 +16,7 @@ use crate::record::Message;
 
 pub(crate) mod dates;
 mod denials;
+mod diets;
 mod extract;
 mod habits;
 mod looks;
@@ -31,6 +32,7 @@ mod topics;
 mod work;
 
 pub(crate) use denials::takes_back;
+pub(crate) use diets::rules_out;
 pub(crate) use extract::{extract_facts, statements, Fact};
 pub(crate) use habits::at_other_times;
 pub(crate) use looks::{

@@ -1347,6 +1347,56 @@ async fn eating_meat_again_replaces_a_vegetarian_memory() {
     );
 }
 
+/// A diet taken up that rules out a food the speaker eats takes the place of that food's
+/// memory, unasked, found by its topic when the two share no word: gluten-free after
+/// bread, lactose intolerant after milk. A diet of the speaker's memory itself stays.
+#[tokio::test]
+async fn a_diet_taken_up_replaces_the_memory_of_a_food_it_rules_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "ruth",
+            "I love bread and eat it with every meal",
+            "I'm gluten-free now",
+        ),
+        (
+            "omar",
+            "I drink a glass of milk every morning",
+            "I'm lactose intolerant, so I've cut out dairy completely",
+        ),
+    ];
+    for (user, food, diet) in cases {
+        let llm = ScriptedLlm::new([facts(&[diet])]);
+        let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+        let before = memory.add(food).user(user).infer(false).await.unwrap();
+        let added = memory.add(diet).user(user).await.unwrap();
+        // The extraction only: no reconciliation.
+        assert_eq!(llm.requests().len(), 1, "{diet}");
+        assert_eq!(added.results[0].event, HistoryEvent::Update, "{diet}");
+        assert_eq!(added.results[0].id, before.results[0].id, "{diet}");
+        assert_eq!(live(&memory, user).await, [diet]);
+    }
+    // Bread that is already gluten-free stays beside the diet: the model, asked, adds it,
+    // and a closer look finds the memory not outdated.
+    let add = json!({"decisions": [{"fact": 0, "event": "ADD"}]}).to_string();
+    let no = r#"{"answer": "no"}"#.to_owned();
+    let llm = ScriptedLlm::new([facts(&["I'm gluten-free now"]), add, no]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    memory
+        .add("I eat gluten-free bread")
+        .user("vera")
+        .infer(false)
+        .await
+        .unwrap();
+    let added = memory
+        .add("I'm gluten-free now")
+        .user("vera")
+        .await
+        .unwrap();
+    assert_eq!(added.results[0].event, HistoryEvent::Add);
+    assert_eq!(llm.requests().len(), 3);
+}
+
 /// News of someone else ends none of the speaker's memories by a rule: a sister's meat
 /// leaves the speaker vegan. The model, asked, adds it.
 #[tokio::test]

@@ -1,0 +1,481 @@
+//! A diet taken up that rules out what a memory says its speaker eats or drinks: "I'm
+//! gluten-free now" after "I love bread and eat it with every meal", "I'm lactose
+//! intolerant, so I've cut out dairy" after "I drink a glass of milk every morning", a
+//! low-carb diet after pasta every night, halal after bacon, sugar given up after
+//! chocolate every day, no fish after a pescatarian diet. A small model keeps the two side
+//! by side: that bread has gluten is what it misses. (Meat and a vegetarian diet are
+//! [`super::topics::takes_up_diet`]'s.)
+//!
+//! Words are matched whole, lowercase and without diacritics, in English, French, German,
+//! Italian, Spanish, Portuguese and Dutch.
+
+use super::topics::{any, of_the_speaker, EAT, LIKE, NOT};
+
+/// A diet: the words that name it alone, those of what it leaves out (which name it with
+/// a word of [`AVOIDING`]), the foods it rules out, and the words by which a memory says
+/// its speaker eats those foods without a verb ("I'm pescatarian").
+struct Diet {
+    named: &'static [&'static str],
+    left_out: &'static [&'static str],
+    foods: &'static [&'static str],
+    eaten_by: &'static [&'static str],
+}
+
+/// The diets a fact may take up.
+const DIETS: &[Diet] = &[
+    Diet {
+        named: &[
+            "coeliac",
+            "celiac",
+            "coeliaque",
+            "celiaque",
+            "zoliakie",
+            "celiaco",
+            "celiaca",
+            "celiachia",
+            "coeliakie",
+            "glutenfrei",
+            "glutenvrij",
+        ],
+        left_out: &["gluten", "glutine"],
+        foods: &[
+            "bread",
+            "pasta",
+            "pizza",
+            "beer",
+            "cake",
+            "cakes",
+            "croissant",
+            "croissants",
+            "baguette",
+            "bagels",
+            "toast",
+            "pain",
+            "pates",
+            "biere",
+            "brot",
+            "brotchen",
+            "nudeln",
+            "bier",
+            "kuchen",
+            "pane",
+            "birra",
+            "cerveza",
+            "pao",
+            "cerveja",
+            "brood",
+        ],
+        eaten_by: &[],
+    },
+    Diet {
+        named: &["laktoseintolerant", "laktosefrei", "lactosevrij"],
+        left_out: &[
+            "lactose",
+            "lactosa",
+            "lattosio",
+            "laktose",
+            "dairy",
+            "laitiers",
+            "milchprodukte",
+            "latticini",
+            "lacteos",
+            "laticinios",
+            "zuivel",
+        ],
+        foods: &[
+            "milk",
+            "cheese",
+            "yogurt",
+            "yoghurt",
+            "butter",
+            "cream",
+            "lait",
+            "fromage",
+            "yaourt",
+            "beurre",
+            "milch",
+            "kase",
+            "joghurt",
+            "sahne",
+            "formaggio",
+            "burro",
+            "panna",
+            "leche",
+            "queso",
+            "yogur",
+            "mantequilla",
+            "leite",
+            "queijo",
+            "iogurte",
+            "manteiga",
+            "melk",
+            "kaas",
+            "boter",
+        ],
+        eaten_by: &[],
+    },
+    Diet {
+        named: &[
+            "keto",
+            "ketogenic",
+            "cetogenique",
+            "ketogene",
+            "chetogenica",
+            "cetogenica",
+            "ketogeen",
+            "lowcarb",
+            "atkins",
+        ],
+        left_out: &[
+            "carb",
+            "carbs",
+            "carbohydrates",
+            "glucides",
+            "kohlenhydrate",
+            "carboidrati",
+            "carbohidratos",
+            "carboidratos",
+            "koolhydraten",
+        ],
+        foods: &[
+            "bread",
+            "pasta",
+            "rice",
+            "potatoes",
+            "pizza",
+            "noodles",
+            "pain",
+            "pates",
+            "riz",
+            "brot",
+            "nudeln",
+            "reis",
+            "kartoffeln",
+            "pane",
+            "riso",
+            "patate",
+            "arroz",
+            "patatas",
+            "pao",
+            "batatas",
+            "brood",
+            "rijst",
+            "aardappelen",
+        ],
+        eaten_by: &[],
+    },
+    Diet {
+        named: &["halal", "kosher", "casher", "koscher"],
+        left_out: &[
+            "pork",
+            "porc",
+            "schwein",
+            "schweinefleisch",
+            "maiale",
+            "cerdo",
+            "porco",
+            "varkensvlees",
+        ],
+        foods: &[
+            "pork",
+            "bacon",
+            "ham",
+            "porc",
+            "jambon",
+            "lardons",
+            "saucisson",
+            "schweinefleisch",
+            "schinken",
+            "speck",
+            "maiale",
+            "prosciutto",
+            "salame",
+            "cerdo",
+            "jamon",
+            "chorizo",
+            "porco",
+            "presunto",
+            "varkensvlees",
+            "spek",
+        ],
+        eaten_by: &[],
+    },
+    Diet {
+        named: &[],
+        left_out: &[
+            "sugar", "sucre", "zucker", "zucchero", "azucar", "acucar", "suiker",
+        ],
+        foods: &[
+            "chocolate",
+            "sweets",
+            "candy",
+            "cake",
+            "cakes",
+            "biscuits",
+            "cookies",
+            "desserts",
+            "soda",
+            "chocolat",
+            "bonbons",
+            "gateaux",
+            "schokolade",
+            "sussigkeiten",
+            "kuchen",
+            "cioccolato",
+            "dolci",
+            "caramelle",
+            "dulces",
+            "caramelos",
+            "pasteles",
+            "doces",
+            "bolos",
+            "chocolade",
+            "snoep",
+        ],
+        eaten_by: &[],
+    },
+    Diet {
+        named: &[
+            "vegetarian",
+            "vegan",
+            "vegetarien",
+            "vegetarienne",
+            "vegetarier",
+            "vegetarierin",
+            "veganer",
+            "veganerin",
+            "vegetariano",
+            "vegetariana",
+            "vegano",
+            "vegana",
+            "veganist",
+        ],
+        left_out: &[
+            "fish", "poisson", "fisch", "pesce", "pescado", "peixe", "vis",
+        ],
+        foods: &[
+            "fish",
+            "salmon",
+            "tuna",
+            "sushi",
+            "seafood",
+            "prawns",
+            "poisson",
+            "saumon",
+            "thon",
+            "fisch",
+            "lachs",
+            "thunfisch",
+            "pesce",
+            "salmone",
+            "tonno",
+            "pescado",
+            "atun",
+            "marisco",
+            "peixe",
+            "salmao",
+            "atum",
+            "bacalhau",
+            "vis",
+            "zalm",
+            "tonijn",
+        ],
+        eaten_by: &[
+            "pescatarian",
+            "pescetarian",
+            "pescetarien",
+            "pescetarienne",
+            "pescetarier",
+            "pescetarierin",
+            "pescetariano",
+            "pescetariana",
+            "pescatariano",
+            "pescatariana",
+            "pescotarier",
+        ],
+    },
+];
+
+/// Words that, with what a diet leaves out, say it is left out: "gluten-free", "sans
+/// gluten", "no dairy", "cut out sugar", "quit sugar", "lactose intolerant", "allergic",
+/// "low-carb", "Ich vertrage kein Gluten".
+const AVOIDING: &[&str] = &[
+    "free",
+    "frei",
+    "vrij",
+    "sans",
+    "sin",
+    "senza",
+    "sem",
+    "ohne",
+    "zonder",
+    "without",
+    "no",
+    "kein",
+    "keine",
+    "keinen",
+    "geen",
+    "cut",
+    "quit",
+    "gave",
+    "given",
+    "giving",
+    "avoid",
+    "avoiding",
+    "intolerant",
+    "intolerance",
+    "intolerante",
+    "intollerante",
+    "allergic",
+    "allergique",
+    "allergisch",
+    "allergico",
+    "allergica",
+    "alergico",
+    "alergica",
+    "low",
+    "off",
+];
+
+/// Verbs of drinking, in the forms a person uses of themselves: "I drink a glass of milk
+/// every morning", "Je bois du lait".
+const DRINK: &[&str] = &[
+    "drink", "drinking", "bois", "boire", "trinke", "trinken", "bevo", "bere", "bebo", "beber",
+    "drinken",
+];
+
+/// Words of eating again, which take a diet back rather than up: "I eat bread again".
+const AGAIN: &[&str] = &[
+    "again",
+    "wieder",
+    "nouveau",
+    "otra",
+    "nuovo",
+    "novamente",
+    "weer",
+];
+
+/// Whether a fact takes a diet back rather than up: eating again, a diet denied ("I'm not
+/// gluten-free", "nicht", "pas", "niet") or no longer kept ("no longer", "any more"). Not
+/// "kein … mehr" ("Ich vertrage kein Gluten mehr"), which leaves out.
+fn taken_back(words: &[String]) -> bool {
+    let no_longer = words
+        .windows(2)
+        .any(|w| (w[0] == "no" && w[1] == "longer") || (w[0] == "any" && w[1] == "more"));
+    no_longer || any(words, AGAIN) || any(words, &["not", "nicht", "pas", "niet", "anymore"])
+}
+
+/// Words a speaker's sentence begins with: "I only eat raw food, no fish at all".
+const I: &[&str] = &["i", "je", "j", "ich", "io", "yo", "eu", "ik"];
+
+/// Whether `words[at]` is said of the speaker: [`of_the_speaker`], or the words begin
+/// with the speaker, or a verb in the first person of a language that drops its pronoun
+/// ([`super::looks::I_DO`]: "Ahora hago la dieta keto") stands before it, and none of
+/// someone else's words stands before it.
+fn the_speakers(words: &[String], at: usize) -> bool {
+    let mine = words.first().is_some_and(|w| I.contains(&w.as_str()))
+        || any(&words[..at], super::looks::I_DO);
+    of_the_speaker(words, at) || mine && !any(&words[..at], super::topics::SOMEONE_ELSE)
+}
+
+/// Whether a new fact says its speaker took up a diet (one of [`DIETS`]: a word that names
+/// it, or what it leaves out with a word of [`AVOIDING`], said of the speaker; nothing
+/// taken back) that rules out a food the memory says they eat or drink (a verb of eating,
+/// liking or drinking and the food, or a word that eats it, such as "pescatarian";
+/// nothing denied, and no diet of its own: "I eat gluten-free bread").
+pub(crate) fn rules_out(memory: &str, fact: &str) -> bool {
+    let (memory, fact) = (words(memory), words(fact));
+    if taken_back(&fact) || any(&memory, NOT) {
+        return false;
+    }
+    DIETS.iter().any(|diet| {
+        let named = fact.iter().enumerate().any(|(i, w)| {
+            (diet.named.contains(&w.as_str())
+                || diet.left_out.contains(&w.as_str()) && any(&fact, AVOIDING))
+                && the_speakers(&fact, i)
+        });
+        let eats = (any(&memory, EAT) || any(&memory, LIKE) || any(&memory, DRINK))
+            && any(&memory, diet.foods)
+            || any(&memory, diet.eaten_by);
+        let kept =
+            any(&memory, diet.named) || any(&memory, diet.left_out) && any(&memory, AVOIDING);
+        named && eats && !kept
+    })
+}
+
+/// A text's words folded, "low carb" (and "low-carb") one word: "lowcarb".
+fn words(text: &str) -> Vec<String> {
+    let mut words = crate::text::folded_words(text);
+    while let Some(i) = words
+        .windows(2)
+        .position(|w| w[0] == "low" && ["carb", "carbs"].contains(&w[1].as_str()))
+    {
+        words.splice(i..i + 2, ["lowcarb".to_owned()]);
+    }
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diet_taken_up_rules_out_what_the_memory_eats() {
+        for (memory, fact) in [
+            (
+                "I love bread and eat it with every meal",
+                "I'm gluten-free now",
+            ),
+            (
+                "I love bread and eat it with every meal",
+                "I was diagnosed with coeliac disease",
+            ),
+            (
+                "Je mange du pain à chaque repas",
+                "Je mange sans gluten depuis mars",
+            ),
+            ("Ich esse gern Brot", "Ich vertrage kein Gluten mehr"),
+            (
+                "I love bread",
+                "I don't eat anything with gluten, I'm allergic",
+            ),
+            (
+                "I drink a glass of milk every morning",
+                "I'm lactose intolerant, so I've cut out dairy completely",
+            ),
+            (
+                "I eat pasta almost every night",
+                "My doctor put me on a low-carb diet",
+            ),
+            ("Como arroz todos los días", "Ahora hago la dieta keto"),
+            (
+                "I eat pork all the time, bacon is my favourite",
+                "I keep halal now",
+            ),
+            (
+                "I have a sweet tooth and eat chocolate daily",
+                "I quit sugar in the spring",
+            ),
+            ("I'm pescatarian", "I only eat raw food, no fish at all"),
+            ("Sono pescetariana", "Sono diventata vegana"),
+        ] {
+            assert!(rules_out(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            // Someone else's diet, a diet taken back or denied, another food.
+            ("I love bread", "My daughter is gluten-free"),
+            ("I love bread", "I'm not gluten-free any more"),
+            ("I love bread", "I'm no longer gluten-free"),
+            ("I love bread", "I eat gluten again"),
+            ("I love bread", "I'm lactose intolerant"),
+            ("I drink a glass of milk every morning", "I quit sugar"),
+            // The memory already keeps the diet, or eats nothing it rules out.
+            ("I eat gluten-free bread", "I'm gluten-free now"),
+            ("I don't eat bread", "I'm gluten-free now"),
+            ("I'm a baker", "I'm gluten-free now"),
+            ("I'm vegetarian", "I also avoid peanuts"),
+        ] {
+            assert!(!rules_out(memory, fact), "{memory} / {fact}");
+        }
+    }
+}
