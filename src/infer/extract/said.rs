@@ -26,13 +26,12 @@ use crate::record::Message;
 /// takes the place of the job before. So does one whose sentence says what it took the
 /// place of ([`crate::infer::in_place_of`]) while the fact does not: "Ich trinke
 /// Kräutertee seit zwei Wochen" for "Seit zwei Wochen trinke ich statt Espresso nur noch
-/// Kräutertee" stays beside the espresso. And one of a clause that points back at someone
-/// the clause before it named takes both: "Je vais la voir en mai" says nothing of whom.
+/// Kräutertee" stays beside the espresso. And one that points back at someone its piece
+/// names ([`points_back`]) takes the piece: "Je vais la voir en mai" says nothing of whom.
 pub(super) fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
-    let pieces: Vec<(&str, bool)> = users_sentences(messages).flat_map(pieces).collect();
-    let sentences: Vec<(&str, Vec<String>)> = pieces
-        .iter()
-        .map(|&(s, _)| (s, crate::text::content_terms(s)))
+    let sentences: Vec<(&str, Vec<String>)> = users_sentences(messages)
+        .flat_map(pieces)
+        .map(|s| (s, crate::text::content_terms(s)))
         .collect();
     let from: Vec<Option<usize>> = facts
         .iter()
@@ -94,7 +93,7 @@ pub(super) fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
                     } else if let Some(part) = lost_a_name(&fact.text, sentence) {
                         tracing::debug!(target: "memlane", "a fact that lost a name is kept as said");
                         fact.text = part.to_owned();
-                    } else if pieces[s].1 && points_back(&fact.text) {
+                    } else if points_back(&fact.text) {
                         tracing::debug!(target: "memlane", "a fact that points back at what the user named before is kept as said");
                         fact.text = sentence.to_owned();
                     }
@@ -403,22 +402,21 @@ fn spanish_or_italian(before: Option<&str>, after: Option<&str>) -> bool {
         && after.is_some_and(|a| a.chars().count() >= 4 && a.ends_with('o'))
 }
 
-/// The pieces of a sentence that say one thing each, trimmed, each with whether it joins
-/// a clause that points back at the one before it ([`points_back`]). The sentence is cut
+/// The pieces of a sentence that say one thing each, trimmed. The sentence is cut
 /// before each comma whose next word is one of the [`SUBJECTS`] ([`at_subjects`]); a
 /// piece with a conjunction (see [`has_conjunction`]) is cut into its clauses
 /// ([`crate::infer::looks::clauses`]) and kept only where each has none, or where the
 /// clause after it points back ("Ma mère vit à Marseille et je vais la voir en mai" is
 /// one thing said; "I live in Leeds and I work as a nurse" two, and "I love cats and
 /// dogs" none that a fact could be cut from).
-fn pieces(sentence: &str) -> Vec<(&str, bool)> {
+fn pieces(sentence: &str) -> Vec<&str> {
     fn trim(s: &str) -> &str {
         s.trim().trim_matches(|c: char| !c.is_alphanumeric())
     }
     let mut out = Vec::new();
-    for (piece, joined) in at_subjects(sentence) {
+    for piece in at_subjects(sentence) {
         if !has_conjunction(piece) {
-            out.push((trim(piece), joined));
+            out.push(trim(piece));
             continue;
         }
         let mut clauses: Vec<(std::ops::Range<usize>, bool)> = Vec::new();
@@ -436,9 +434,8 @@ fn pieces(sentence: &str) -> Vec<(&str, bool)> {
             // A conjunction within a clause: kept where what follows it points back
             // ("Mi abuela vive en Lugo y voy a verla").
             let after = after_a_conjunction(clause);
-            let back = after.is_some_and(points_back);
-            if joined || back || after.is_none() {
-                out.push((trim(clause), joined || back));
+            if joined || after.is_none_or(points_back) {
+                out.push(trim(clause));
             }
         }
     }
@@ -472,26 +469,19 @@ fn after_a_conjunction(piece: &str) -> Option<&str> {
 }
 
 /// A sentence cut before each comma whose next word is one of the [`SUBJECTS`], unless the
-/// clause that word begins points back at the one before it ([`points_back`]), each piece
-/// with whether it so joins a clause that points back.
-fn at_subjects(sentence: &str) -> Vec<(&str, bool)> {
+/// clause that word begins points back at the one before it ([`points_back`]).
+fn at_subjects(sentence: &str) -> Vec<&str> {
     let mut pieces = Vec::new();
     let mut start = 0;
-    let mut joined = false;
     for (comma, _) in sentence.match_indices(',') {
         let rest = &sentence[comma + 1..];
         let clause = rest.split(',').next().unwrap_or(rest);
         let next = crate::text::keywords(clause);
-        if next.first().is_some_and(|w| SUBJECTS.contains(&w.as_str())) {
-            if points_back(clause) {
-                joined = true;
-            } else {
-                pieces.push((&sentence[start..comma], joined));
-                start = comma + 1;
-                joined = false;
-            }
+        if next.first().is_some_and(|w| SUBJECTS.contains(&w.as_str())) && !points_back(clause) {
+            pieces.push(&sentence[start..comma]);
+            start = comma + 1;
         }
     }
-    pieces.push((&sentence[start..], joined));
+    pieces.push(&sentence[start..]);
     pieces
 }

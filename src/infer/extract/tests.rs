@@ -377,7 +377,9 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
         {"text": "Vivo en Sevilla"},
         {"text": "Juego al fútbol y al pádel"},
         {"text": "Mon oncle a une maison à Sète"},
-        {"text": "J'y passe l'été"}]}"#;
+        {"text": "J'y passe l'été"},
+        {"text": "Lo visito cada verano"},
+        {"text": "I'm seeing her in May"}]}"#;
     let conversation = [Message::user(
         "Ma mère vit à Marseille, je vais la voir le mois prochain. Mi abuela vive en Lugo y \
          voy a verla en Navidad. My brother moved to Perth and I'm visiting him in March. \
@@ -386,7 +388,8 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
          J'habite à Nantes, je fais de la natation. Abito a Torino e la sera gioco a \
          calcetto. I live in Leeds and I visit her flat. Mon fils habite à Lyon, je vais \
          la semaine prochaine à Paris. Vivo en Sevilla y juego al fútbol y al pádel. Mon \
-         oncle a une maison à Sète, j'y passe l'été.",
+         oncle a une maison à Sète, j'y passe l'été. Mi hermano vive en Vigo, lo visito \
+         cada verano. I'm seeing her in May.",
     )];
     let facts = extracted(reply, &conversation, &[]).await;
     assert_eq!(
@@ -409,7 +412,9 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
             "Je vais la semaine prochaine à Paris",
             "Vivo en Sevilla",
             "Juego al fútbol y al pádel",
-            "Mon oncle a une maison à Sète, j'y passe l'été"
+            "Mon oncle a une maison à Sète, j'y passe l'été",
+            "Mi hermano vive en Vigo, lo visito cada verano",
+            "I'm seeing her in May"
         ]
     );
 }
