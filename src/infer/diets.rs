@@ -298,7 +298,7 @@ const DIETS: &[Diet] = &[
 
 /// Words that, with what a diet leaves out, say it is left out: "gluten-free", "sans
 /// gluten", "no dairy", "cut out sugar", "quit sugar", "lactose intolerant", "allergic",
-/// "low-carb", "Ich vertrage kein Gluten".
+/// "low-carb", "Ich vertrage kein Gluten", "Deixei o açúcar", "Ik ben gestopt met suiker".
 const AVOIDING: &[&str] = &[
     "free",
     "frei",
@@ -335,6 +335,14 @@ const AVOIDING: &[&str] = &[
     "alergica",
     "low",
     "off",
+    "verzichte",
+    "arrete",
+    "deje",
+    "dejado",
+    "smesso",
+    "deixei",
+    "larguei",
+    "gestopt",
 ];
 
 /// Verbs of drinking, in the forms a person uses of themselves: "I drink a glass of milk
@@ -365,8 +373,12 @@ fn taken_back(words: &[String]) -> bool {
     no_longer || any(words, AGAIN) || any(words, &["not", "nicht", "pas", "niet", "anymore"])
 }
 
-/// Words a speaker's sentence begins with: "I only eat raw food, no fish at all".
-const I: &[&str] = &["i", "je", "j", "ich", "io", "yo", "eu", "ik"];
+/// Words a speaker's sentence begins with: "I only eat raw food, no fish at all", "Me he
+/// convertido al islam y ahora como halal"; and first-person verbs of giving something up
+/// that need no pronoun ("Deixei o açúcar").
+const I: &[&str] = &[
+    "i", "je", "j", "ich", "io", "yo", "eu", "ik", "me", "deje", "deixei", "larguei",
+];
 
 /// Whether `words[at]` is said of the speaker: [`of_the_speaker`], or the words begin
 /// with the speaker, or a verb in the first person of a language that drops its pronoun
@@ -375,7 +387,15 @@ const I: &[&str] = &["i", "je", "j", "ich", "io", "yo", "eu", "ik"];
 fn the_speakers(words: &[String], at: usize) -> bool {
     let mine = words.first().is_some_and(|w| I.contains(&w.as_str()))
         || any(&words[..at], super::looks::I_DO);
-    of_the_speaker(words, at) || mine && !any(&words[..at], super::topics::SOMEONE_ELSE)
+    // Spanish "he" before a participle is "I have": "Me he convertido".
+    let someone_else = words[..at].iter().enumerate().any(|(i, w)| {
+        super::topics::SOMEONE_ELSE.contains(&w.as_str())
+            && !(w == "he"
+                && words
+                    .get(i + 1)
+                    .is_some_and(|next| next.ends_with("ado") || next.ends_with("ido")))
+    });
+    of_the_speaker(words, at) || mine && !someone_else
 }
 
 /// Whether a new fact says its speaker took up a diet (one of [`DIETS`]: a word that names
@@ -458,6 +478,14 @@ mod tests {
             ),
             ("I'm pescatarian", "I only eat raw food, no fish at all"),
             ("Sono pescetariana", "Sono diventata vegana"),
+            (
+                "Como chocolate todos os dias",
+                "Deixei o açúcar há três meses",
+            ),
+            (
+                "Me encanta el jamón, lo como casi a diario",
+                "Me he convertido al islam y ahora como halal",
+            ),
         ] {
             assert!(rules_out(memory, fact), "{memory} / {fact}");
         }
