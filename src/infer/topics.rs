@@ -34,13 +34,13 @@ impl Topic {
         Topic::Drink,
     ];
 
-    /// The words of the topic, folded. A text
-    /// speaks of a topic when it has one of its words, or of a partner when it says its
-    /// speaker is in a couple ([`super::partners::coupled`]), of work when it says where
-    /// its speaker holds a post ([`super::work::holds_a_post`]); of a home, only when it says
-    /// where its owner lives or moved to ([`super::moves::speaks_of_home`]); of drinking,
-    /// only when it says its speaker drinks alcohol or stopped
-    /// ([`super::tastes::speaks_of_drinking`]).
+    /// The words of the topic, folded. A text speaks of a topic when it has one of its
+    /// words, or of a partner when it says its speaker is in a couple
+    /// ([`super::partners::coupled`]), of work when it says where its speaker holds a post
+    /// ([`super::work::holds_a_post`]) or left a line of work
+    /// ([`super::work::left_a_field`]); of a home, only when it says where its owner lives
+    /// or moved to ([`super::moves::speaks_of_home`]); of drinking, only when it says its
+    /// speaker drinks alcohol or stopped ([`super::tastes::speaks_of_drinking`]).
     pub(crate) fn words(self) -> &'static [&'static str] {
         match self {
             Topic::Partner => PARTNER,
@@ -87,8 +87,13 @@ impl Topic {
                 words.iter().any(|w| PARTNER.contains(&w.as_str()))
                     || super::partners::coupled(text)
             }
-            // "I'm a barista at a café": a post held somewhere, without a word of work.
-            Topic::Work => any(words, WORK) || super::work::holds_a_post(words),
+            // "I'm a barista at a café": a post held somewhere, without a word of work;
+            // "Dejé la enseñanza": a line of work left.
+            Topic::Work => {
+                any(words, WORK)
+                    || super::work::holds_a_post(words)
+                    || super::work::left_a_field(text)
+            }
             _ => words.iter().any(|w| self.words().contains(&w.as_str())),
         }
     }

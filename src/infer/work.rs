@@ -430,7 +430,7 @@ const WHEN: &[&str] = &[
 /// followed by a function word or a word of [`WHEN`] ("I left teaching in May"; "I left
 /// the police station" leaves no profession); or the field right before a participle of
 /// [`LEFT_AT_THE_END`] ("den Lehrerberuf aufgegeben").
-fn left_a_field(fact: &str) -> bool {
+pub(super) fn left_a_field(fact: &str) -> bool {
     fact.split([',', ';', ':', '.', '!', '?']).any(|clause| {
         let words = crate::text::folded_words(clause);
         words.iter().enumerate().any(|(i, w)| {

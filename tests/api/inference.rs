@@ -2056,6 +2056,38 @@ async fn a_change_of_job_replaces_a_post_found_by_its_label() {
     assert_eq!(added.results[0].event, HistoryEvent::Add);
 }
 
+/// Leaving a line of work takes the place of the job in it, unasked, found by its label
+/// when the two share no word: "Dejé la enseñanza" after a teacher's post.
+#[tokio::test]
+async fn leaving_a_line_of_work_replaces_the_job_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let said = "Dejé la enseñanza";
+    let llm = ScriptedLlm::new([facts(&[said])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let post = memory
+        .add("Soy profesora de matemáticas en un instituto de Zaragoza")
+        .user("elena")
+        .categories(["professional_details"])
+        .infer(false)
+        .await
+        .unwrap();
+    memory
+        .add("Me encanta hacer senderismo")
+        .user("elena")
+        .infer(false)
+        .await
+        .unwrap();
+    let left = memory.add(said).user("elena").await.unwrap();
+    // The extraction only.
+    assert_eq!(llm.requests().len(), 1);
+    assert_eq!(left.results[0].event, HistoryEvent::Update);
+    assert_eq!(left.results[0].id, post.results[0].id);
+    assert_eq!(
+        live(&memory, "elena").await,
+        [said, "Me encanta hacer senderismo"]
+    );
+}
+
 /// Another taste is added beside the taste a memory holds, whatever the model decided: no
 /// look asks about the two.
 #[tokio::test]
