@@ -423,6 +423,15 @@ pub(crate) fn rules_out(memory: &str, fact: &str) -> bool {
     })
 }
 
+/// Whether folded `words` name a diet of [`DIETS`]: a word that names it ("keto",
+/// "halal", "coeliac"), or what it leaves out with a word of [`AVOIDING`] ("gluten-free",
+/// "no dairy"), whoever keeps it.
+pub(super) fn names_a_diet(words: &[String]) -> bool {
+    DIETS
+        .iter()
+        .any(|diet| any(words, diet.named) || any(words, diet.left_out) && any(words, AVOIDING))
+}
+
 /// A text's words folded, "low carb" (and "low-carb") one word: "lowcarb".
 fn words(text: &str) -> Vec<String> {
     let mut words = crate::text::folded_words(text);

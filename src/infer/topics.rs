@@ -38,7 +38,8 @@ impl Topic {
     /// words, or of a partner when it says its speaker is in a couple
     /// ([`super::partners::coupled`]), of work when it says where its speaker holds a post
     /// ([`super::work::holds_a_post`]) or left a line of work
-    /// ([`super::work::left_a_field`]); of a home, only when it says where its owner lives
+    /// ([`super::work::left_a_field`]); of a diet when it names one
+    /// ([`super::diets::names_a_diet`]); of a home, only when it says where its owner lives
     /// or moved to ([`super::moves::speaks_of_home`]); of drinking, only when it says its
     /// speaker drinks alcohol or stopped ([`super::tastes::speaks_of_drinking`]).
     pub(crate) fn words(self) -> &'static [&'static str] {
@@ -94,7 +95,8 @@ impl Topic {
                     || super::work::holds_a_post(words)
                     || super::work::left_a_field(text)
             }
-            _ => words.iter().any(|w| self.words().contains(&w.as_str())),
+            // "Il medico mi ha messo a dieta chetogenica": a diet named.
+            Topic::Diet => any(words, DIET) || super::diets::names_a_diet(words),
         }
     }
 }
@@ -798,6 +800,11 @@ mod tests {
                 "Tenho um cão chamado Bolt",
                 "Comecei a trabalhar numa farmácia",
             ),
+            // A diet named by no word of the topic.
+            (
+                "Faccio l'architetto",
+                "Il medico mi ha messo a dieta chetogenica",
+            ),
         ] {
             assert!(leaves_topic(memory, fact), "{memory} / {fact}");
         }
@@ -817,6 +824,7 @@ mod tests {
                 "I drink black coffee every morning",
                 "I usually have green tea",
             ),
+            ("I love bread", "I'm gluten-free now"),
         ] {
             assert!(!leaves_topic(memory, fact), "{memory} / {fact}");
         }

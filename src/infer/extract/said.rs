@@ -341,7 +341,8 @@ const HYPHENATED_OBJECTS: &[&str] = &[
 
 /// Whether `clause` (its lowercase `words`, [`crate::text::keywords`]) has an object
 /// pronoun that stands for someone named before: English "her" at the end or before a
-/// function word ("I'm visiting her in May"; not "her flat"); a French one after a
+/// function word ("I'm visiting her in May"; not "her flat"); Dutch "haar" and "ze" and
+/// German "sie" right after the speaker's verb ("Ik ga haar opzoeken"); a French one after a
 /// subject or "ne", or after a verb of going or wanting and before an infinitive
 /// ([`GOING_TO`]: "je vais la voir"; not "je vais la semaine prochaine"); a Spanish or
 /// Italian one at the start, after "y", "e", "yo", "io", "no" or "non" and before a verb
@@ -356,6 +357,9 @@ fn object_pronoun(clause: &str, words: &[String]) -> bool {
         let (before, after) = (i.checked_sub(1).and_then(at), at(i + 1));
         match w.as_str() {
             "her" => i > 0 && after.is_none_or(function),
+            // "Ik ga haar opzoeken", "Ich besuche sie im Herbst": after the speaker's
+            // verb, where "sie" and "ze" are no subject.
+            "haar" | "ze" | "sie" => i >= 2 && ["ik", "ich"].contains(&words[i - 2].as_str()),
             w if FRENCH_OBJECTS.contains(&w) => {
                 before.is_some_and(|b| {
                     BEFORE_A_FRENCH_OBJECT.contains(&b)

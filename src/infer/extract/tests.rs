@@ -379,6 +379,10 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
         {"text": "Mon oncle a une maison à Sète"},
         {"text": "J'y passe l'été"},
         {"text": "Lo visito cada verano"},
+        {"text": "Mijn zus woont in Groningen"},
+        {"text": "Ik ga haar volgende week opzoeken"},
+        {"text": "Meine Eltern wohnen in Ulm"},
+        {"text": "Ich besuche sie im Herbst"},
         {"text": "I'm seeing her in May"}]}"#;
     let conversation = [Message::user(
         "Ma mère vit à Marseille, je vais la voir le mois prochain. Mi abuela vive en Lugo y \
@@ -389,7 +393,8 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
          calcetto. I live in Leeds and I visit her flat. Mon fils habite à Lyon, je vais \
          la semaine prochaine à Paris. Vivo en Sevilla y juego al fútbol y al pádel. Mon \
          oncle a une maison à Sète, j'y passe l'été. Mi hermano vive en Vigo, lo visito \
-         cada verano. I'm seeing her in May.",
+         cada verano. I'm seeing her in May. Mijn zus woont in Groningen, ik ga haar \
+         volgende week opzoeken. Meine Eltern wohnen in Ulm, ich besuche sie im Herbst.",
     )];
     let facts = extracted(reply, &conversation, &[]).await;
     assert_eq!(
@@ -414,6 +419,8 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
             "Juego al fútbol y al pádel",
             "Mon oncle a une maison à Sète, j'y passe l'été",
             "Mi hermano vive en Vigo, lo visito cada verano",
+            "Mijn zus woont in Groningen, ik ga haar volgende week opzoeken",
+            "Meine Eltern wohnen in Ulm, ich besuche sie im Herbst",
             "I'm seeing her in May"
         ]
     );
