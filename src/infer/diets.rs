@@ -364,13 +364,17 @@ const AGAIN: &[&str] = &[
 ];
 
 /// Whether a fact takes a diet back rather than up: eating again, a diet denied ("I'm not
-/// gluten-free", "nicht", "pas", "niet") or no longer kept ("no longer", "any more"). Not
-/// "kein … mehr" ("Ich vertrage kein Gluten mehr"), which leaves out.
+/// gluten-free", "nicht", "pas", "niet") or no longer kept ("no longer", "any more", "ne
+/// … plus"). Not "kein … mehr" ("Ich vertrage kein Gluten mehr"), which leaves out.
 fn taken_back(words: &[String]) -> bool {
     let no_longer = words
         .windows(2)
         .any(|w| (w[0] == "no" && w[1] == "longer") || (w[0] == "any" && w[1] == "more"));
-    no_longer || any(words, AGAIN) || any(words, &["not", "nicht", "pas", "niet", "anymore"])
+    let ne_plus = any(words, &["ne", "n"]) && any(words, &["plus"]);
+    no_longer
+        || ne_plus
+        || any(words, AGAIN)
+        || any(words, &["not", "nicht", "pas", "niet", "anymore"])
 }
 
 /// Words a speaker's sentence begins with: "I only eat raw food, no fish at all", "Me he
@@ -409,19 +413,65 @@ pub(crate) fn rules_out(memory: &str, fact: &str) -> bool {
         return false;
     }
     DIETS.iter().any(|diet| {
-        let named = fact.iter().enumerate().any(|(i, w)| {
-            (diet.named.contains(&w.as_str())
-                || diet.left_out.contains(&w.as_str()) && any(&fact, AVOIDING))
-                && the_speakers(&fact, i)
-        });
         let eats = (any(&memory, EAT) || any(&memory, LIKE) || any(&memory, DRINK))
             && any(&memory, diet.foods)
             || any(&memory, diet.eaten_by);
         let kept =
             any(&memory, diet.named) || any(&memory, diet.left_out) && any(&memory, AVOIDING);
-        named && eats && !kept
+        let stopped = any(&fact, diet.named) && any(&fact, STOPPED);
+        keeps(diet, &fact) && !stopped && eats && !kept
     })
 }
+
+/// Whether a new fact says its speaker gave up a diet a memory says they keep (one of
+/// [`DIETS`], said of the speaker, not taken back): the diet named and stopped ("I quit
+/// keto", "Ho smesso la dieta chetogenica") or taken back ("I'm no longer gluten-free"),
+/// or a food it rules out eaten or drunk, nothing denied or left out ("I eat bread
+/// again" after "I'm gluten-free", "Como chocolate outra vez" after "Deixei o açúcar").
+/// The other direction of [`rules_out`].
+pub(crate) fn ends_diet(memory: &str, fact: &str) -> bool {
+    let (memory, fact) = (words(memory), words(fact));
+    if taken_back(&memory) {
+        return false;
+    }
+    DIETS.iter().any(|diet| {
+        let named = any(&fact, diet.named) || any(&fact, diet.left_out) && any(&fact, AVOIDING);
+        let stopped = named && (any(&fact, STOPPED) || taken_back(&fact));
+        let eats = (any(&fact, EAT) || any(&fact, DRINK))
+            && (any(&fact, diet.foods) || any(&fact, diet.left_out))
+            && !any(&fact, NOT)
+            && !any(&fact, AVOIDING)
+            && !any(&fact, diet.named);
+        keeps(diet, &memory) && (stopped || eats)
+    })
+}
+
+/// Whether folded `words` say their speaker keeps `diet`: a word that names it, or what
+/// it leaves out with a word of [`AVOIDING`], said of the speaker.
+fn keeps(diet: &Diet, words: &[String]) -> bool {
+    words.iter().enumerate().any(|(i, w)| {
+        (diet.named.contains(&w.as_str())
+            || diet.left_out.contains(&w.as_str()) && any(words, AVOIDING))
+            && the_speakers(words, i)
+    })
+}
+
+/// Words of stopping, which give up a diet named: "I quit keto", "I stopped the keto
+/// diet", "J'ai arrêté le régime keto".
+const STOPPED: &[&str] = &[
+    "quit",
+    "stopped",
+    "gave",
+    "given",
+    "dropped",
+    "arrete",
+    "deje",
+    "dejado",
+    "smesso",
+    "deixei",
+    "gestopt",
+    "aufgehort",
+];
 
 /// Whether folded `words` name a diet of [`DIETS`]: a word that names it ("keto",
 /// "halal", "coeliac"), or what it leaves out with a word of [`AVOIDING`] ("gluten-free",
@@ -511,8 +561,36 @@ mod tests {
             ("I don't eat bread", "I'm gluten-free now"),
             ("I'm a baker", "I'm gluten-free now"),
             ("I'm vegetarian", "I also avoid peanuts"),
+            // A diet given up.
+            ("I eat pasta every night", "I quit keto"),
         ] {
             assert!(!rules_out(memory, fact), "{memory} / {fact}");
+        }
+    }
+
+    #[test]
+    fn a_diet_given_up_ends_its_memory() {
+        for (memory, fact) in [
+            ("I'm gluten-free", "I eat bread again"),
+            ("I'm on a low-carb diet", "I'm eating pasta again"),
+            ("I do keto", "I quit keto last month"),
+            ("I keep halal", "I eat bacon sometimes"),
+            ("Deixei o açúcar", "Como chocolate outra vez"),
+            ("Je mange sans gluten", "Je ne suis plus sans gluten"),
+            ("I'm vegetarian", "I eat salmon now"),
+        ] {
+            assert!(ends_diet(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            // The diet kept, another food, no diet in the memory, someone else's.
+            ("I'm gluten-free", "I eat gluten-free bread"),
+            ("I'm gluten-free", "I still avoid bread"),
+            ("I'm gluten-free", "I drink milk"),
+            ("I love bread", "I eat bread every day"),
+            ("My son is gluten-free", "I eat bread again"),
+            ("I'm no longer gluten-free", "I eat bread"),
+        ] {
+            assert!(!ends_diet(memory, fact), "{memory} / {fact}");
         }
     }
 }

@@ -1349,7 +1349,8 @@ async fn eating_meat_again_replaces_a_vegetarian_memory() {
 
 /// A diet taken up that rules out a food the speaker eats takes the place of that food's
 /// memory, unasked, found by its topic when the two share no word: gluten-free after
-/// bread, lactose intolerant after milk. A diet of the speaker's memory itself stays.
+/// bread, lactose intolerant after milk; and so does a diet given up, pasta after a
+/// low-carb diet. A diet of the speaker's memory itself stays.
 #[tokio::test]
 async fn a_diet_taken_up_replaces_the_memory_of_a_food_it_rules_out() {
     let dir = tempfile::tempdir().unwrap();
@@ -1364,6 +1365,8 @@ async fn a_diet_taken_up_replaces_the_memory_of_a_food_it_rules_out() {
             "I drink a glass of milk every morning",
             "I'm lactose intolerant, so I've cut out dairy completely",
         ),
+        // And the other way: a diet given up.
+        ("lin", "I'm on a low-carb diet", "I'm eating pasta again"),
     ];
     for (user, food, diet) in cases {
         let llm = ScriptedLlm::new([facts(&[diet])]);

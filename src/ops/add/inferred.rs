@@ -542,7 +542,8 @@ const ENDS_EVERY: &[&str] = &["a single life ended", "a relationship ended", "a 
 /// The rule by which a new fact supersedes a memory of its owner, when one does: the
 /// speaker eats meat again after a vegetarian or vegan memory ([`infer::gives_up_diet`]),
 /// went vegetarian or vegan after a memory of eating meat ([`infer::takes_up_diet`]) or
-/// took up a diet that rules out what the memory eats ([`infer::rules_out`]), has
+/// took up a diet that rules out what the memory eats ([`infer::rules_out`]) or gave up
+/// one it keeps ([`infer::ends_diet`]), has
 /// a partner after a memory of being single ([`infer::ends_single_life`]), ended a
 /// relationship, found a new partner or married after a memory of the partner before
 /// ([`infer::ends_partnership`]), turned a taste around ([`infer::reverses_taste`]),
@@ -562,6 +563,8 @@ fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
         Some("a diet taken up")
     } else if infer::rules_out(memory, fact) {
         Some("a diet that rules out what the memory eats")
+    } else if infer::ends_diet(memory, fact) {
+        Some("a diet given up")
     } else if infer::ends_single_life(memory, fact) {
         Some("a single life ended")
     } else if infer::ends_partnership(memory, fact) {
