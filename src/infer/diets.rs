@@ -379,9 +379,11 @@ fn taken_back(words: &[String]) -> bool {
 
 /// Words a speaker's sentence begins with: "I only eat raw food, no fish at all", "Me he
 /// convertido al islam y ahora como halal"; and first-person verbs of giving something up
-/// that need no pronoun ("Deixei o açúcar").
+/// or keeping to a diet that need no pronoun ("Deixei o açúcar", "Sigo una dieta sin
+/// azúcar").
 const I: &[&str] = &[
-    "i", "je", "j", "ich", "io", "yo", "eu", "ik", "me", "deje", "deixei", "larguei",
+    "i", "je", "j", "ich", "io", "yo", "eu", "ik", "me", "deje", "deixei", "larguei", "sigo",
+    "seguo",
 ];
 
 /// Whether `words[at]` is said of the speaker: [`of_the_speaker`], or the words begin
@@ -431,7 +433,8 @@ pub(crate) fn rules_out(memory: &str, fact: &str) -> bool {
 /// The other direction of [`rules_out`].
 pub(crate) fn ends_diet(memory: &str, fact: &str) -> bool {
     let (memory, fact) = (words(memory), words(fact));
-    if taken_back(&memory) {
+    // "I'm not gluten-free" keeps no diet; "Je ne mange pas de sucre" does.
+    if taken_back(&memory) && !(any(&memory, EAT) && any(&memory, NOT)) {
         return false;
     }
     DIETS.iter().any(|diet| {
@@ -447,11 +450,12 @@ pub(crate) fn ends_diet(memory: &str, fact: &str) -> bool {
 }
 
 /// Whether folded `words` say their speaker keeps `diet`: a word that names it, or what
-/// it leaves out with a word of [`AVOIDING`], said of the speaker.
+/// it leaves out with a word of [`AVOIDING`] or a denied verb of eating ("I don't eat
+/// sugar", "Ich esse keinen Zucker"), said of the speaker.
 fn keeps(diet: &Diet, words: &[String]) -> bool {
+    let avoids = any(words, AVOIDING) || any(words, EAT) && any(words, NOT);
     words.iter().enumerate().any(|(i, w)| {
-        (diet.named.contains(&w.as_str())
-            || diet.left_out.contains(&w.as_str()) && any(words, AVOIDING))
+        (diet.named.contains(&w.as_str()) || diet.left_out.contains(&w.as_str()) && avoids)
             && the_speakers(words, i)
     })
 }
@@ -578,6 +582,8 @@ mod tests {
             ("Deixei o açúcar", "Como chocolate outra vez"),
             ("Je mange sans gluten", "Je ne suis plus sans gluten"),
             ("I'm vegetarian", "I eat salmon now"),
+            ("Je ne mange pas de sucre", "Je remange des gâteaux"),
+            ("Sigo una dieta sin azúcar", "He vuelto a comer dulces"),
         ] {
             assert!(ends_diet(memory, fact), "{memory} / {fact}");
         }
