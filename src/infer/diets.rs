@@ -416,7 +416,7 @@ pub(crate) fn rules_out(memory: &str, fact: &str) -> bool {
     }
     DIETS.iter().any(|diet| {
         let eats = (any(&memory, EAT) || any(&memory, LIKE) || any(&memory, DRINK))
-            && any(&memory, diet.foods)
+            && names_food(&memory, diet.foods)
             || any(&memory, diet.eaten_by);
         let kept =
             any(&memory, diet.named) || any(&memory, diet.left_out) && any(&memory, AVOIDING);
@@ -441,7 +441,7 @@ pub(crate) fn ends_diet(memory: &str, fact: &str) -> bool {
         let named = any(&fact, diet.named) || any(&fact, diet.left_out) && any(&fact, AVOIDING);
         let stopped = named && (any(&fact, STOPPED) || taken_back(&fact));
         let eats = (any(&fact, EAT) || any(&fact, DRINK))
-            && (any(&fact, diet.foods) || any(&fact, diet.left_out))
+            && (names_food(&fact, diet.foods) || any(&fact, diet.left_out))
             && !any(&fact, NOT)
             && !any(&fact, AVOIDING)
             && !any(&fact, diet.named);
@@ -476,6 +476,26 @@ const STOPPED: &[&str] = &[
     "gestopt",
     "aufgehort",
 ];
+
+/// Words that make a food another one, free of what a diet leaves out: "oat milk", "lait
+/// d'avoine", "Sojajoghurt" is one word and no food of the list.
+const PLANT: &[&str] = &[
+    "oat", "soy", "soya", "almond", "rice", "coconut", "plant", "vegan", "avoine", "soja",
+    "amande", "hafer", "mandel", "avena", "almendra", "aveia", "amendoa", "haver", "amandel",
+    "riso", "riz", "arroz", "mandorla", "cocco", "coco",
+];
+
+/// Whether folded `words` name one of `foods` itself, not a plant-made one ([`PLANT`]
+/// before it, or up to two words after: "oat milk", "leche de avena").
+fn names_food(words: &[String], foods: &[&str]) -> bool {
+    words.iter().enumerate().any(|(i, w)| {
+        foods.contains(&w.as_str())
+            && !(i > 0 && PLANT.contains(&words[i - 1].as_str()))
+            && !words[i + 1..words.len().min(i + 3)]
+                .iter()
+                .any(|w| PLANT.contains(&w.as_str()))
+    })
+}
 
 /// Whether folded `words` name a diet of [`DIETS`]: a word that names it ("keto",
 /// "halal", "coeliac"), or what it leaves out with a word of [`AVOIDING`] ("gluten-free",
@@ -595,6 +615,8 @@ mod tests {
             ("I love bread", "I eat bread every day"),
             ("My son is gluten-free", "I eat bread again"),
             ("I'm no longer gluten-free", "I eat bread"),
+            ("I'm lactose intolerant", "I drink oat milk with my coffee"),
+            ("Soy intolerante a la lactosa", "Bebo leche de avena"),
         ] {
             assert!(!ends_diet(memory, fact), "{memory} / {fact}");
         }
