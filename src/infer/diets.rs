@@ -2,9 +2,10 @@
 //! gluten-free now" after "I love bread and eat it with every meal", "I'm lactose
 //! intolerant, so I've cut out dairy" after "I drink a glass of milk every morning", a
 //! low-carb diet after pasta every night, halal after bacon, sugar given up after
-//! chocolate every day, no fish after a pescatarian diet. A small model keeps the two side
-//! by side: that bread has gluten is what it misses. (Meat and a vegetarian diet are
-//! [`super::topics::takes_up_diet`]'s.)
+//! chocolate every day, no fish after a pescatarian diet; and such a diet given up ("I quit
+//! keto", "I'm eating bread again"). A small model keeps the two side by side: that bread
+//! has gluten is what it misses. (Meat and a vegetarian diet are
+//! [`super::topics::takes_up_diet`]'s and [`super::topics::gives_up_diet`]'s.)
 //!
 //! Words are matched whole, lowercase and without diacritics, in English, French, German,
 //! Italian, Spanish, Portuguese and Dutch.
@@ -21,7 +22,7 @@ struct Diet {
     eaten_by: &'static [&'static str],
 }
 
-/// The diets a fact may take up.
+/// The diets a fact may take up or give up.
 const DIETS: &[Diet] = &[
     Diet {
         named: &[
