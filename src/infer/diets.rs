@@ -10,6 +10,7 @@
 //! Words are matched whole, lowercase and without diacritics, in English, French, German,
 //! Italian, Spanish, Portuguese and Dutch.
 
+use super::tastes::{DRINK, STOPPED};
 use super::topics::{any, of_the_speaker, EAT, LIKE, NOT};
 
 /// A diet: the words that name it alone, those of what it leaves out (which name it with
@@ -297,9 +298,9 @@ const DIETS: &[Diet] = &[
     },
 ];
 
-/// Words that, with what a diet leaves out, say it is left out: "gluten-free", "sans
-/// gluten", "no dairy", "cut out sugar", "quit sugar", "lactose intolerant", "allergic",
-/// "low-carb", "Ich vertrage kein Gluten", "Deixei o açúcar", "Ik ben gestopt met suiker".
+/// Words that, with what a diet leaves out, say it is left out (as do the verbs of giving
+/// up of [`STOPPED`]: [`avoiding`]): "gluten-free", "sans gluten", "no dairy", "cut out
+/// sugar", "lactose intolerant", "allergic", "low-carb", "Ich vertrage kein Gluten".
 const AVOIDING: &[&str] = &[
     "free",
     "frei",
@@ -317,9 +318,6 @@ const AVOIDING: &[&str] = &[
     "keinen",
     "geen",
     "cut",
-    "quit",
-    "gave",
-    "given",
     "giving",
     "avoid",
     "avoiding",
@@ -337,20 +335,7 @@ const AVOIDING: &[&str] = &[
     "low",
     "off",
     "verzichte",
-    "arrete",
-    "deje",
-    "dejado",
-    "smesso",
-    "deixei",
     "larguei",
-    "gestopt",
-];
-
-/// Verbs of drinking, in the forms a person uses of themselves: "I drink a glass of milk
-/// every morning", "Je bois du lait".
-const DRINK: &[&str] = &[
-    "drink", "drinking", "bois", "boire", "trinke", "trinken", "bevo", "bere", "bebo", "beber",
-    "drinken",
 ];
 
 /// Words of eating again, which take a diet back rather than up: "I eat bread again".
@@ -363,6 +348,12 @@ const AGAIN: &[&str] = &[
     "novamente",
     "weer",
 ];
+
+/// Whether folded `words` say something is left out: a word of [`AVOIDING`] or a verb of
+/// giving up ([`STOPPED`]: "I quit sugar", "Deixei o açúcar").
+fn avoiding(words: &[String]) -> bool {
+    any(words, AVOIDING) || any(words, STOPPED)
+}
 
 /// Whether a fact takes a diet back rather than up: eating again, a diet denied ("I'm not
 /// gluten-free", "nicht", "pas", "niet") or no longer kept ("no longer", "any more", "ne
@@ -419,8 +410,7 @@ pub(crate) fn rules_out(memory: &str, fact: &str) -> bool {
         let eats = (any(&memory, EAT) || any(&memory, LIKE) || any(&memory, DRINK))
             && names_food(&memory, diet.foods)
             || any(&memory, diet.eaten_by);
-        let kept =
-            any(&memory, diet.named) || any(&memory, diet.left_out) && any(&memory, AVOIDING);
+        let kept = any(&memory, diet.named) || any(&memory, diet.left_out) && avoiding(&memory);
         let stopped = any(&fact, diet.named) && any(&fact, STOPPED);
         keeps(diet, &fact) && !stopped && eats && !kept
     })
@@ -439,12 +429,12 @@ pub(crate) fn ends_diet(memory: &str, fact: &str) -> bool {
         return false;
     }
     DIETS.iter().any(|diet| {
-        let named = any(&fact, diet.named) || any(&fact, diet.left_out) && any(&fact, AVOIDING);
+        let named = any(&fact, diet.named) || any(&fact, diet.left_out) && avoiding(&fact);
         let stopped = named && (any(&fact, STOPPED) || taken_back(&fact));
         let eats = (any(&fact, EAT) || any(&fact, DRINK))
             && (names_food(&fact, diet.foods) || any(&fact, diet.left_out))
             && !any(&fact, NOT)
-            && !any(&fact, AVOIDING)
+            && !avoiding(&fact)
             && !any(&fact, diet.named);
         keeps(diet, &memory) && (stopped || eats)
     })
@@ -454,29 +444,12 @@ pub(crate) fn ends_diet(memory: &str, fact: &str) -> bool {
 /// it leaves out with a word of [`AVOIDING`] or a denied verb of eating ("I don't eat
 /// sugar", "Ich esse keinen Zucker"), said of the speaker.
 fn keeps(diet: &Diet, words: &[String]) -> bool {
-    let avoids = any(words, AVOIDING) || any(words, EAT) && any(words, NOT);
+    let avoids = avoiding(words) || any(words, EAT) && any(words, NOT);
     words.iter().enumerate().any(|(i, w)| {
         (diet.named.contains(&w.as_str()) || diet.left_out.contains(&w.as_str()) && avoids)
             && the_speakers(words, i)
     })
 }
-
-/// Words of stopping, which give up a diet named: "I quit keto", "I stopped the keto
-/// diet", "J'ai arrêté le régime keto".
-const STOPPED: &[&str] = &[
-    "quit",
-    "stopped",
-    "gave",
-    "given",
-    "dropped",
-    "arrete",
-    "deje",
-    "dejado",
-    "smesso",
-    "deixei",
-    "gestopt",
-    "aufgehort",
-];
 
 /// Words that make a food another one, free of what a diet leaves out: "oat milk", "lait
 /// d'avoine", "Sojajoghurt" is one word and no food of the list.
@@ -504,7 +477,7 @@ fn names_food(words: &[String], foods: &[&str]) -> bool {
 pub(super) fn names_a_diet(words: &[String]) -> bool {
     DIETS
         .iter()
-        .any(|diet| any(words, diet.named) || any(words, diet.left_out) && any(words, AVOIDING))
+        .any(|diet| any(words, diet.named) || any(words, diet.left_out) && avoiding(words))
 }
 
 /// A text's words folded, "low carb" (and "low-carb") one word: "lowcarb".
@@ -612,6 +585,7 @@ mod tests {
             // The diet kept, another food, no diet in the memory, someone else's.
             ("I'm gluten-free", "I eat gluten-free bread"),
             ("I'm gluten-free", "I still avoid bread"),
+            ("I'm gluten-free", "I stopped eating bread"),
             ("I'm gluten-free", "I drink milk"),
             ("I love bread", "I eat bread every day"),
             ("My son is gluten-free", "I eat bread again"),

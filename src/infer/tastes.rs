@@ -84,23 +84,27 @@ const STAND: &[&str] = &[
 ];
 
 /// Giving something up: "I quit sugar", "I've stopped drinking coffee", "j'ai arrêté le
-/// café", "ho smesso di fumare". Against what follows.
-const STOPPED: &[&str] = &[
+/// café", "ho smesso di fumare", "I've given up keto". Against what follows.
+pub(super) const STOPPED: &[&str] = &[
     "quit",
     "stopped",
     "gave",
+    "given",
+    "dropped",
     "arrete",
     "arretee",
     "aufgehort",
     "smesso",
     "smessa",
     "deje",
+    "dejado",
+    "deixei",
     "parei",
     "gestopt",
 ];
 
 /// Drinking, in the first person or the infinitive.
-const DRINK: &[&str] = &[
+pub(super) const DRINK: &[&str] = &[
     "drink", "drinking", "bois", "boire", "trinke", "trinken", "bevo", "bere", "bebo", "beber",
     "drinken",
 ];
