@@ -342,8 +342,8 @@ const HYPHENATED_OBJECTS: &[&str] = &[
 /// Whether `clause` (its lowercase `words`, [`crate::text::keywords`]) has an object
 /// pronoun that stands for someone named before: English "her" at the end or before a
 /// function word ("I'm visiting her in May"; not "her flat"); Dutch "haar" and "ze" and
-/// German "sie" right after the speaker's verb ("Ik ga haar opzoeken"); a French one after a
-/// subject or "ne", or after a verb of going or wanting and before an infinitive
+/// German "sie" right after the speaker's verb ("Ik ga haar opzoeken"); a French one
+/// after a subject or "ne", or after a verb of going or wanting and before an infinitive
 /// ([`GOING_TO`]: "je vais la voir"; not "je vais la semaine prochaine"); a Spanish or
 /// Italian one at the start, after "y", "e", "yo", "io", "no" or "non" and before a verb
 /// in the first person ("y la visito"), or joined to an infinitive, uncapitalised ("voy a
@@ -408,7 +408,7 @@ fn spanish_or_italian(before: Option<&str>, after: Option<&str>) -> bool {
 
 /// The pieces of a sentence that say one thing each, trimmed. The sentence is cut
 /// before each comma whose next word is one of the [`SUBJECTS`] ([`at_subjects`]); a
-/// piece with a conjunction (see [`has_conjunction`]) is cut into its clauses
+/// piece with a conjunction (see [`after_a_conjunction`]) is cut into its clauses
 /// ([`crate::infer::looks::clauses`]) and kept only where each has none, or where the
 /// clause after it points back ("Ma mère vit à Marseille et je vais la voir en mai" is
 /// one thing said; "I live in Leeds and I work as a nurse" two, and "I love cats and
@@ -419,7 +419,7 @@ fn pieces(sentence: &str) -> Vec<&str> {
     }
     let mut out = Vec::new();
     for piece in at_subjects(sentence) {
-        if !has_conjunction(piece) {
+        if after_a_conjunction(piece).is_none() {
             out.push(trim(piece));
             continue;
         }
@@ -444,11 +444,6 @@ fn pieces(sentence: &str) -> Vec<&str> {
         }
     }
     out
-}
-
-/// Whether `piece` joins clauses with a conjunction ([`after_a_conjunction`]).
-fn has_conjunction(piece: &str) -> bool {
-    after_a_conjunction(piece).is_some()
 }
 
 /// What follows the first conjunction of `piece` ("and", "but", or their word in the
