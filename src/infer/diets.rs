@@ -3,8 +3,9 @@
 //! intolerant, so I've cut out dairy" after "I drink a glass of milk every morning", a
 //! low-carb diet after pasta every night, halal after bacon, sugar given up after
 //! chocolate every day, no fish after a pescatarian diet; and such a diet given up ("I quit
-//! keto", "I'm eating bread again"). A small model keeps the two side by side: that bread
-//! has gluten is what it misses. (Meat and a vegetarian diet are
+//! keto", "I stopped intermittent fasting"); and one whole way of eating for another ("I'm
+//! vegetarian now" after "I do keto"). A small model keeps the two side by side: that
+//! bread has gluten is what it misses. (Meat and a vegetarian diet are
 //! [`super::topics::takes_up_diet`]'s and [`super::topics::gives_up_diet`]'s.)
 //!
 //! Words are matched whole, lowercase and without diacritics, in English, French, German,
@@ -14,16 +15,19 @@ use super::tastes::{DRINK, STOPPED};
 use super::topics::{any, of_the_speaker, EAT, LIKE, NOT};
 
 /// A diet: the words that name it alone, those of what it leaves out (which name it with
-/// a word of [`AVOIDING`]), the foods it rules out, and the words by which a memory says
-/// its speaker eats those foods without a verb ("I'm pescatarian").
+/// a word of [`AVOIDING`]), the foods it rules out, the words by which a memory says its
+/// speaker eats those foods without a verb ("I'm pescatarian"), and whether it is a whole
+/// way of eating, of which a speaker keeps one at a time ([`switches_diet`]: keto,
+/// vegetarian, paleo; not gluten-free, which goes with any).
 struct Diet {
     named: &'static [&'static str],
     left_out: &'static [&'static str],
     foods: &'static [&'static str],
     eaten_by: &'static [&'static str],
+    one_way: bool,
 }
 
-/// The diets a fact may take up or give up.
+/// The diets a fact may take up, give up or switch to.
 const DIETS: &[Diet] = &[
     Diet {
         named: &[
@@ -68,6 +72,7 @@ const DIETS: &[Diet] = &[
             "brood",
         ],
         eaten_by: &[],
+        one_way: false,
     },
     Diet {
         named: &["laktoseintolerant", "laktosefrei", "lactosevrij"],
@@ -115,12 +120,14 @@ const DIETS: &[Diet] = &[
             "boter",
         ],
         eaten_by: &[],
+        one_way: false,
     },
     Diet {
         named: &[
             "keto",
             "ketogenic",
             "cetogenique",
+            "cetogene",
             "ketogene",
             "chetogenica",
             "cetogenica",
@@ -165,6 +172,7 @@ const DIETS: &[Diet] = &[
             "aardappelen",
         ],
         eaten_by: &[],
+        one_way: true,
     },
     Diet {
         named: &["halal", "kosher", "casher", "koscher"],
@@ -201,6 +209,7 @@ const DIETS: &[Diet] = &[
             "spek",
         ],
         eaten_by: &[],
+        one_way: false,
     },
     Diet {
         named: &[],
@@ -235,6 +244,7 @@ const DIETS: &[Diet] = &[
             "snoep",
         ],
         eaten_by: &[],
+        one_way: false,
     },
     Diet {
         named: &[
@@ -295,12 +305,52 @@ const DIETS: &[Diet] = &[
             "pescatariana",
             "pescotarier",
         ],
+        one_way: true,
+    },
+    Diet {
+        named: &["paleo", "carnivore", "carnivoro", "carnivora"],
+        left_out: &[],
+        foods: &[],
+        eaten_by: &[],
+        one_way: true,
+    },
+    Diet {
+        named: &[
+            "fasting",
+            "intermittent",
+            "intermittente",
+            "intermitente",
+            "intervallfasten",
+            "ayuno",
+            "digiuno",
+            "jejum",
+            "vasten",
+        ],
+        left_out: &[
+            "breakfast",
+            "dejeuner",
+            "fruhstuck",
+            "colazione",
+            "desayuno",
+            "ontbijt",
+        ],
+        foods: &[
+            "breakfast",
+            "dejeuner",
+            "fruhstuck",
+            "colazione",
+            "desayuno",
+            "ontbijt",
+        ],
+        eaten_by: &[],
+        one_way: false,
     },
 ];
 
 /// Words that, with what a diet leaves out, say it is left out (as do the verbs of giving
 /// up of [`STOPPED`]: [`avoiding`]): "gluten-free", "sans gluten", "no dairy", "cut out
-/// sugar", "lactose intolerant", "allergic", "low-carb", "Ich vertrage kein Gluten".
+/// sugar", "lactose intolerant", "allergic", "low-carb", "Ich vertrage kein Gluten", "I
+/// skip breakfast", "Je saute le petit-déjeuner".
 const AVOIDING: &[&str] = &[
     "free",
     "frei",
@@ -336,6 +386,12 @@ const AVOIDING: &[&str] = &[
     "off",
     "verzichte",
     "larguei",
+    "skip",
+    "skips",
+    "skipping",
+    "saute",
+    "salto",
+    "pulo",
 ];
 
 /// Words of eating again, which take a diet back rather than up: "I eat bread again".
@@ -357,12 +413,17 @@ fn avoiding(words: &[String]) -> bool {
 
 /// Whether a fact takes a diet back rather than up: eating again, a diet denied ("I'm not
 /// gluten-free", "nicht", "pas", "niet") or no longer kept ("no longer", "any more", "ne
-/// … plus"). Not "kein … mehr" ("Ich vertrage kein Gluten mehr"), which leaves out.
+/// … plus", "non … più", "ya no", "já não"). Not "kein … mehr" ("Ich vertrage kein Gluten
+/// mehr"), which leaves out.
 fn taken_back(words: &[String]) -> bool {
     let no_longer = words
         .windows(2)
         .any(|w| (w[0] == "no" && w[1] == "longer") || (w[0] == "any" && w[1] == "more"));
-    let ne_plus = any(words, &["ne", "n"]) && any(words, &["plus"]);
+    let no_longer = no_longer
+        || words.windows(2).any(|w| {
+            ["ya", "ja"].contains(&w[0].as_str()) && ["no", "nao"].contains(&w[1].as_str())
+        });
+    let ne_plus = any(words, &["ne", "n", "non"]) && any(words, &["plus", "piu"]);
     no_longer
         || ne_plus
         || any(words, AGAIN)
@@ -442,13 +503,109 @@ pub(crate) fn ends_diet(memory: &str, fact: &str) -> bool {
 
 /// Whether folded `words` say their speaker keeps `diet`: a word that names it, or what
 /// it leaves out with a word of [`AVOIDING`] or a denied verb of eating ("I don't eat
-/// sugar", "Ich esse keinen Zucker"), said of the speaker.
+/// sugar", "Ich esse keinen Zucker"), said of the speaker and not of a thing ([`of_a_thing`]:
+/// "I tried a vegan restaurant").
 fn keeps(diet: &Diet, words: &[String]) -> bool {
     let avoids = avoiding(words) || any(words, EAT) && any(words, NOT);
     words.iter().enumerate().any(|(i, w)| {
         (diet.named.contains(&w.as_str()) || diet.left_out.contains(&w.as_str()) && avoids)
             && the_speakers(words, i)
+            && !of_a_thing(words, i)
     })
+}
+
+/// Things, not foods, that a diet's word may say what kind they are: "a vegan
+/// restaurant", "un restaurant végétarien", "a gluten-free bakery", "keto recipes".
+const THINGS: &[&str] = &[
+    "restaurant",
+    "restaurants",
+    "restaurante",
+    "restaurantes",
+    "ristorante",
+    "ristoranti",
+    "cafe",
+    "bakery",
+    "boulangerie",
+    "backerei",
+    "panaderia",
+    "padaria",
+    "bakkerij",
+    "food",
+    "recipe",
+    "recipes",
+    "recette",
+    "recettes",
+    "rezept",
+    "rezepte",
+    "ricetta",
+    "ricette",
+    "receta",
+    "recetas",
+    "receita",
+    "receitas",
+    "recept",
+    "recepten",
+    "cookbook",
+    "kochbuch",
+    "menu",
+    "options",
+    "shop",
+    "market",
+    "festival",
+    "blog",
+    "cuisine",
+    "cucina",
+    "cocina",
+    "cozinha",
+    "keuken",
+    "products",
+    "produits",
+    "produkte",
+    "prodotti",
+    "productos",
+    "produtos",
+    "producten",
+];
+
+/// Words for "without", which stand between a thing and what it leaves out.
+const WITHOUT: &[&str] = &["without", "sans", "sin", "senza", "sem", "ohne", "zonder"];
+
+/// Whether the diet's word `words[at]` says what kind a thing is ([`THINGS`]): the thing
+/// right after it, past words of [`AVOIDING`] ("gluten-free bakery"), or right before
+/// it, past a word for "without" ([`WITHOUT`]: "boulangerie sans gluten"; not "raw food,
+/// no fish").
+pub(super) fn of_a_thing(words: &[String], at: usize) -> bool {
+    let after = words[at + 1..]
+        .iter()
+        .find(|w| !AVOIDING.contains(&w.as_str()));
+    let before = words[..at]
+        .iter()
+        .rev()
+        .find(|w| !WITHOUT.contains(&w.as_str()));
+    [after, before]
+        .into_iter()
+        .flatten()
+        .any(|w| THINGS.contains(&w.as_str()))
+}
+
+/// Whether a new fact says its speaker took up a whole way of eating ([`Diet::one_way`],
+/// said of the speaker, nothing taken back or stopped) other than the one a memory says
+/// they keep, and does not keep itself: "These days I'm a vegetarian" after "I do keto
+/// for my health", "I went paleo" after "I'm vegan". Vegetarian and vegan are one way here
+/// ([`super::topics::takes_up_diet`] reads the step between them); a diet that goes with any,
+/// such as gluten-free, changes none.
+pub(crate) fn switches_diet(memory: &str, fact: &str) -> bool {
+    let (memory, fact) = (words(memory), words(fact));
+    if taken_back(&fact) || any(&fact, STOPPED) || taken_back(&memory) {
+        return false;
+    }
+    let ways = |words: &[String]| -> Vec<usize> {
+        (0..DIETS.len())
+            .filter(|&d| DIETS[d].one_way && keeps(&DIETS[d], words))
+            .collect()
+    };
+    let kept = ways(&memory);
+    !kept.is_empty() && ways(&fact).iter().any(|d| !kept.contains(d))
 }
 
 /// Words that make a food another one, free of what a diet leaves out: "oat milk", "lait
@@ -559,6 +716,9 @@ mod tests {
             ("I don't eat bread", "I'm gluten-free now"),
             ("I'm a baker", "I'm gluten-free now"),
             ("I'm vegetarian", "I also avoid peanuts"),
+            // A thing of the diet's kind, not the speaker's diet.
+            ("I love bread", "I found a gluten-free bakery near work"),
+            ("J'adore le pain", "J'ai trouvé une boulangerie sans gluten"),
             // A diet given up.
             ("I eat pasta every night", "I quit keto"),
         ] {
@@ -578,6 +738,24 @@ mod tests {
             ("I'm vegetarian", "I eat salmon now"),
             ("Je ne mange pas de sucre", "Je remange des gâteaux"),
             ("Sigo una dieta sin azúcar", "He vuelto a comer dulces"),
+            (
+                "I do intermittent fasting",
+                "I stopped intermittent fasting, now I eat breakfast again",
+            ),
+            (
+                "I skip breakfast every day",
+                "I stopped intermittent fasting, now I eat breakfast again",
+            ),
+            (
+                "Je saute le petit-déjeuner",
+                "Je mange un petit-déjeuner maintenant",
+            ),
+            (
+                "Ich mache Intervallfasten",
+                "Mit dem Intervallfasten habe ich aufgehört",
+            ),
+            ("Hago ayuno intermitente", "Ya no hago ayuno intermitente"),
+            ("I eat paleo", "I quit paleo"),
         ] {
             assert!(ends_diet(memory, fact), "{memory} / {fact}");
         }
@@ -592,8 +770,47 @@ mod tests {
             ("I'm no longer gluten-free", "I eat bread"),
             ("I'm lactose intolerant", "I drink oat milk with my coffee"),
             ("Soy intolerante a la lactosa", "Bebo leche de avena"),
+            ("I do intermittent fasting", "I skip breakfast on weekdays"),
         ] {
             assert!(!ends_diet(memory, fact), "{memory} / {fact}");
+        }
+    }
+
+    #[test]
+    fn one_way_of_eating_takes_the_place_of_another() {
+        for (memory, fact) in [
+            ("I do keto for my health", "These days I'm a vegetarian"),
+            ("I'm on a low-carb diet", "I'm vegan now"),
+            ("I've been eating paleo for a year", "I went vegan in March"),
+            ("I'm vegetarian", "I started a keto diet"),
+            ("I follow a carnivore diet", "Now I'm vegetarian"),
+            (
+                "Je suis végétarienne",
+                "Je fais le régime cétogène depuis janvier",
+            ),
+            ("Ich mache Keto", "Ich bin jetzt Vegetarier"),
+            ("Sono vegana", "Ora seguo la dieta paleo"),
+        ] {
+            assert!(switches_diet(memory, fact), "{memory} / {fact}");
+        }
+        for (memory, fact) in [
+            // The same way, a diet that goes with any, or none kept before.
+            ("I'm vegetarian", "I went vegan"),
+            ("I'm vegetarian", "I'm gluten-free now"),
+            ("I'm gluten-free", "I went vegan"),
+            ("I love pasta", "I'm on keto now"),
+            (
+                "I do intermittent fasting",
+                "I started eating low-carb as well",
+            ),
+            // Someone else's, a thing's, given up or taken back.
+            ("I do keto", "My wife is vegetarian"),
+            ("I do keto", "I tried a vegan restaurant"),
+            ("I do keto", "I'm not vegan"),
+            ("I'm vegan", "I quit paleo"),
+            ("I'm no longer vegetarian", "I do keto"),
+        ] {
+            assert!(!switches_diet(memory, fact), "{memory} / {fact}");
         }
     }
 }

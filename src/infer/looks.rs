@@ -544,7 +544,7 @@ pub(super) const I_DO: &[&str] = &[
     "sono", "ho", "faccio", "lavoro", "vivo", "abito", "gioco", "studio", "suono", "corro",
     "insegno", "mangio", "bevo", "parlo", "soy", "estoy", "tengo", "trabajo", "juego", "estudio",
     "toco", "enseño", "hago", "bebo", "hablo", "sou", "estou", "tenho", "trabalho", "moro", "jogo",
-    "estudo", "ensino", "faço", "falo",
+    "estudo", "ensino", "faço", "falo", "seguo", "sigo",
 ];
 
 /// `range` of `text` cut before each [`CONJUNCTIONS`] word followed by a subject

@@ -32,7 +32,7 @@ mod topics;
 mod work;
 
 pub(crate) use denials::takes_back;
-pub(crate) use diets::{ends_diet, rules_out};
+pub(crate) use diets::{ends_diet, rules_out, switches_diet};
 pub(crate) use extract::{extract_facts, statements, Fact};
 pub(crate) use habits::at_other_times;
 pub(crate) use looks::{

@@ -662,7 +662,8 @@ pub(super) fn of_the_speaker(words: &[String], at: usize) -> bool {
 /// (a verb of eating or liking in the first person, nothing denied, no vegetarian word):
 /// "Depuis cet été je suis devenue végétarienne" after "Je mange de tout, surtout de la
 /// viande rouge". Or went vegan while the memory says they are vegetarian (not vegan,
-/// nothing denied): "I went fully vegan last spring" after "I'm vegetarian". The other
+/// nothing denied): "I went fully vegan last spring" after "I'm vegetarian"; not a vegan
+/// thing ([`super::diets::of_a_thing`]: "I tried a vegan restaurant"). The other
 /// direction of [`gives_up_diet`].
 pub(crate) fn takes_up_diet(memory: &str, fact: &str) -> bool {
     let (memory, fact) = (diet_words(memory), diet_words(fact));
@@ -672,9 +673,11 @@ pub(crate) fn takes_up_diet(memory: &str, fact: &str) -> bool {
         && !any(&memory, NO_MEAT);
     let vegetarian = any(&memory, NO_MEAT) && !any(&memory, VEGAN) && !any(&memory, NOT);
     let taken_up = |diet: &[&str]| {
-        fact.iter()
-            .enumerate()
-            .any(|(i, w)| diet.contains(&w.as_str()) && of_the_speaker(&fact, i))
+        fact.iter().enumerate().any(|(i, w)| {
+            diet.contains(&w.as_str())
+                && of_the_speaker(&fact, i)
+                && !super::diets::of_a_thing(&fact, i)
+        })
     };
     !any(&fact, NOT) && (eats_meat && taken_up(NO_MEAT) || vegetarian && taken_up(VEGAN))
 }
@@ -926,6 +929,12 @@ mod tests {
             ("I'm vegan", "I'm fully vegan now"),
             ("I'm vegetarian", "I'm not vegan"),
             ("I'm vegetarian", "My girlfriend went vegan"),
+            // A vegan thing, not a diet.
+            ("I'm vegetarian", "I tried a new vegan restaurant downtown"),
+            (
+                "Je mange de la viande",
+                "J'ai trouvé un restaurant végétarien",
+            ),
         ] {
             assert!(!takes_up_diet(memory, fact), "{memory} / {fact}");
         }

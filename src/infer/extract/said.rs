@@ -28,9 +28,11 @@ use crate::record::Message;
 /// Kräutertee seit zwei Wochen" for "Seit zwei Wochen trinke ich statt Espresso nur noch
 /// Kräutertee" stays beside the espresso. And one that points back at someone its piece
 /// names ([`points_back`]) takes the piece: "Je vais la voir en mai" says nothing of whom.
+/// A piece may run over two sentences, when the second opens pointing back at the first
+/// ([`said_pieces`]).
 pub(super) fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
-    let sentences: Vec<(&str, Vec<String>)> = users_sentences(messages)
-        .flat_map(pieces)
+    let sentences: Vec<(&str, Vec<String>)> = said_pieces(messages)
+        .into_iter()
         .map(|s| (s, crate::text::content_terms(s)))
         .collect();
     let from: Vec<Option<usize>> = facts
@@ -406,6 +408,53 @@ fn spanish_or_italian(before: Option<&str>, after: Option<&str>) -> bool {
         && after.is_some_and(|a| a.chars().count() >= 4 && a.ends_with('o'))
 }
 
+/// The pieces of the user's messages that say one thing each: the [`pieces`] of their
+/// sentences, where a sentence whose opening clause points back ([`opening`],
+/// [`points_back`]) is one piece with the last piece before it in the same message.
+/// "Nos petits-enfants vivent à Nancy. Nous les voyons tous les week-ends" says one
+/// thing, where "Nous les voyons tous les week-ends" alone says nothing of whom; "Now I
+/// work at a bakery and I love it" is news of its own. A message is never joined to the
+/// one before.
+fn said_pieces(messages: &[Message]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for message in messages {
+        let content = message.content.as_str();
+        let from = out.len();
+        for sentence in users_sentences(std::slice::from_ref(message)) {
+            let mut these = pieces(sentence).into_iter().filter(|p| !p.is_empty());
+            let Some(first) = these.next() else { continue };
+            let begins = sentence.trim_start().starts_with(first);
+            let joins = out.len() > from && begins && points_back(opening(first));
+            match out.last_mut() {
+                Some(last) if joins => {
+                    *last = &content[offset(content, last)..offset(content, first) + first.len()];
+                }
+                _ => out.push(first),
+            }
+            out.extend(these);
+        }
+    }
+    out
+}
+
+/// The opening clause of `piece`: what comes before its first comma and its first
+/// conjunction ([`after_a_conjunction`]).
+fn opening(piece: &str) -> &str {
+    let clause = piece.split(',').next().unwrap_or(piece);
+    match after_a_conjunction(clause) {
+        Some(after) => clause[..offset(clause, after)]
+            .trim_end()
+            .rsplit_once(char::is_whitespace)
+            .map_or("", |(before, _)| before),
+        None => clause,
+    }
+}
+
+/// Where `part`, a slice of `whole`, begins in it.
+fn offset(whole: &str, part: &str) -> usize {
+    part.as_ptr() as usize - whole.as_ptr() as usize
+}
+
 /// The pieces of a sentence that say one thing each, trimmed. The sentence is cut
 /// before each comma whose next word is one of the [`SUBJECTS`] ([`at_subjects`]); a
 /// piece with a conjunction (see [`after_a_conjunction`]) is cut into its clauses
@@ -464,7 +513,7 @@ fn after_a_conjunction(piece: &str) -> Option<&str> {
                 && (w != "en" || dutch)
                 && ((w != "ma" && w != "y") || !french)
         })
-        .map(|w| &piece[w.as_ptr() as usize - piece.as_ptr() as usize + w.len()..])
+        .map(|w| &piece[offset(piece, w) + w.len()..])
 }
 
 /// A sentence cut before each comma whose next word is one of the [`SUBJECTS`], unless the

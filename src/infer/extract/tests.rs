@@ -383,8 +383,14 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
         {"text": "Ik ga haar volgende week opzoeken"},
         {"text": "Meine Eltern wohnen in Ulm"},
         {"text": "Ich besuche sie im Herbst"},
+        {"text": "Nos petits-enfants vivent à Nancy"},
+        {"text": "Nous les voyons tous les week-ends"},
+        {"text": "Voy a verla en agosto"},
+        {"text": "I quit my job at the bank"},
+        {"text": "Now I work at a bakery and I love it"},
         {"text": "I'm seeing her in May"}]}"#;
-    let conversation = [Message::user(
+    let conversation = [
+        Message::user(
         "Ma mère vit à Marseille, je vais la voir le mois prochain. Mi abuela vive en Lugo y \
          voy a verla en Navidad. My brother moved to Perth and I'm visiting him in March. \
          Mon frère habite à côté, je lui rends visite le dimanche. Mes amis d'enfance sont à Pau et je leur rends visite en août. Meu irmão mora no \
@@ -393,9 +399,14 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
          calcetto. I live in Leeds and I visit her flat. Mon fils habite à Lyon, je vais \
          la semaine prochaine à Paris. Vivo en Sevilla y juego al fútbol y al pádel. Mon \
          oncle a une maison à Sète, j'y passe l'été. Mi hermano vive en Vigo, lo visito \
-         cada verano. I'm seeing her in May. Mijn zus woont in Groningen, ik ga haar \
-         volgende week opzoeken. Meine Eltern wohnen in Ulm, ich besuche sie im Herbst.",
-    )];
+         cada verano. Mijn zus woont in Groningen, ik ga haar \
+         volgende week opzoeken. Meine Eltern wohnen in Ulm, ich besuche sie im Herbst. \
+         Nos petits-enfants vivent à Nancy. Nous les voyons tous les week-ends. Mi \
+         hermana vive en Cádiz. Voy a verla en agosto. I quit my job at the bank. Now I \
+         work at a bakery and I love it.",
+        ),
+        Message::user("I'm seeing her in May."),
+    ];
     let facts = extracted(reply, &conversation, &[]).await;
     assert_eq!(
         texts(&facts),
@@ -421,6 +432,10 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
             "Mi hermano vive en Vigo, lo visito cada verano",
             "Mijn zus woont in Groningen, ik ga haar volgende week opzoeken",
             "Meine Eltern wohnen in Ulm, ich besuche sie im Herbst",
+            "Nos petits-enfants vivent à Nancy. Nous les voyons tous les week-ends",
+            "Mi hermana vive en Cádiz. Voy a verla en agosto",
+            "I quit my job at the bank",
+            "Now I work at a bakery and I love it",
             "I'm seeing her in May"
         ]
     );

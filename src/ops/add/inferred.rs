@@ -535,15 +535,25 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
 /// supersedes one memory by such a rule ends every other memory the rule finds it
 /// superseding ("Lena und ich haben uns getrennt" ends "Meine Freundin heißt Lena" and
 /// "Wir sind seit zwei Jahren zusammen"). Not a change of job (a second job may stay), a
-/// taste, drinking or a pet; nor a diet, whose rules do not ask whose diet a memory
-/// tells of ("My daughter is vegetarian too" would go with "I'm vegetarian").
-const ENDS_EVERY: &[&str] = &["a single life ended", "a relationship ended", "a move"];
+/// taste, drinking or a pet; nor a diet by the rules of meat, which do not ask whose diet
+/// a memory tells of ("My daughter is vegetarian too" would go with "I'm vegetarian").
+/// A diet the speaker keeps ends with each memory of it: "I stopped intermittent
+/// fasting, now I eat breakfast again" ends "I do intermittent fasting" and "I skip
+/// breakfast every day".
+const ENDS_EVERY: &[&str] = &[
+    "a single life ended",
+    "a relationship ended",
+    "a move",
+    "a diet of the speaker's given up",
+    "a way of eating changed",
+];
 
 /// The rule by which a new fact supersedes a memory of its owner, when one does: the
 /// speaker eats meat again after a vegetarian or vegan memory ([`infer::gives_up_diet`]),
 /// went vegetarian or vegan after a memory of eating meat ([`infer::takes_up_diet`]) or
-/// took up a diet that rules out what the memory eats ([`infer::rules_out`]) or gave up
-/// one it keeps ([`infer::ends_diet`]), has
+/// took up a diet that rules out what the memory eats ([`infer::rules_out`]), gave up
+/// one it keeps ([`infer::ends_diet`]) or took up another way of eating than the one it
+/// keeps ([`infer::switches_diet`]), has
 /// a partner after a memory of being single ([`infer::ends_single_life`]), ended a
 /// relationship, found a new partner or married after a memory of the partner before
 /// ([`infer::ends_partnership`]), turned a taste around ([`infer::reverses_taste`]),
@@ -564,7 +574,9 @@ fn superseded_by_rule(memory: &str, fact: &str) -> Option<&'static str> {
     } else if infer::rules_out(memory, fact) {
         Some("a diet that rules out what the memory eats")
     } else if infer::ends_diet(memory, fact) {
-        Some("a diet given up")
+        Some("a diet of the speaker's given up")
+    } else if infer::switches_diet(memory, fact) {
+        Some("a way of eating changed")
     } else if infer::ends_single_life(memory, fact) {
         Some("a single life ended")
     } else if infer::ends_partnership(memory, fact) {
