@@ -1400,6 +1400,38 @@ async fn a_diet_taken_up_replaces_the_memory_of_a_food_it_rules_out() {
     assert_eq!(llm.requests().len(), 3);
 }
 
+/// One way of eating takes another's place without the model ("These days I'm a
+/// vegetarian" after "I do keto for my health"), and a diet given up ends each memory of
+/// it: "I stopped intermittent fasting" ends the fasting and the breakfast skipped.
+#[tokio::test]
+async fn a_new_way_of_eating_or_a_diet_given_up_ends_each_memory_of_the_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let said = "These days I'm a vegetarian";
+    let llm = ScriptedLlm::new([facts(&[said])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let before = memory
+        .add("I do keto for my health")
+        .user("kai")
+        .infer(false)
+        .await
+        .unwrap();
+    let added = memory.add(said).user("kai").await.unwrap();
+    assert_eq!(llm.requests().len(), 1);
+    assert_eq!(added.results[0].event, HistoryEvent::Update);
+    assert_eq!(added.results[0].id, before.results[0].id);
+    assert_eq!(live(&memory, "kai").await, [said]);
+
+    let said = "I stopped intermittent fasting, now I eat breakfast again";
+    let llm = ScriptedLlm::new([facts(&[said])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    for old in ["I do intermittent fasting", "I skip breakfast every day"] {
+        memory.add(old).user("noa").infer(false).await.unwrap();
+    }
+    memory.add(said).user("noa").await.unwrap();
+    assert_eq!(llm.requests().len(), 1);
+    assert_eq!(live(&memory, "noa").await, [said]);
+}
+
 /// News of someone else ends none of the speaker's memories by a rule: a sister's meat
 /// leaves the speaker vegan. The model, asked, adds it.
 #[tokio::test]
