@@ -570,23 +570,30 @@ const THINGS: &[&str] = &[
 /// Words for "without", which stand between a thing and what it leaves out.
 const WITHOUT: &[&str] = &["without", "sans", "sin", "senza", "sem", "ohne", "zonder"];
 
-/// Whether the diet's word `words[at]` says what kind a thing is ([`THINGS`]): the thing
-/// right after it, past words of [`AVOIDING`] ("gluten-free bakery"), or right before
-/// it, past a word for "without" ([`WITHOUT`]: "boulangerie sans gluten"; not "raw food,
-/// no fish").
+/// Whether the diet's word `words[at]` says what kind a thing or a dish is ([`THINGS`],
+/// or a food of [`DIETS`]): one of the two words after it, past words of [`AVOIDING`]
+/// ("gluten-free bakery", "a vegan chocolate cake"), or the word right before it, past a
+/// word for "without" ([`WITHOUT`]: "boulangerie sans gluten", "una pizza vegana"); not
+/// past a comma ([`COMMA`]: "I'm lactose intolerant, milk makes me ill"; "raw food, no
+/// fish").
 pub(super) fn of_a_thing(words: &[String], at: usize) -> bool {
-    let after = words[at + 1..]
+    let thing = |w: &String| {
+        THINGS.contains(&w.as_str()) || DIETS.iter().any(|d| d.foods.contains(&w.as_str()))
+    };
+    let mut after = words[at + 1..]
         .iter()
-        .find(|w| !AVOIDING.contains(&w.as_str()));
+        .skip_while(|w| AVOIDING.contains(&w.as_str()))
+        .take_while(|w| *w != COMMA)
+        .take(2);
     let before = words[..at]
         .iter()
         .rev()
         .find(|w| !WITHOUT.contains(&w.as_str()));
-    [after, before]
-        .into_iter()
-        .flatten()
-        .any(|w| THINGS.contains(&w.as_str()))
+    after.any(thing) || before.is_some_and(|w| w != COMMA && thing(w))
 }
+
+/// The word that stands for a comma in a text's [`words`].
+const COMMA: &str = ",";
 
 /// Whether a new fact says its speaker took up a whole way of eating ([`Diet::one_way`],
 /// said of the speaker, nothing taken back or stopped) other than the one a memory says
@@ -637,9 +644,16 @@ pub(super) fn names_a_diet(words: &[String]) -> bool {
         .any(|diet| any(words, diet.named) || any(words, diet.left_out) && avoiding(words))
 }
 
-/// A text's words folded, "low carb" (and "low-carb") one word: "lowcarb".
+/// A text's words folded, "low carb" (and "low-carb") one word: "lowcarb", and each
+/// comma a word of its own ([`COMMA`]).
 fn words(text: &str) -> Vec<String> {
-    let mut words = crate::text::folded_words(text);
+    let mut words: Vec<String> = Vec::new();
+    for (i, part) in text.split(',').enumerate() {
+        if i > 0 {
+            words.push(COMMA.to_owned());
+        }
+        words.extend(crate::text::folded_words(part));
+    }
     while let Some(i) = words
         .windows(2)
         .position(|w| w[0] == "low" && ["carb", "carbs"].contains(&w[1].as_str()))
@@ -718,6 +732,10 @@ mod tests {
             ("I'm vegetarian", "I also avoid peanuts"),
             // A thing of the diet's kind, not the speaker's diet.
             ("I love bread", "I found a gluten-free bakery near work"),
+            (
+                "I love pasta",
+                "I bought keto recipes and gluten-free bread",
+            ),
             ("J'adore le pain", "J'ai trouvé une boulangerie sans gluten"),
             // A diet given up.
             ("I eat pasta every night", "I quit keto"),
@@ -755,6 +773,10 @@ mod tests {
                 "Mit dem Intervallfasten habe ich aufgehört",
             ),
             ("Hago ayuno intermitente", "Ya no hago ayuno intermitente"),
+            (
+                "I'm lactose intolerant, milk makes me ill",
+                "I drink milk again",
+            ),
             ("I eat paleo", "I quit paleo"),
         ] {
             assert!(ends_diet(memory, fact), "{memory} / {fact}");
@@ -806,6 +828,11 @@ mod tests {
             // Someone else's, a thing's, given up or taken back.
             ("I do keto", "My wife is vegetarian"),
             ("I do keto", "I tried a vegan restaurant"),
+            (
+                "I'm vegetarian",
+                "I baked a vegan chocolate cake for my sister",
+            ),
+            ("I do keto", "Ho fatto una pizza vegana"),
             ("I do keto", "I'm not vegan"),
             ("I'm vegan", "I quit paleo"),
             ("I'm no longer vegetarian", "I do keto"),

@@ -932,6 +932,10 @@ mod tests {
             // A vegan thing, not a diet.
             ("I'm vegetarian", "I tried a new vegan restaurant downtown"),
             (
+                "I'm vegetarian",
+                "I baked a vegan chocolate cake for my sister",
+            ),
+            (
                 "Je mange de la viande",
                 "J'ai trouvé un restaurant végétarien",
             ),
