@@ -223,6 +223,36 @@ pub(crate) fn statements(messages: &[Message]) -> Vec<String> {
     dedup(sentences)
 }
 
+/// The user's statements that none of `facts` speaks of: all of them ([`statements`])
+/// when there is no fact, and otherwise each clause of them said on its own (cut at
+/// colons too, [`said::pieces`]) that shares no word but function words with any fact. "Funny
+/// thing: I've come round to jazz completely, I listen to Coltrane every evening now",
+/// of which a small model extracted only the second clause, leaves the first.
+pub(crate) fn left_out(facts: &[Fact], messages: &[Message]) -> Vec<String> {
+    let all = statements(messages);
+    if facts.is_empty() {
+        return all;
+    }
+    let spoken: Vec<Vec<String>> = facts
+        .iter()
+        .map(|f| crate::text::content_terms(&f.text))
+        .collect();
+    let pieces = all
+        .iter()
+        .flat_map(|s| s.split(':'))
+        .flat_map(said::pieces)
+        .filter(|piece| {
+            let terms = crate::text::content_terms(piece);
+            piece.split_whitespace().nth(1).is_some()
+                && !terms.is_empty()
+                && !spoken
+                    .iter()
+                    .flatten()
+                    .any(|w| terms.iter().any(|t| t == w || alike(w, t)))
+        });
+    dedup(pieces.map(str::to_owned))
+}
+
 /// Whether two terms are one word, or look like one word in two languages: five letters
 /// or more each, with half their letter trigrams shared (Dice ≥ 0.5), as "guitar" and
 /// "gitarre", "professor" and "professora", "clinic" and "clínica".

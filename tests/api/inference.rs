@@ -1931,6 +1931,38 @@ async fn a_change_the_model_did_not_extract_still_ends_the_memory_it_supersedes(
     assert_eq!(llm.requests().len(), 3);
 }
 
+/// A change said in a clause the model left out, when it extracted another, ends the
+/// memory a rule finds it superseding, kept as said; the fact extracted is added beside.
+#[tokio::test]
+async fn a_change_left_out_beside_a_fact_extracted_still_ends_its_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = ScriptedLlm::new([facts(&["I listen to Coltrane every evening"])]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let jazz = memory
+        .add("I can't stand jazz")
+        .user("ines")
+        .infer(false)
+        .await
+        .unwrap();
+    let added = memory
+        .add("Funny thing: I've come to love jazz, I listen to Coltrane every evening.")
+        .user("ines")
+        .await
+        .unwrap();
+    assert!(added
+        .results
+        .iter()
+        .any(|r| r.event == HistoryEvent::Update && r.id == jazz.results[0].id));
+    assert_eq!(
+        live(&memory, "ines").await,
+        [
+            "I listen to Coltrane every evening",
+            "I've come to love jazz"
+        ]
+    );
+    assert_eq!(llm.requests().len(), 1);
+}
+
 /// A taste turned around replaces the memory of the taste before, without asking the
 /// model, in English as in Italian.
 #[tokio::test]

@@ -462,7 +462,7 @@ fn offset(whole: &str, part: &str) -> usize {
 /// clause after it points back ("Ma mère vit à Marseille et je vais la voir en mai" is
 /// one thing said; "I live in Leeds and I work as a nurse" two, and "I love cats and
 /// dogs" none that a fact could be cut from).
-fn pieces(sentence: &str) -> Vec<&str> {
+pub(super) fn pieces(sentence: &str) -> Vec<&str> {
     fn trim(s: &str) -> &str {
         s.trim().trim_matches(|c: char| !c.is_alphanumeric())
     }

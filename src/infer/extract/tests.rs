@@ -20,6 +20,42 @@ fn statements_are_the_users_sentences_that_state_something() {
     );
 }
 
+/// What no fact speaks of: every statement when there is no fact; else each clause said
+/// on its own that shares no word with a fact. Never a question or small talk.
+#[test]
+fn left_out_are_the_clauses_no_fact_speaks_of() {
+    let messages = [Message::user(
+        "Hi there! I'm not with Javier anymore, I live alone in Triana now. Do you know a \
+         good bar? I work at a bakery.",
+    )];
+    let fact = |text: &str| Fact {
+        text: text.to_owned(),
+        categories: Vec::new(),
+        entities: Vec::new(),
+        importance: super::super::default_importance(),
+    };
+    assert_eq!(
+        left_out(&[], &messages),
+        [
+            "I'm not with Javier anymore, I live alone in Triana now",
+            "I work at a bakery"
+        ]
+    );
+    assert_eq!(
+        left_out(
+            &[fact("Lives alone in Triana"), fact("Works at a bakery")],
+            &messages
+        ),
+        ["I'm not with Javier anymore"]
+    );
+    let every = [
+        fact("No longer with Javier"),
+        fact("Lives alone in Triana"),
+        fact("Works at a bakery"),
+    ];
+    assert!(left_out(&every, &messages).is_empty());
+}
+
 /// A remark on the weather or a wish the model returns as a fact is not stored; a fact
 /// with something of the user in it is, small talk and all.
 #[tokio::test]

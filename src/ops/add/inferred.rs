@@ -4,10 +4,10 @@
 //! 1. The model extracts facts, guided by the project's policy and labels. A fact it
 //!    translated into English is kept in the user's own words; relative dates it left in a
 //!    fact get their absolute date appended ([`dates::annotate`]), and a "here" the place
-//!    the user's greeting names ([`places::annotate`]). When the model extracted nothing,
-//!    a statement of the user that a rule of step 3 finds superseding one of the owner's
-//!    memories is kept as said ([`Memory::unextracted_changes`]): a small model often
-//!    extracts nothing from a change said as a denial.
+//!    the user's greeting names ([`places::annotate`]). A statement of the user (or a
+//!    clause of one) that no fact speaks of and that a rule of step 3 finds superseding
+//!    one of the owner's memories is kept as said ([`Memory::unextracted_changes`]): a
+//!    small model often extracts nothing from a change said as a denial.
 //! 2. Each fact is embedded and searched (hybrid) among the owner's live memories. A fact
 //!    whose text a memory already has is known (NONE) without asking the model.
 //! 3. A fact that says plainly that it supersedes one of those memories takes its place
@@ -135,11 +135,10 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     let mut usage = extracted.usage;
     let filter = owner_filter(&reconcile_scope(&cx.owners));
     let mut facts = extracted.value;
-    if facts.is_empty() {
-        facts = memory
-            .unextracted_changes(&cx.messages, &filter, at, spoken_at)
-            .await?;
-    }
+    let unextracted = memory
+        .unextracted_changes(&facts, &cx.messages, &filter, at, spoken_at)
+        .await?;
+    facts.extend(unextracted);
     let facts: Vec<Fact> = facts
         .into_iter()
         .map(|mut f| {
@@ -643,20 +642,24 @@ fn trace_decisions(
 }
 
 impl Memory {
-    /// When the model extracted nothing, the user's statements ([`infer::statements`])
-    /// that a rule finds superseding one of the owner's memories found for them
-    /// ([`superseded_by_rule`]), each kept as said. A small model extracts nothing from a
-    /// change said as a denial ("Ya no estoy con Javier", "Het is uit tussen Daan en mij"),
-    /// and the memory it ends would stay. A statement that supersedes nothing stays
-    /// unstored, as the model decided.
+    /// The user's statements that none of the extracted `facts` speaks of
+    /// ([`infer::left_out`]: all of them when the model extracted nothing, else the
+    /// clauses left out) that a rule finds superseding one of the owner's memories found
+    /// for them ([`superseded_by_rule`]), each kept as said. A small model extracts
+    /// nothing from a change said as a denial ("Ya no estoy con Javier", "Het is uit
+    /// tussen Daan en mij"), or only the other clause of a sentence ("I've come round to
+    /// jazz completely, I listen to Coltrane every evening now"), and the memory it ends
+    /// would stay. A statement that supersedes nothing stays unstored, as the model
+    /// decided.
     async fn unextracted_changes(
         &self,
+        facts: &[Fact],
         messages: &[crate::record::Message],
         filter: &crate::filter::Filter,
         at: DateTime<Utc>,
         spoken_at: DateTime<Utc>,
     ) -> Result<Vec<Fact>> {
-        let statements = infer::statements(messages);
+        let statements = infer::left_out(facts, messages);
         if statements.is_empty() {
             return Ok(Vec::new());
         }
