@@ -496,7 +496,9 @@ pub(super) fn pieces(sentence: &str) -> Vec<&str> {
 }
 
 /// What follows the first conjunction of `piece` ("and", "but", or their word in the
-/// other six languages [`crate::infer::looks::clauses`] knows), if it has one. "en" is
+/// other six languages [`crate::infer::looks::clauses`] knows), if it has one after its
+/// first word (a sentence that opens with "But" joins nothing, and "Ma sœur vit à Lyon"
+/// opens with "my"). "en" is
 /// Dutch for "and" and Spanish and French for "in": it joins clauses only in a piece with
 /// a word of Dutch's own ([`DUTCH`]); "ma" is Italian for "but" and French for "my", and
 /// "y" Spanish for "and" and French for "there": neither joins clauses in a piece with a
@@ -507,6 +509,8 @@ fn after_a_conjunction(piece: &str) -> Option<&str> {
     let french = words.iter().any(|w| FRENCH.contains(&w.as_str()));
     piece
         .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .skip(1)
         .find(|w| {
             let w = w.to_lowercase();
             crate::infer::looks::CONJUNCTIONS.contains(&w.as_str())

@@ -422,6 +422,8 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
         {"text": "Nos petits-enfants vivent à Nancy"},
         {"text": "Nous les voyons tous les week-ends"},
         {"text": "Voy a verla en agosto"},
+        {"text": "Ma sœur vit à Lyon"},
+        {"text": "Je vais lui rendre visite en mai"},
         {"text": "I quit my job at the bank"},
         {"text": "Now I work at a bakery and I love it"},
         {"text": "I'm seeing her in May"}]}"#;
@@ -438,7 +440,8 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
          cada verano. Mijn zus woont in Groningen, ik ga haar \
          volgende week opzoeken. Meine Eltern wohnen in Ulm, ich besuche sie im Herbst. \
          Nos petits-enfants vivent à Nancy. Nous les voyons tous les week-ends. Mi \
-         hermana vive en Cádiz. Voy a verla en agosto. I quit my job at the bank. Now I \
+         hermana vive en Cádiz. Voy a verla en agosto. Ma sœur vit à Lyon. Je vais lui \
+         rendre visite en mai. I quit my job at the bank. Now I \
          work at a bakery and I love it.",
         ),
         Message::user("I'm seeing her in May."),
@@ -470,6 +473,7 @@ async fn a_fact_that_points_back_is_kept_with_what_it_points_at() {
             "Meine Eltern wohnen in Ulm, ich besuche sie im Herbst",
             "Nos petits-enfants vivent à Nancy. Nous les voyons tous les week-ends",
             "Mi hermana vive en Cádiz. Voy a verla en agosto",
+            "Ma sœur vit à Lyon. Je vais lui rendre visite en mai",
             "I quit my job at the bank",
             "Now I work at a bakery and I love it",
             "I'm seeing her in May"
