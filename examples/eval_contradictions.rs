@@ -233,6 +233,8 @@ async fn main() -> memlane::Result<()> {
         let (mut superseded, mut compatible) = (Outcome::default(), Outcome::default());
         for case in &cases {
             println!("{} ({:?})", case.id, case.kind);
+            // Each case's traces (`RUST_LOG=memlane=debug`) under its id.
+            tracing::debug!(target: "memlane", case = %case.id, "a case begins");
             let loops = model.loops();
             let own = if per_case {
                 Some(open(&format!("{}-{}", half.name(), case.id)).await?)

@@ -163,6 +163,9 @@ pub(crate) fn decide(
                 if !checked && !r.immutable && !touched[m] {
                     doubtful.push((fact, m));
                 }
+                if both {
+                    tracing::debug!(memory = %r.id, "an UPDATE that keeps the memory beside the news adds the fact");
+                }
                 let safe = checked && !both && !r.immutable && !touched[m];
                 plans[fact] = Some(match texts.get(fact) {
                     Some(text) if safe => {
