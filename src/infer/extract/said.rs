@@ -80,11 +80,17 @@ pub(super) fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
                     // took the place of, which the model left out.
                     let sentence = sentences[s].0;
                     let lost = |mark: fn(&str) -> bool| mark(sentence) && !mark(&fact.text);
-                    if lost(crate::infer::additional)
-                        || lost(crate::infer::in_place_of)
-                        || lost(crate::infer::habits::at_set_times)
-                    {
-                        tracing::debug!(target: "memlane", "a fact that lost its speaker's mark is kept as said");
+                    let mark = if lost(crate::infer::additional) {
+                        Some("one more of its kind")
+                    } else if lost(crate::infer::in_place_of) {
+                        Some("what it took the place of")
+                    } else if lost(crate::infer::habits::at_set_times) {
+                        Some("set times")
+                    } else {
+                        None
+                    };
+                    if let Some(mark) = mark {
+                        tracing::debug!(target: "memlane", "a fact that lost its speaker's mark ({mark}) is kept as said");
                         fact.text = sentence.to_owned();
                     } else if lost_its_apposition(&fact.text, sentence) {
                         tracing::debug!(target: "memlane", "a fact that lost the name or kind after it is kept as said");

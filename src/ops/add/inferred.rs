@@ -315,14 +315,28 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         .iter()
         .zip(&found)
         .flat_map(|(&fact, memories)| memories.iter().map(move |&m| (fact, m)))
-        .filter(|&(fact, m)| {
-            let memory = &existing[m].record.memory;
-            infer::stays_away(memory, &said[fact])
-                || infer::another_taste(memory, &said[fact])
-                || infer::makes_a_friend(memory, &said[fact])
-                || infer::another_pet(memory, &said[fact])
-                || infer::of_someone_else(memory, &said[fact])
-                || infer::at_other_times(memory, &said[fact])
+        .filter_map(|(fact, m)| {
+            let (memory, fact_said) = (&existing[m].record.memory, &said[fact]);
+            let why = if infer::stays_away(memory, fact_said) {
+                "a stay away"
+            } else if infer::another_taste(memory, fact_said) {
+                "another taste"
+            } else if infer::makes_a_friend(memory, fact_said) {
+                "a friend made"
+            } else if infer::another_pet(memory, fact_said) {
+                "a new pet"
+            } else if infer::of_someone_else(memory, fact_said) {
+                "news of someone else"
+            } else if infer::at_other_times(memory, fact_said) {
+                "a habit at set times"
+            } else {
+                return None;
+            };
+            if matches!(plan.facts.get(fact), Some(FactPlan::Update { memory, .. }) if *memory == m)
+            {
+                tracing::debug!(target: "memlane", memory = %existing[m].record.id, "{why}: the fact stays beside the memory");
+            }
+            Some((fact, m))
         })
         .collect();
     plan.keep_beside(beside);
