@@ -80,7 +80,7 @@ const TIME_OF: &[&str] = &[
 ];
 
 /// Whether a folded word names a day or a time of day ([`TIME_OF`]).
-fn names_a_time(word: &str) -> bool {
+pub(super) fn names_a_time(word: &str) -> bool {
     TIME_OF.iter().any(|t| word.starts_with(t))
 }
 
@@ -170,9 +170,13 @@ fn names_time(text: &str) -> bool {
 /// memory names no time ([`names_time`]): one more habit beside what the memory says ("La
 /// sera do lezioni di chitarra ai ragazzi" beside "Faccio il farmacista a Bari"), not its
 /// replacement, whatever a small model says. A memory with a time of its own may be
-/// corrected ("The book club is on Thursdays" after "My book club meets on Wednesdays").
+/// corrected ("The book club is on Thursdays" after "My book club meets on Wednesdays"),
+/// and a diet, which says what its speaker eats at every time, may be ended by what they
+/// eat at set times ("I eat fish on Fridays now" after "I'm vegetarian"): the two speak of
+/// diet ([`super::topics::Topic::Diet`]).
 pub(crate) fn at_other_times(memory: &str, fact: &str) -> bool {
-    at_set_times(fact) && !names_time(memory)
+    let diet = |text: &str| super::topics::topics(text).contains(&super::topics::Topic::Diet);
+    at_set_times(fact) && !names_time(memory) && !(diet(memory) && diet(fact))
 }
 
 #[cfg(test)]
@@ -227,6 +231,9 @@ mod tests {
             ("Je suis infirmière", "Il sera à Paris"),
             ("Soy enfermera", "Vivo en la segunda planta"),
             ("Faccio il farmacista", "Sono tornato a casa stanotte"),
+            // A diet, which eating at set times may end.
+            ("I'm vegetarian", "I eat fish on Fridays now"),
+            ("Sono vegana", "Il venerdì mangio pesce"),
         ] {
             assert!(!at_other_times(memory, fact), "{memory} / {fact}");
         }

@@ -52,6 +52,10 @@ pub(super) fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
             }
         })
         .collect();
+    let kept: Vec<String> = facts
+        .iter()
+        .flat_map(|f| crate::text::folded_words(&f.text))
+        .collect();
     let mut out: Vec<Fact> = Vec::with_capacity(facts.len());
     let mut taken: Vec<(usize, usize)> = Vec::new();
     for (mut fact, from) in facts.into_iter().zip(from) {
@@ -105,6 +109,11 @@ pub(super) fn as_said(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
                         tracing::debug!(target: "memlane", "a fact that points back at what the user named before is kept as said");
                         fact.text = sentence.to_owned();
                     }
+                } else if let Some(piece) =
+                    paraphrased_without_a_name(&fact.text, &kept, &sentences)
+                {
+                    tracing::debug!(target: "memlane", "a fact in other words that lost a name is kept as said");
+                    fact.text = piece.to_owned();
                 }
                 out.push(fact);
             }
@@ -181,19 +190,92 @@ fn lost_a_name<'a>(fact: &str, sentence: &'a str) -> Option<&'a str> {
             said.iter()
                 .all(|w| terms.iter().any(|t| t == w || alike(w, t)))
         })
-        .filter(|part| {
-            let words = crate::text::folded_words(part);
-            crate::infer::names(part).iter().any(|name| {
-                !kept.contains(name)
-                    && words.iter().position(|w| w == name).is_some_and(|at| {
-                        at > 0
-                            && !words[at.saturating_sub(3)..at].iter().any(|w| {
-                                FROM.contains(&w.as_str())
-                                    || crate::infer::topics::NOT.contains(&w.as_str())
-                            })
+        .filter(|part| leaves_out_a_name(&kept, part))
+}
+
+/// The months, capitalised in English and German, which a model writes as a date.
+const MONTHS: &[&str] = &[
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "januar",
+    "februar",
+    "marz",
+    "mai",
+    "juni",
+    "juli",
+    "oktober",
+    "dezember",
+];
+
+/// Whether `part` gives a name that the fact's folded words (`kept`) leave out: not its
+/// first word, nor up to three words after a denial or a word of where something came
+/// from ([`FROM`]), nor a day or a month, which a model writes as a date.
+fn leaves_out_a_name(kept: &[String], part: &str) -> bool {
+    let words = crate::text::folded_words(part);
+    crate::infer::names(part).iter().any(|name| {
+        !kept.contains(name)
+            && !MONTHS.contains(&name.as_str())
+            && !crate::infer::habits::names_a_time(name)
+            && words.iter().position(|w| w == name).is_some_and(|at| {
+                at > 0
+                    && !words[at.saturating_sub(3)..at].iter().any(|w| {
+                        FROM.contains(&w.as_str())
+                            || crate::infer::topics::NOT.contains(&w.as_str())
                     })
             })
-        })
+    })
+}
+
+/// The one piece of what the user said ([`said_pieces`]) that a fact the model wrote in
+/// other words was made from, when the fact left out a name it gives
+/// ([`leaves_out_a_name`]; `kept`: the folded words of all the call's facts, so that a
+/// name another fact keeps is not lost): the piece that shares the most of the fact's words (but
+/// function words), at least two and half of them, a word shared when the two are
+/// [`alike`] or begin with the same four letters ("rend" and "rends"). "Rend visite à ses
+/// parents ce week-end" for "Ce week-end je rends visite à mes parents à Lyon" is the
+/// user's piece again; a fact that keeps its sentence's words is [`lost_a_name`]'s.
+fn paraphrased_without_a_name<'a>(
+    fact: &str,
+    kept: &[String],
+    pieces: &[(&'a str, Vec<String>)],
+) -> Option<&'a str> {
+    let said = crate::text::content_terms(fact);
+    let shared = |terms: &[String]| {
+        said.iter()
+            .filter(|w| {
+                terms.iter().any(|t| {
+                    t == *w
+                        || alike(w, t)
+                        || [w.as_str(), t.as_str()]
+                            .iter()
+                            .all(|x| x.chars().count() >= 4)
+                            && w.chars().take(4).eq(t.chars().take(4))
+                })
+            })
+            .count()
+    };
+    let counts: Vec<usize> = pieces.iter().map(|(_, terms)| shared(terms)).collect();
+    let best = *counts.iter().max()?;
+    let mut at_best = counts
+        .iter()
+        .enumerate()
+        .filter(|&(_, &c)| c == best)
+        .map(|(i, _)| i);
+    let (Some(at), None) = (at_best.next(), at_best.next()) else {
+        return None;
+    };
+    let piece = pieces[at].0;
+    (best >= 2 && 2 * best >= said.len() && leaves_out_a_name(kept, piece)).then_some(piece)
 }
 
 /// The facts, with each one that gave someone else what the speaker said of themselves

@@ -380,6 +380,33 @@ async fn a_fact_that_lost_a_name_is_kept_as_said() {
     );
 }
 
+/// A fact in other words than the user's that lost a name the user gave is the user's
+/// piece again; not when another fact keeps the name, nor for a month the fact wrote as a
+/// date, nor when the fact shares fewer than two words with any piece.
+#[tokio::test]
+async fn a_fact_in_other_words_that_lost_a_name_is_kept_as_said() {
+    let reply = r#"{"facts": [
+        {"text": "Rend visite à ses parents ce week-end"},
+        {"text": "Vit à Nantes avec son mari"},
+        {"text": "Son mari s'appelle Paul"},
+        {"text": "Is moving to Porto in 2026-05"},
+        {"text": "Enjoys opera"}]}"#;
+    let conversation = [Message::user(
+        "Ce week-end je rends visite à mes parents à Lyon. Je vis à Nantes avec mon mari \
+         Paul. We're moving to Porto in May. I love Verdi's operas.",
+    )];
+    assert_eq!(
+        texts(&extracted(reply, &conversation, &[]).await),
+        [
+            "Ce week-end je rends visite à mes parents à Lyon",
+            "Vit à Nantes avec son mari",
+            "Son mari s'appelle Paul",
+            "Is moving to Porto in 2026-05",
+            "Enjoys opera"
+        ]
+    );
+}
+
 /// A clause that points back at someone named in the clause before it, by a pronoun
 /// ("la", "leur", "verla", "visitá-lo", "lo vedo", "him"), is one thing said with it: two
 /// facts cut from them are put back together, and a fact of the pronoun's clause alone
