@@ -223,6 +223,95 @@ pub(crate) fn statements(messages: &[Message]) -> Vec<String> {
     dedup(sentences)
 }
 
+/// Verbs of what a person does, in the first person singular of Spanish, Italian and
+/// Portuguese, which say who does it without a pronoun: "toco", "gioco", "dou".
+const I_DO_AN_ACTIVITY: &[&str] = &[
+    // Spanish
+    "toco",
+    "juego",
+    "trabajo",
+    "enseño",
+    "estudio",
+    "practico",
+    "corro",
+    "nado",
+    "doy",
+    "vivo",
+    "canto",
+    "bailo",
+    "pinto",
+    "escribo",
+    "cocino",
+    "colecciono",
+    "entreno",
+    // Italian
+    "gioco",
+    "suono",
+    "lavoro",
+    "insegno",
+    "studio",
+    "pratico",
+    "nuoto",
+    "abito",
+    "ballo",
+    "dipingo",
+    "scrivo",
+    "cucino",
+    "colleziono",
+    // Portuguese
+    "jogo",
+    "trabalho",
+    "ensino",
+    "estudo",
+    "dou",
+    "moro",
+    "danço",
+    "escrevo",
+    "cozinho",
+    "coleciono",
+    "treino",
+];
+
+/// Words before a noun, which make "trabajo" or "studio" one ("El trabajo es duro", "Mi
+/// studio è piccolo").
+const DETERMINERS: &[&str] = &[
+    "el", "la", "los", "las", "un", "una", "il", "lo", "gli", "uno", "o", "os", "as", "um", "uma",
+    "mi", "mis", "tu", "su", "sus", "mio", "mia", "meu", "minha", "seu", "sua", "del", "al", "do",
+    "da", "dos", "das", "este", "esta", "questo", "questa", "esse", "essa",
+];
+
+/// Words before a verb that say someone else does it, or that it is not done.
+const NOT_MINE: &[&str] = &[
+    "él", "ella", "ellos", "ellas", "usted", "tú", "lui", "lei", "loro", "tu", "ele", "ela",
+    "eles", "elas", "você", "no", "non", "não", "nunca", "mai",
+];
+
+/// The user's statements ([`statements`]) that say what the speaker does in a language
+/// that drops the pronoun: a verb of [`I_DO_AN_ACTIVITY`] among their first four words,
+/// with something after it, no determiner right before it ([`DETERMINERS`]: "El trabajo
+/// es duro" says no work of the speaker's) and no one else or denial before it
+/// ([`NOT_MINE`]). A small model extracts nothing from "Toco la batería" or "Às noites
+/// dou aulas de guitarra a miúdos", which say no "I".
+pub(crate) fn activities(messages: &[Message]) -> Vec<String> {
+    statements(messages)
+        .into_iter()
+        .filter(|s| {
+            let words = crate::text::keywords(s);
+            words
+                .iter()
+                .take(4)
+                .position(|w| I_DO_AN_ACTIVITY.contains(&w.as_str()))
+                .is_some_and(|at| {
+                    at + 1 < words.len()
+                        && !at
+                            .checked_sub(1)
+                            .is_some_and(|b| DETERMINERS.contains(&words[b].as_str()))
+                        && !words[..at].iter().any(|w| NOT_MINE.contains(&w.as_str()))
+                })
+        })
+        .collect()
+}
+
 /// The user's statements that none of `facts` speaks of: all of them ([`statements`])
 /// when there is no fact, and otherwise each clause of them said on its own (cut at
 /// colons too, [`said::pieces`]) that shares no word but function words with any fact. "Funny

@@ -33,7 +33,7 @@ mod work;
 
 pub(crate) use denials::takes_back;
 pub(crate) use diets::{ends_diet, rules_out, switches_diet};
-pub(crate) use extract::{extract_facts, left_out, Fact};
+pub(crate) use extract::{activities, extract_facts, left_out, Fact};
 pub(crate) use habits::at_other_times;
 pub(crate) use looks::{
     answers, apart, clauses, outdates, replaces, with_the_rest_kept, with_the_rest_kept_by, Apart,

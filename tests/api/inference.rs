@@ -1931,6 +1931,27 @@ async fn a_change_the_model_did_not_extract_still_ends_the_memory_it_supersedes(
     assert_eq!(llm.requests().len(), 3);
 }
 
+/// What the speaker does, said without "I", is stored as said when the model extracts
+/// nothing from it; small talk and a question stay unstored.
+#[tokio::test]
+async fn an_activity_said_without_i_is_stored_when_the_model_extracts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = r#"{"facts": []}"#;
+    let llm = ScriptedLlm::new([none, none]);
+    let memory = open(&dir, Some(Arc::new(llm.clone()))).await;
+    let added = memory
+        .add("¡Hola! Toco la batería. ¿Y tú?")
+        .user("lia")
+        .await
+        .unwrap();
+    assert_eq!(added.results.len(), 1);
+    assert_eq!(added.results[0].event, HistoryEvent::Add);
+    let added = memory.add("¿Juego mañana?").user("lia").await.unwrap();
+    assert!(added.results.is_empty());
+    assert_eq!(live(&memory, "lia").await, ["Toco la batería"]);
+    assert_eq!(llm.requests().len(), 2);
+}
+
 /// A change said in a clause the model left out, when it extracted another, ends the
 /// memory a rule finds it superseding, kept as said; the fact extracted is added beside.
 #[tokio::test]

@@ -20,6 +20,26 @@ fn statements_are_the_users_sentences_that_state_something() {
     );
 }
 
+/// What the speaker does, said without "I" in Spanish, Italian or Portuguese: a verb in
+/// the first person near the start, something after it, no denial and no one else
+/// before it; never a question.
+#[test]
+fn activities_are_what_the_speaker_says_they_do_without_i() {
+    let messages = [Message::user(
+        "Toco la batería. Às noites dou aulas de guitarra a miúdos. Il sabato gioco a \
+         calcetto. No juego al tenis. Trabajo. El trabajo es duro. Mi madre y yo vivimos \
+         en Lugo. ¿Juego mañana? Ayer jugué al fútbol.",
+    )];
+    assert_eq!(
+        activities(&messages),
+        [
+            "Toco la batería",
+            "Às noites dou aulas de guitarra a miúdos",
+            "Il sabato gioco a calcetto"
+        ]
+    );
+}
+
 /// What no fact speaks of: every statement when there is no fact; else each clause said
 /// on its own that shares no word with a fact. Never a question or small talk.
 #[test]

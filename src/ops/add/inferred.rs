@@ -7,7 +7,9 @@
 //!    the user's greeting names ([`places::annotate`]). A statement of the user (or a
 //!    clause of one) that no fact speaks of and that a rule of step 3 finds superseding
 //!    one of the owner's memories is kept as said ([`Memory::unextracted_changes`]): a
-//!    small model often extracts nothing from a change said as a denial.
+//!    small model often extracts nothing from a change said as a denial. When it extracted
+//!    nothing, a statement of what the speaker does said without "I" ("Toco la batería",
+//!    [`infer::activities`]) is kept as said too.
 //! 2. Each fact is embedded and searched (hybrid) among the owner's live memories. A fact
 //!    whose text a memory already has is known (NONE) without asking the model.
 //! 3. A fact that says plainly that it supersedes one of those memories takes its place
@@ -135,10 +137,25 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     let mut usage = extracted.usage;
     let filter = owner_filter(&reconcile_scope(&cx.owners));
     let mut facts = extracted.value;
+    let none_extracted = facts.is_empty();
     let unextracted = memory
         .unextracted_changes(&facts, &cx.messages, &filter, at, spoken_at)
         .await?;
     facts.extend(unextracted);
+    // What the speaker does, said without "I", when the model extracted nothing.
+    if none_extracted {
+        for said in infer::activities(&cx.messages) {
+            if !facts.iter().any(|f| f.text == said) {
+                tracing::debug!(target: "memlane", "an activity the model did not extract is kept as said");
+                facts.push(Fact {
+                    text: said,
+                    categories: Vec::new(),
+                    entities: Vec::new(),
+                    importance: crate::record::DEFAULT_IMPORTANCE,
+                });
+            }
+        }
+    }
     let facts: Vec<Fact> = facts
         .into_iter()
         .map(|mut f| {
