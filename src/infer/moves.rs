@@ -186,7 +186,7 @@ const TIMES: &[&str] = &[
 ];
 
 /// Whether a folded word names a time: an English month or day, or one of [`TIMES`].
-fn is_time(word: &str) -> bool {
+pub(super) fn is_time(word: &str) -> bool {
     TIMES.contains(&word)
         || crate::retrieve::period::MONTHS.contains(&word)
         || super::dates::weekday(word).is_some()

@@ -193,38 +193,15 @@ fn lost_a_name<'a>(fact: &str, sentence: &'a str) -> Option<&'a str> {
         .filter(|part| leaves_out_a_name(&kept, part))
 }
 
-/// The months, capitalised in English and German, which a model writes as a date.
-const MONTHS: &[&str] = &[
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-    "januar",
-    "februar",
-    "marz",
-    "mai",
-    "juni",
-    "juli",
-    "oktober",
-    "dezember",
-];
-
 /// Whether `part` gives a name that the fact's folded words (`kept`) leave out: not its
 /// first word, nor up to three words after a denial or a word of where something came
-/// from ([`FROM`]), nor a day or a month, which a model writes as a date.
+/// from ([`FROM`]), nor a day, a month or a feast ([`crate::infer::moves::is_time`]),
+/// which a model writes as a date.
 fn leaves_out_a_name(kept: &[String], part: &str) -> bool {
     let words = crate::text::folded_words(part);
     crate::infer::names(part).iter().any(|name| {
         !kept.contains(name)
-            && !MONTHS.contains(&name.as_str())
+            && !crate::infer::moves::is_time(name)
             && !crate::infer::habits::names_a_time(name)
             && words.iter().position(|w| w == name).is_some_and(|at| {
                 at > 0
