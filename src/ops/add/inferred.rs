@@ -678,9 +678,8 @@ impl Memory {
     /// clauses left out) that a rule finds superseding one of the owner's memories found
     /// for them ([`superseded_by_rule`]), each kept as said. A small model extracts
     /// nothing from a change said as a denial ("Ya no estoy con Javier", "Het is uit
-    /// tussen Daan en mij"), or only the other clause of a sentence ("I've come round to
-    /// jazz completely, I listen to Coltrane every evening now"), and the memory it ends
-    /// would stay. A statement that supersedes nothing stays unstored, as the model
+    /// tussen Daan en mij"), or only the other clause of a sentence ("I've come to love
+    /// jazz, I listen to Coltrane every evening"), and the memory it ends would stay. A statement that supersedes nothing stays unstored, as the model
     /// decided.
     async fn unextracted_changes(
         &self,
