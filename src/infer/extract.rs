@@ -314,9 +314,9 @@ pub(crate) fn activities(messages: &[Message]) -> Vec<String> {
 
 /// The user's statements that none of `facts` speaks of: all of them ([`statements`])
 /// when there is no fact, and otherwise each clause of them said on its own (cut at
-/// colons too, [`said::pieces`]) that shares no word but function words with any fact. "Funny
-/// thing: I've come round to jazz completely, I listen to Coltrane every evening now",
-/// of which a small model extracted only the second clause, leaves the first.
+/// colons too, [`said::pieces`]) that shares no word but function words with any fact.
+/// "Funny thing: I've come to love jazz, I listen to Coltrane every evening", of which a
+/// small model extracted only the last clause, leaves "I've come to love jazz".
 pub(crate) fn left_out(facts: &[Fact], messages: &[Message]) -> Vec<String> {
     let all = statements(messages);
     if facts.is_empty() {
