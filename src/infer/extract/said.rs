@@ -216,10 +216,10 @@ fn leaves_out_a_name(kept: &[String], part: &str) -> bool {
 /// The one piece of what the user said ([`said_pieces`]) that a fact the model wrote in
 /// other words was made from, when the fact left out a name it gives
 /// ([`leaves_out_a_name`]; `kept`: the folded words of all the call's facts, so that a
-/// name another fact keeps is not lost): the piece that shares the most of the fact's words (but
-/// function words), at least two and half of them, a word shared when the two are
-/// [`alike`] or begin with the same four letters ("rend" and "rends"). "Rend visite à ses
-/// parents ce week-end" for "Ce week-end je rends visite à mes parents à Lyon" is the
+/// name another fact keeps is not lost): the piece that shares the most of the fact's
+/// words (but function words), at least two and half of them, a word shared when the two
+/// are [`alike`] or begin with the same four letters ("rend" and "rends"). "Rend visite à
+/// ses parents ce week-end" for "Ce week-end je rends visite à mes parents à Lyon" is the
 /// user's piece again; a fact that keeps its sentence's words is [`lost_a_name`]'s.
 fn paraphrased_without_a_name<'a>(
     fact: &str,
@@ -563,11 +563,10 @@ pub(super) fn pieces(sentence: &str) -> Vec<&str> {
 /// What follows the first conjunction of `piece` ("and", "but", or their word in the
 /// other six languages [`crate::infer::looks::clauses`] knows), if it has one after its
 /// first word (a sentence that opens with "But" joins nothing, and "Ma sœur vit à Lyon"
-/// opens with "my"). "en" is
-/// Dutch for "and" and Spanish and French for "in": it joins clauses only in a piece with
-/// a word of Dutch's own ([`DUTCH`]); "ma" is Italian for "but" and French for "my", and
-/// "y" Spanish for "and" and French for "there": neither joins clauses in a piece with a
-/// word of French's own ([`FRENCH`]).
+/// opens with "my"). "en" is Dutch for "and" and Spanish and French for "in": it joins
+/// clauses only in a piece with a word of Dutch's own ([`DUTCH`]); "ma" is Italian for
+/// "but" and French for "my", and "y" Spanish for "and" and French for "there": neither
+/// joins clauses in a piece with a word of French's own ([`FRENCH`]).
 fn after_a_conjunction(piece: &str) -> Option<&str> {
     let words = crate::text::keywords(piece);
     let dutch = words.iter().any(|w| DUTCH.contains(&w.as_str()));
