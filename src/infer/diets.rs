@@ -503,8 +503,8 @@ pub(crate) fn ends_diet(memory: &str, fact: &str) -> bool {
 
 /// Whether folded `words` say their speaker keeps `diet`: a word that names it, or what
 /// it leaves out with a word of [`AVOIDING`] or a denied verb of eating ("I don't eat
-/// sugar", "Ich esse keinen Zucker"), said of the speaker and not of a thing ([`of_a_thing`]:
-/// "I tried a vegan restaurant").
+/// sugar", "Ich esse keinen Zucker"), said of the speaker and not of a thing
+/// ([`of_a_thing`]: "I tried a vegan restaurant").
 fn keeps(diet: &Diet, words: &[String]) -> bool {
     let avoids = avoiding(words) || any(words, EAT) && any(words, NOT);
     words.iter().enumerate().any(|(i, w)| {
@@ -596,19 +596,22 @@ pub(super) fn of_a_thing(words: &[String], at: usize) -> bool {
 const COMMA: &str = ",";
 
 /// Whether a new fact says its speaker took up a whole way of eating ([`Diet::one_way`],
-/// said of the speaker, nothing taken back or stopped) other than the one a memory says
-/// they keep, and does not keep itself: "These days I'm a vegetarian" after "I do keto
-/// for my health", "I went paleo" after "I'm vegan". Vegetarian and vegan are one way here
-/// ([`super::topics::takes_up_diet`] reads the step between them); a diet that goes with any,
-/// such as gluten-free, changes none.
+/// said of the speaker, nothing taken back or stopped) that a memory of theirs does not
+/// keep while it keeps another: "These days I'm a vegetarian" after "I do keto for my
+/// health", "I went paleo" after "I'm vegan". Vegetarian and vegan are one way here
+/// ([`super::topics::takes_up_diet`] reads the step between them); a diet that goes with
+/// any, such as gluten-free, changes none.
 pub(crate) fn switches_diet(memory: &str, fact: &str) -> bool {
     let (memory, fact) = (words(memory), words(fact));
     if taken_back(&fact) || any(&fact, STOPPED) || taken_back(&memory) {
         return false;
     }
     let ways = |words: &[String]| -> Vec<usize> {
-        (0..DIETS.len())
-            .filter(|&d| DIETS[d].one_way && keeps(&DIETS[d], words))
+        DIETS
+            .iter()
+            .enumerate()
+            .filter(|(_, diet)| diet.one_way && keeps(diet, words))
+            .map(|(d, _)| d)
             .collect()
     };
     let kept = ways(&memory);
