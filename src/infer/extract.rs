@@ -322,9 +322,9 @@ pub(crate) fn left_out(facts: &[Fact], messages: &[Message]) -> Vec<String> {
     if facts.is_empty() {
         return all;
     }
-    let spoken: Vec<Vec<String>> = facts
+    let spoken: Vec<String> = facts
         .iter()
-        .map(|f| crate::text::content_terms(&f.text))
+        .flat_map(|f| crate::text::content_terms(&f.text))
         .collect();
     let pieces = all
         .iter()
@@ -336,7 +336,6 @@ pub(crate) fn left_out(facts: &[Fact], messages: &[Message]) -> Vec<String> {
                 && !terms.is_empty()
                 && !spoken
                     .iter()
-                    .flatten()
                     .any(|w| terms.iter().any(|t| t == w || alike(w, t)))
         });
     dedup(pieces.map(str::to_owned))
