@@ -66,6 +66,9 @@ fn fixture() -> Result<&'static Fixture, String> {
                     updated_at: at(i as i64 * 100 + 50),
                     hash: format!("h{i}"),
                     context: None,
+                    valid_from: at(i as i64 * 100),
+                    valid_until: None,
+                    superseded_by: None,
                 })
                 .collect();
             let sqlite = SqliteStore::in_memory().map_err(|e| e.to_string())?;

@@ -145,7 +145,12 @@ pub(crate) fn union(a: &[String], b: &[String]) -> Vec<String> {
 
 /// A stored memory, as returned by `get`, `list` and `add`. Stores construct it, so its
 /// fields are all public.
+///
+/// A memory is *current* until a later fact supersedes it: then it keeps its text and gets
+/// `valid_until` and `superseded_by`, and reads return it only when asked for what was true
+/// at a time before (`as_of`) or for superseded memories too (`include_superseded`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredRecord")]
 pub struct MemoryRecord {
     /// The memory's id.
     pub id: Uuid,
@@ -175,6 +180,59 @@ pub struct MemoryRecord {
     /// role, and for extracted facts, which stand on their own. `update` keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// Since when the fact holds: the time it was said (the `add`'s `timestamp`, or when it
+    /// was stored).
+    pub valid_from: DateTime<Utc>,
+    /// Until when the fact held: when a later statement superseded it (`None`: it is
+    /// current).
+    pub valid_until: Option<DateTime<Utc>>,
+    /// The memory that superseded it, if one did.
+    pub superseded_by: Option<Uuid>,
+}
+
+/// A memory as serialised before it had a validity: `valid_from` defaults to `created_at`.
+#[derive(Deserialize)]
+struct StoredRecord {
+    id: Uuid,
+    memory: String,
+    #[serde(flatten)]
+    owners: Owners,
+    metadata: Map<String, Value>,
+    categories: Vec<String>,
+    immutable: bool,
+    expiration_date: Option<DateTime<Utc>>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    hash: String,
+    #[serde(default)]
+    context: Option<String>,
+    #[serde(default)]
+    valid_from: Option<DateTime<Utc>>,
+    #[serde(default)]
+    valid_until: Option<DateTime<Utc>>,
+    #[serde(default)]
+    superseded_by: Option<Uuid>,
+}
+
+impl From<StoredRecord> for MemoryRecord {
+    fn from(r: StoredRecord) -> Self {
+        MemoryRecord {
+            id: r.id,
+            memory: r.memory,
+            owners: r.owners,
+            metadata: r.metadata,
+            categories: r.categories,
+            immutable: r.immutable,
+            expiration_date: r.expiration_date,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            hash: r.hash,
+            context: r.context,
+            valid_from: r.valid_from.unwrap_or(r.created_at),
+            valid_until: r.valid_until,
+            superseded_by: r.superseded_by,
+        }
+    }
 }
 
 impl MemoryRecord {
@@ -193,6 +251,16 @@ impl MemoryRecord {
     /// Whether the memory has expired at `now`.
     pub fn is_expired_at(&self, now: DateTime<Utc>) -> bool {
         self.expiration_date.is_some_and(|at| at <= now)
+    }
+
+    /// Whether no later fact has superseded the memory.
+    pub fn is_current(&self) -> bool {
+        self.valid_until.is_none()
+    }
+
+    /// Whether the memory held at `at`: it was said by then, and not yet superseded.
+    pub fn held_at(&self, at: DateTime<Utc>) -> bool {
+        self.valid_from <= at && self.valid_until.is_none_or(|until| until > at)
     }
 }
 
@@ -213,11 +281,16 @@ pub enum HistoryEvent {
     /// The project's configuration changed: `old_memory` and `new_memory` hold it before and
     /// after, as JSON, and `memory_id` is the nil id. In the change log only.
     Config,
+    /// A later fact superseded the memory: it keeps its text, and is no longer current
+    /// (`superseded_by` names the new memory; the record's `created_at` is `valid_until`).
+    Supersede,
+    /// A superseded memory was made current again ([`Memory::restore`](crate::Memory::restore)).
+    Restore,
 }
 
 impl HistoryEvent {
     /// The event's name as stored and serialised (`ADD`, `UPDATE`, `DELETE`, `FEEDBACK`,
-    /// `CONFIG`).
+    /// `CONFIG`, `SUPERSEDE`, `RESTORE`).
     pub fn as_str(self) -> &'static str {
         match self {
             HistoryEvent::Add => "ADD",
@@ -225,6 +298,8 @@ impl HistoryEvent {
             HistoryEvent::Delete => "DELETE",
             HistoryEvent::Feedback => "FEEDBACK",
             HistoryEvent::Config => "CONFIG",
+            HistoryEvent::Supersede => "SUPERSEDE",
+            HistoryEvent::Restore => "RESTORE",
         }
     }
 
@@ -236,16 +311,22 @@ impl HistoryEvent {
             "DELETE" => Some(HistoryEvent::Delete),
             "FEEDBACK" => Some(HistoryEvent::Feedback),
             "CONFIG" => Some(HistoryEvent::Config),
+            "SUPERSEDE" => Some(HistoryEvent::Supersede),
+            "RESTORE" => Some(HistoryEvent::Restore),
             _ => None,
         }
     }
 
-    /// Whether the event changed a memory itself (ADD, UPDATE, DELETE): what a memory's
-    /// history holds.
+    /// Whether the event changed a memory itself (ADD, UPDATE, DELETE, SUPERSEDE, RESTORE):
+    /// what a memory's history holds.
     pub fn is_memory_change(self) -> bool {
         matches!(
             self,
-            HistoryEvent::Add | HistoryEvent::Update | HistoryEvent::Delete
+            HistoryEvent::Add
+                | HistoryEvent::Update
+                | HistoryEvent::Delete
+                | HistoryEvent::Supersede
+                | HistoryEvent::Restore
         )
     }
 }
@@ -275,6 +356,9 @@ pub struct HistoryRecord {
     pub metadata: Map<String, Value>,
     /// When the change happened.
     pub created_at: DateTime<Utc>,
+    /// On SUPERSEDE, the memory that superseded this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<Uuid>,
 }
 
 /// The pagination object of a list response.
@@ -342,6 +426,8 @@ mod tests {
             HistoryEvent::Add,
             HistoryEvent::Update,
             HistoryEvent::Delete,
+            HistoryEvent::Supersede,
+            HistoryEvent::Restore,
         ] {
             assert_eq!(HistoryEvent::parse(e.as_str()), Some(e));
             assert_eq!(

@@ -14,7 +14,7 @@
 //! - Logical keys: `AND` and `OR` (arrays of filters), `NOT` (a filter). Several keys in one
 //!   object are combined with AND.
 //! - Fields: `user_id`, `agent_id`, `app_id`, `run_id`, `created_at`, `updated_at`,
-//!   `expiration_date`, `categories`, `keywords` (the memory text), `metadata.<key>` (dotted
+//!   `expiration_date`, `valid_from`, `valid_until`, `categories`, `keywords` (the memory text), `metadata.<key>` (dotted
 //!   paths reach nested objects), and `metadata` holding an object of key → value (each an
 //!   equality, or an operator object).
 //! - Operators: `eq`, `ne`, `in`, `nin`, `gt`, `gte`, `lt`, `lte`, `contains`, `icontains`,
@@ -26,7 +26,7 @@
 //! | field | operators |
 //! |---|---|
 //! | owner ids | eq, ne, in, nin, contains, icontains, `*` |
-//! | dates | eq, ne, in, nin, gt, gte, lt, lte, `*` (`expiration_date` only) |
+//! | dates | eq, ne, in, nin, gt, gte, lt, lte, `*` (`expiration_date` and `valid_until` only) |
 //! | `categories` | eq and contains (has the label), ne, in (any of), nin (none of), icontains, `*` (has any) |
 //! | `keywords` | contains, icontains |
 //! | `metadata.<key>` | all |
@@ -143,6 +143,10 @@ pub enum TimeField {
     Updated,
     /// `expiration_date`
     Expiration,
+    /// `valid_from`: since when the memory's fact holds.
+    ValidFrom,
+    /// `valid_until`: when a later fact superseded it (none while it is current).
+    ValidUntil,
 }
 
 impl TimeField {
@@ -152,6 +156,8 @@ impl TimeField {
             TimeField::Created => "created_at",
             TimeField::Updated => "updated_at",
             TimeField::Expiration => "expiration_date",
+            TimeField::ValidFrom => "valid_from",
+            TimeField::ValidUntil => "valid_until",
         }
     }
 }
@@ -298,6 +304,37 @@ impl Filter {
         }
     }
 
+    /// The memories no later fact has superseded: `{"NOT": {"valid_until": "*"}}`, what
+    /// search and list read unless asked otherwise.
+    pub fn current() -> Filter {
+        Filter::Not(Box::new(Filter::Condition(Condition::Time(
+            TimeField::ValidUntil,
+            Op::Exists,
+        ))))
+    }
+
+    /// The memories whose fact held at `at`: said by then (`valid_from`), and not superseded
+    /// by then (`valid_until` after it, or none).
+    pub fn held_at(at: chrono::DateTime<chrono::Utc>) -> Filter {
+        let at = micros(at);
+        let instant = TimeRange {
+            start: at,
+            end: at.saturating_add(1),
+        };
+        Filter::And(vec![
+            Filter::Condition(Condition::Time(TimeField::ValidFrom, Op::Lte(instant))),
+            Filter::Not(Box::new(Filter::Condition(Condition::Time(
+                TimeField::ValidUntil,
+                Op::Lte(instant),
+            )))),
+        ])
+    }
+
+    /// Whether the filter is exactly [`Filter::current`]: every current memory.
+    pub fn is_current(&self) -> bool {
+        *self == Filter::current()
+    }
+
     /// Whether the filter matches everything (an empty `AND`).
     pub fn is_all(&self) -> bool {
         matches!(self, Filter::And(v) if v.is_empty())
@@ -388,6 +425,8 @@ impl Condition {
                     TimeField::Created => Some(micros(record.created_at)),
                     TimeField::Updated => Some(micros(record.updated_at)),
                     TimeField::Expiration => record.expiration_date.map(micros),
+                    TimeField::ValidFrom => Some(micros(record.valid_from)),
+                    TimeField::ValidUntil => record.valid_until.map(micros),
                 };
                 time_matches(value, op)
             }
@@ -421,7 +460,10 @@ fn applies(field: FieldKind, op: &str) -> bool {
     let substring = matches!(op, "contains" | "icontains");
     match field {
         FieldKind::Owner | FieldKind::Categories => !ordering,
-        FieldKind::Time(f) => !substring && (op != "*" || f == TimeField::Expiration),
+        FieldKind::Time(f) => {
+            !substring
+                && (op != "*" || matches!(f, TimeField::Expiration | TimeField::ValidUntil))
+        }
         FieldKind::Keywords => substring,
         FieldKind::Metadata => true,
     }

@@ -129,12 +129,15 @@ impl Parser {
                     "created_at" => Field::Time(TimeField::Created),
                     "updated_at" => Field::Time(TimeField::Updated),
                     "expiration_date" => Field::Time(TimeField::Expiration),
+                    "valid_from" => Field::Time(TimeField::ValidFrom),
+                    "valid_until" => Field::Time(TimeField::ValidUntil),
                     "categories" => Field::Categories,
                     "keywords" => Field::Keywords,
                     other => {
                         return Err(Error::invalid(format!(
                             "unknown filter field {other:?}; fields are user_id, agent_id, app_id, run_id, \
-                             created_at, updated_at, expiration_date, categories, keywords, metadata.<key>, \
+                             created_at, updated_at, expiration_date, valid_from, valid_until, categories, \
+                             keywords, metadata.<key>, \
                              and the logical keys AND, OR, NOT"
                         )))
                     }

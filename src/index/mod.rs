@@ -327,7 +327,7 @@ impl VectorIndex {
         let mut expiries = Vec::new();
         for change in &outcome.changes {
             let id = change.record.id;
-            let expires_at = change.record.expiration_date.map(|t| t.timestamp_micros());
+            let expires_at = crate::store::leaves_current(&change.record);
             retired.extend(change.retired_key.map(|k| (id, k)));
             match change.added_key {
                 Some(key) => {

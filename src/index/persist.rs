@@ -393,6 +393,9 @@ mod tests {
                     updated_at: crate::record::now(),
                     hash: String::new(),
                     context: None,
+                    valid_from: crate::record::now(),
+                    valid_until: None,
+                    superseded_by: None,
                 };
                 r.owners.user_id = Some("u".into());
                 Write::Insert(NewMemory::new(r, unit(i, dim), vec![]))

@@ -50,7 +50,7 @@ impl Memory {
             .ranked(Retrieval {
                 query: Query::Vector(vector),
                 mode: SearchMode::Vector,
-                filter: &Filter::user(user_id),
+                filter: &Filter::user(user_id).and(Filter::current()),
                 top_k: limit,
                 threshold: 0.0,
                 include_expired: false,

@@ -60,6 +60,11 @@ pub enum EventKind {
     MemoryFeedback,
     /// The project's configuration changed (`value`, `previous_value`).
     ConfigUpdate,
+    /// A later fact superseded a memory (`value`: `{"superseded_by", "valid_until"}`); the
+    /// memory keeps its text, and is no longer current.
+    MemorySupersede,
+    /// A superseded memory was made current again.
+    MemoryRestore,
 }
 
 /// One change in the event log.
@@ -98,7 +103,17 @@ pub struct Event {
 impl Event {
     fn new(cursor: u64, r: HistoryRecord) -> Event {
         let json = |v: Option<String>| v.and_then(|t| serde_json::from_str(&t).ok());
-        let (memory, previous_memory, value, previous_value) = if r.event.is_memory_change() {
+        let (memory, previous_memory, value, previous_value) = if r.event
+            == HistoryEvent::Supersede
+        {
+            let value = serde_json::json!({
+                "superseded_by": r.superseded_by,
+                "valid_until": r.created_at,
+            });
+            (r.new_memory, None, Some(value), None)
+        } else if r.event == HistoryEvent::Restore {
+            (r.new_memory, None, None, None)
+        } else if r.event.is_memory_change() {
             (r.new_memory, r.old_memory, None, None)
         } else {
             (None, None, json(r.new_memory), json(r.old_memory))
@@ -111,6 +126,8 @@ impl Event {
                 HistoryEvent::Delete => EventKind::MemoryDelete,
                 HistoryEvent::Feedback => EventKind::MemoryFeedback,
                 HistoryEvent::Config => EventKind::ConfigUpdate,
+                HistoryEvent::Supersede => EventKind::MemorySupersede,
+                HistoryEvent::Restore => EventKind::MemoryRestore,
             },
             id: r.id,
             memory_id: (!r.memory_id.is_nil()).then_some(r.memory_id),

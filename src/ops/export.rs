@@ -95,12 +95,13 @@ const IMPORT_CHUNK: usize = 256;
 
 impl Memory {
     /// Exports the live memories matching the request's restrictions (all by default,
-    /// expired ones included) with their vectors, history and feedback.
+    /// expired and superseded ones included) with their vectors, history and feedback.
     pub fn export(&self) -> ExportRequest<'_> {
         ExportRequest {
             memory: self,
             scope: Scope {
                 include_expired: true,
+                validity: crate::ops::Validity::All,
                 ..Scope::default()
             },
         }

@@ -236,6 +236,9 @@ impl<'a> ExtractRequest<'a> {
             created_at: spoken_at,
             updated_at: at,
             context: None,
+            valid_from: spoken_at,
+            valid_until: None,
+            superseded_by: None,
         };
         let vector = memory
             .embed_documents(std::slice::from_ref(&record.memory))

@@ -80,6 +80,7 @@ pub mod feedback;
 pub mod get;
 pub mod list;
 pub mod reembed;
+mod restore;
 pub mod search;
 pub mod update;
 
@@ -239,6 +240,26 @@ macro_rules! scope_setters {
             self.scope.include_expired = yes;
             self
         }
+
+        /// Only memories whose fact held at `at`: said by then, and not superseded by then
+        /// ("where did Carlos live in March 2024?"). Replaces
+        /// [`include_superseded`](Self::include_superseded).
+        pub fn as_of(mut self, at: chrono::DateTime<chrono::Utc>) -> Self {
+            self.scope.validity = $crate::ops::Validity::AsOf(at);
+            self
+        }
+
+        /// Includes memories a later fact superseded, beside the current ones; each carries
+        /// its `valid_from`, `valid_until` and `superseded_by`. `false` (the default for
+        /// search and list) reads current memories only. Replaces [`as_of`](Self::as_of).
+        pub fn include_superseded(mut self, yes: bool) -> Self {
+            self.scope.validity = if yes {
+                $crate::ops::Validity::All
+            } else {
+                $crate::ops::Validity::Current
+            };
+            self
+        }
     };
 }
 
@@ -285,6 +306,29 @@ use crate::limits;
 use crate::record::Owners;
 use crate::store::owner_filter;
 
+/// Which memories a read takes by their validity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Validity {
+    /// Those no later fact superseded.
+    #[default]
+    Current,
+    /// Those whose fact held at a time.
+    AsOf(chrono::DateTime<chrono::Utc>),
+    /// Current and superseded alike.
+    All,
+}
+
+impl Validity {
+    /// The validity as a filter (`None`: every memory).
+    fn filter(self) -> Option<Filter> {
+        match self {
+            Validity::Current => Some(Filter::current()),
+            Validity::AsOf(at) => Some(Filter::held_at(at)),
+            Validity::All => None,
+        }
+    }
+}
+
 /// What a search or list is restricted to.
 #[derive(Debug, Default)]
 pub(crate) struct Scope {
@@ -294,6 +338,7 @@ pub(crate) struct Scope {
     pub(crate) filter: Option<Filter>,
     pub(crate) filter_json: Option<Value>,
     pub(crate) include_expired: bool,
+    pub(crate) validity: Validity,
 }
 
 impl Scope {
@@ -319,6 +364,12 @@ impl Scope {
             all = all.and(Filter::from_json(json)?);
         }
         all.validate()?;
-        Ok(all)
+        // Validity last, and alone when nothing else restricts the read: the engine knows
+        // every current memory without asking the store (see `Filter::is_current`).
+        Ok(match self.validity.filter() {
+            Some(validity) if all.is_all() => validity,
+            Some(validity) => all.and(validity),
+            None => all,
+        })
     }
 }

@@ -55,11 +55,13 @@ impl CandidateSource for InProcess {
         let index = Arc::clone(self.index()?);
         index.refresh(&*self.store).await?;
         let max_exact = index.params().exact_search_max;
-        let now = clock(among.include_expired, among.now);
-        let keys = if among.filter.is_all() {
-            None
+        // Every current memory is what the index holds as unexpired at `now` (a superseded
+        // memory's vector expired for good); any other set is the store's to name, and then
+        // its keys alone decide.
+        let (now, keys) = if among.filter.is_current() && !among.include_expired {
+            (clock(false, among.now), None)
         } else {
-            Some(self.store.keys(among).await?)
+            (i64::MIN, Some(self.store.keys(among).await?))
         };
         let candidates = keys.as_ref().map_or(index.live_count()?, Vec::len);
         let work = candidates.saturating_mul(queries.len());
@@ -110,8 +112,14 @@ impl CandidateSource for InProcess {
         keys: &[VectorKey],
         among: Among<'_>,
     ) -> Result<Vec<(VectorKey, f32)>> {
-        self.index()?
-            .cosines(query, keys, clock(among.include_expired, among.now))
+        // The keys were chosen among the memories asked for (superseded ones too, when
+        // asked): only expiry is the index's to check.
+        let now = if among.filter.is_current() {
+            clock(among.include_expired, among.now)
+        } else {
+            i64::MIN
+        };
+        self.index()?.cosines(query, keys, now)
     }
 }
 

@@ -6,6 +6,9 @@
 //! - An update reads the memory, refuses an immutable one (409), writes the new record at
 //!   the version it read, and an UPDATE record with the old text.
 //! - A delete writes a DELETE record; a bulk delete reads every live match and deletes each.
+//! - A supersession keeps the memory and its text, ends its validity (`valid_until`, and the
+//!   memory that superseded it) and writes a SUPERSEDE record; a restore makes it current
+//!   again and writes a RESTORE record. An immutable memory refuses both (409).
 //! - Feedback and configuration changes write a FEEDBACK or CONFIG record with the old and
 //!   new values.
 //!
@@ -163,6 +166,30 @@ pub enum Write {
     },
     /// Forget every stored vector (see [`RowWrite::DropVectors`]).
     DropVectors,
+    /// End a live, current memory's validity: a later fact (memory `by`) superseded it at
+    /// `at`. Its text, vector and history stay. Fails with 404 if it is missing or deleted,
+    /// 409 if it is immutable, already superseded, or moved since version `expect`.
+    Supersede {
+        /// Which memory.
+        id: Uuid,
+        /// The memory that supersedes it.
+        by: Uuid,
+        /// When the superseding statement was made: its `valid_until`.
+        at: DateTime<Utc>,
+        /// The input that caused it, for history.
+        input: Vec<Message>,
+        /// The version the supersession was decided on (see [`MemoryUpdate::expect`]).
+        expect: Option<u64>,
+    },
+    /// Make a superseded memory current again (`valid_until` and `superseded_by` cleared),
+    /// logged as RESTORE at `at`. Fails with 404 if it is missing or deleted, 409 if it is
+    /// current.
+    Restore {
+        /// Which memory.
+        id: Uuid,
+        /// When.
+        at: DateTime<Utc>,
+    },
     /// Fail with 409, writing nothing, unless a metadata value is as expected (see
     /// [`RowWrite::ExpectMeta`]).
     ExpectMeta {
@@ -249,7 +276,14 @@ fn retryable(batch: &WriteBatch) -> bool {
             | Write::Delete {
                 expect: Some(_), ..
             } => return false,
-            Write::Update(_) | Write::Delete { .. } | Write::DeleteWhere { .. } => read = true,
+            Write::Supersede {
+                expect: Some(_), ..
+            } => return false,
+            Write::Update(_)
+            | Write::Delete { .. }
+            | Write::DeleteWhere { .. }
+            | Write::Supersede { .. }
+            | Write::Restore { .. } => read = true,
             _ => {}
         }
     }
@@ -269,7 +303,9 @@ async fn plan(store: &dyn Store, batch: &WriteBatch) -> Result<(Transaction, Vec
         .iter()
         .filter_map(|w| match w {
             Write::Update(u) => Some(u.id),
-            Write::Delete { id, .. } => Some(*id),
+            Write::Delete { id, .. } | Write::Supersede { id, .. } | Write::Restore { id, .. } => {
+                Some(*id)
+            }
             _ => None,
         })
         .collect();
@@ -434,6 +470,63 @@ async fn plan(store: &dyn Store, batch: &WriteBatch) -> Result<(Transaction, Vec
                 expect: *expect,
             }),
             Write::DropVectors => writes.push(RowWrite::DropVectors),
+            Write::Supersede {
+                id,
+                by,
+                at,
+                input,
+                expect,
+            } => {
+                let row = live(&rows, *id)?.clone();
+                if row.record.immutable {
+                    return Err(Error::Conflict {
+                        detail: format!(
+                            "memory {id} is immutable: no later fact supersedes it"
+                        ),
+                    });
+                }
+                if let Some(other) = row.record.superseded_by {
+                    return Err(Error::Conflict {
+                        detail: format!(
+                            "memory {id} was already superseded by memory {other}; restore it \
+                             first"
+                        ),
+                    });
+                }
+                let mut record = row.record.clone();
+                record.valid_until = Some(*at);
+                record.superseded_by = Some(*by);
+                let mut log = memory_log(
+                    HistoryEvent::Supersede,
+                    Some(&record.memory),
+                    &record,
+                    input,
+                    *at,
+                );
+                log.superseded_by = Some(*by);
+                revise(&mut rows, row, record, *expect, log, &mut writes, &mut changes);
+            }
+            Write::Restore { id, at } => {
+                let row = live(&rows, *id)?.clone();
+                if row.record.is_current() {
+                    return Err(Error::Conflict {
+                        detail: format!(
+                            "memory {id} is current: only a superseded memory can be restored"
+                        ),
+                    });
+                }
+                let mut record = row.record.clone();
+                record.valid_until = None;
+                record.superseded_by = None;
+                let log = memory_log(
+                    HistoryEvent::Restore,
+                    Some(&record.memory),
+                    &record,
+                    &[],
+                    *at,
+                );
+                revise(&mut rows, row, record, None, log, &mut writes, &mut changes);
+            }
             Write::ExpectMeta { key, value } => writes.push(RowWrite::ExpectMeta {
                 key: key.clone(),
                 value: value.clone(),
@@ -441,6 +534,37 @@ async fn plan(store: &dyn Store, batch: &WriteBatch) -> Result<(Transaction, Vec
         }
     }
     Ok((Transaction::new(writes, batch.credits), changes))
+}
+
+/// Writes `record` over `row` (text and vector unchanged) with its change-log record `log`;
+/// a later write of the same batch sees it.
+fn revise(
+    rows: &mut HashMap<Uuid, Row>,
+    row: Row,
+    record: MemoryRecord,
+    expect: Option<u64>,
+    log: HistoryRecord,
+    writes: &mut Vec<RowWrite>,
+    changes: &mut Vec<Pending>,
+) {
+    writes.push(RowWrite::Replace {
+        record: record.clone(),
+        vector: None,
+        expect: expect.unwrap_or(row.version),
+    });
+    changes.push(Pending {
+        event: log.event,
+        record: record.clone(),
+    });
+    writes.push(RowWrite::Log(log));
+    rows.insert(
+        record.id,
+        Row {
+            record,
+            version: row.version + 1,
+            ..row
+        },
+    );
 }
 
 fn delete(
@@ -524,6 +648,7 @@ fn memory_log(
         categories: record.categories.clone(),
         metadata: record.metadata.clone(),
         created_at: at,
+        superseded_by: None,
     }
 }
 
@@ -541,6 +666,7 @@ fn change(event: HistoryEvent, memory_id: Uuid, at: DateTime<Utc>) -> HistoryRec
         categories: Vec::new(),
         metadata: serde_json::Map::new(),
         created_at: at,
+        superseded_by: None,
     }
 }
 

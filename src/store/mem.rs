@@ -12,7 +12,6 @@ use super::{
     VectorQuery, DEFAULT_CREDITS,
 };
 use crate::error::{Error, Result};
-use crate::filter::micros;
 use crate::record::HistoryRecord;
 
 /// A store that keeps everything in process memory and forgets it when dropped.
@@ -264,7 +263,7 @@ impl Store for MemStore {
                 key: row.key,
                 id: row.record.id,
                 vector: state.vectors[i].clone(),
-                expires_at: row.record.expiration_date.map(micros),
+                expires_at: super::leaves_current(&row.record),
             }
         };
         // Live rows with a vector (a memory of a store without an embedding model has none).

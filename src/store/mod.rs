@@ -111,8 +111,22 @@ pub struct StoredVector {
     pub id: Uuid,
     /// The unit-length vector.
     pub vector: Vec<f32>,
-    /// When its memory expires, in microseconds since the epoch.
+    /// When its memory leaves the current view, in microseconds since the epoch: when it
+    /// expires, or [`SUPERSEDED`] once a later fact superseded it.
     pub expires_at: Option<i64>,
+}
+
+/// The [`StoredVector::expires_at`] of a superseded memory: before every clock but the one
+/// of reads that take every memory (expired and superseded ones too), `i64::MIN`.
+pub const SUPERSEDED: i64 = i64::MIN + 1;
+
+/// When a memory leaves the current view (see [`StoredVector::expires_at`]).
+pub fn leaves_current(record: &MemoryRecord) -> Option<i64> {
+    if record.valid_until.is_some() {
+        Some(SUPERSEDED)
+    } else {
+        record.expiration_date.map(|t| t.timestamp_micros())
+    }
 }
 
 /// Which vectors [`Store::vectors`] reads.

@@ -256,6 +256,7 @@ async fn a_store_from_before_the_keyword_index_is_backfilled() {
     // Put the file back to schema version 2, as written before the keyword index existed.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(crate::common::BEFORE_VALIDITY).unwrap();
         conn.execute_batch(
             "DROP TRIGGER memories_fts_insert; DROP TRIGGER memories_fts_update; \
              DROP TRIGGER memories_fts_delete; DROP TABLE memories_fts; \

@@ -48,6 +48,15 @@ fn shown_memories(prompt: &str) -> Vec<serde_json::Value> {
     serde_json::from_str(list).unwrap()
 }
 
+/// Whether an add's fact took the place of a memory: its new memory first, then each
+/// memory it superseded.
+fn supersedes(out: &memlane::ops::add::AddResult) -> bool {
+    out.results.first().map(|r| r.event) == Some(HistoryEvent::Add)
+        && out.results[1..]
+            .iter()
+            .any(|r| r.event == HistoryEvent::Supersede)
+}
+
 async fn live(memory: &Memory, user: &str) -> Vec<String> {
     let mut texts: Vec<String> = memory
         .list()
@@ -139,7 +148,7 @@ async fn small_talk_stores_nothing_and_costs_nothing() {
 }
 
 #[tokio::test]
-async fn an_update_keeps_the_id_and_records_its_input() {
+async fn an_update_supersedes_the_memory_and_records_its_input() {
     let dir = tempfile::tempdir().unwrap();
     let llm = ScriptedLlm::new([
         facts(&["Alice lives in Lisbon"]),
@@ -158,19 +167,13 @@ async fn an_update_keeps_the_id_and_records_its_input() {
         .id;
     let input = vec![Message::user("I'm in Alfama, actually")];
     let out = memory.add(input.clone()).user("alice").await.unwrap();
-    assert_eq!(out.results.len(), 1);
-    let updated = &out.results[0];
-    assert_eq!(updated.event, HistoryEvent::Update);
-    assert_eq!(updated.id, id);
-    // The memory takes the new fact as the user stated it, not the model's rewrite.
-    assert_eq!(
-        updated.memory,
-        "Alice lives in Lisbon, in the Alfama district"
-    );
-    assert_eq!(
-        updated.previous_memory.as_deref(),
-        Some("Alice lives in Lisbon")
-    );
+    assert!(supersedes(&out));
+    let (added, ended) = (&out.results[0], &out.results[1]);
+    // The new memory takes the new fact as the user stated it, not the model's rewrite.
+    assert_eq!(added.memory, "Alice lives in Lisbon, in the Alfama district");
+    assert_ne!(added.id, id);
+    assert_eq!((ended.id, ended.superseded_by), (id, Some(added.id)));
+    assert_eq!(ended.memory, "Alice lives in Lisbon");
     assert_eq!(out.credits_used, 1);
     assert_eq!(
         live(&memory, "alice").await,
@@ -178,15 +181,16 @@ async fn an_update_keeps_the_id_and_records_its_input() {
     );
     let history = memory.history(id).await.unwrap();
     assert_eq!(history.len(), 2);
-    assert_eq!(history[1].event, HistoryEvent::Update);
+    assert_eq!(history[1].event, HistoryEvent::Supersede);
     assert_eq!(history[1].input, input);
+    assert_eq!(memory.history(added.id).await.unwrap()[0].input, input);
     // The model saw numbered memories, never real ids.
     let prompt = &llm.requests()[2].messages[1].content;
     assert!(prompt.contains(r#""memory":0"#), "{prompt}");
     assert!(!prompt.contains(&id.to_string()));
-    // Search finds the new text.
+    // Search finds the new memory.
     let hits = memory.search("Alfama").user("alice").await.unwrap();
-    assert_eq!(hits.results[0].record.id, id);
+    assert_eq!(hits.results[0].record.id, added.id);
 }
 
 #[tokio::test]
@@ -205,14 +209,16 @@ async fn a_contradiction_replaces_the_old_memory_once_a_second_look_agrees() {
         if replaced {
             assert_eq!(
                 events,
-                vec![(HistoryEvent::Update, "Alice lives in Porto now")]
+                vec![
+                    (HistoryEvent::Add, "Alice lives in Porto now"),
+                    (HistoryEvent::Supersede, "Alice lives in Lisbon")
+                ]
             );
+            let history = memory.history(out.results[1].id).await.unwrap();
             assert_eq!(
-                out.results[0].previous_memory.as_deref(),
-                Some("Alice lives in Lisbon")
+                history.last().map(|h| h.event),
+                Some(HistoryEvent::Supersede)
             );
-            let history = memory.history(out.results[0].id).await.unwrap();
-            assert_eq!(history.last().map(|h| h.event), Some(HistoryEvent::Update));
             assert_eq!(
                 history.last().map(|h| h.input.clone()),
                 Some(vec![Message::user("Porto now!")])
@@ -302,11 +308,13 @@ async fn immutable_memories_are_never_changed_by_inference() {
     let deleted = memory.add("not anymore").user("alice").await.unwrap();
     assert_eq!(deleted.results.len(), 1);
     assert_eq!(deleted.results[0].event, HistoryEvent::Add);
+    assert!(!supersedes(&deleted));
     *event.lock().unwrap() = "UPDATE";
     llm.push(facts(&["Alice is allergic to peanuts and cashews"]));
     let updated = memory.add("cashews too").user("alice").await.unwrap();
     assert_eq!(updated.results.len(), 1);
     assert_eq!(updated.results[0].event, HistoryEvent::Add);
+    assert!(!supersedes(&updated));
     assert_ne!(updated.results[0].id, fixed);
     let record = memory.get(fixed).await.unwrap();
     assert_eq!(record.memory, "Alice is allergic to peanuts");
@@ -351,12 +359,13 @@ async fn lisbon_then_porto(
         "{question}"
     );
     if superseded {
-        assert_eq!(second.results[0].event, HistoryEvent::Update);
-        assert_eq!(second.results[0].id, first.results[0].id);
+        assert!(supersedes(&second));
+        assert_eq!(second.results[1].id, first.results[0].id);
         assert_eq!(live(&memory, user).await, vec!["Alice lives in Porto now"]);
         assert_eq!(memory.history(first.results[0].id).await.unwrap().len(), 2);
     } else {
         assert_eq!(second.results[0].event, HistoryEvent::Add, "{looks:?}");
+    assert!(!supersedes(&second), "{looks:?}");
         assert_eq!(
             live(&memory, user).await,
             vec!["Alice lives in Lisbon", "Alice lives in Porto now"]
@@ -423,11 +432,12 @@ async fn a_second_look_leaving_the_memorys_topic_needs_its_answer_changed() {
             "Memory: Sofia works as a nurse\nNew fact: Sofia prefers oat milk"
         );
         if replaced {
-            assert_eq!(second.results[0].event, HistoryEvent::Update);
-            assert_eq!(second.results[0].id, first.results[0].id);
+            assert!(supersedes(&second));
+            assert_eq!(second.results[1].id, first.results[0].id);
             assert_eq!(live(&memory, &user).await, ["Sofia prefers oat milk"]);
         } else {
             assert_eq!(second.results[0].event, HistoryEvent::Add);
+    assert!(!supersedes(&second));
             assert_eq!(
                 live(&memory, &user).await,
                 ["Sofia prefers oat milk", "Sofia works as a nurse"]
@@ -544,14 +554,15 @@ async fn a_second_look_must_tell_the_memory_apart_from_the_next() {
         };
         match replaced {
             Some(replaced) => {
-                assert_eq!(moved.results[0].event, HistoryEvent::Update, "{case:?}");
-                assert_eq!(moved.results[0].id, replaced.results[0].id, "{case:?}");
+                assert!(supersedes(&moved), "{case:?}");
+                assert_eq!(moved.results[1].id, replaced.results[0].id, "{case:?}");
                 let mut expected = vec!["Alice lives in Porto now", kept];
                 expected.sort();
                 assert_eq!(live(&memory, &user).await, expected, "{case:?}");
             }
             None => {
                 assert_eq!(moved.results[0].event, HistoryEvent::Add);
+    assert!(!supersedes(&moved));
                 assert_eq!(
                     live(&memory, &user).await,
                     vec![
@@ -617,9 +628,9 @@ async fn a_fact_that_supersedes_one_clause_of_a_memory_leaves_the_others() {
             let question = llm.requests()[3].messages.last().unwrap().content.clone();
             assert_eq!(question, format!("Memory: {old}\nNew fact: Alice is 43"));
         }
-        assert_eq!(fixed.results.len(), 1, "{old:?}");
-        assert_eq!(fixed.results[0].event, HistoryEvent::Update);
-        assert_eq!(fixed.results[0].id, first.results[0].id);
+        assert_eq!(fixed.results.len(), 2, "{old:?}");
+        assert!(supersedes(&fixed));
+        assert_eq!(fixed.results[1].id, first.results[0].id);
         assert_eq!(fixed.results[0].memory, after);
         assert_eq!(live(&memory, &user).await, vec![after]);
         let history = memory.history(first.results[0].id).await.unwrap();
@@ -762,9 +773,9 @@ async fn a_here_is_stored_with_the_place_the_greeting_names() {
         .user("alice")
         .await
         .unwrap();
-    assert_eq!(second.results.len(), 1);
-    assert_eq!(second.results[0].event, HistoryEvent::Update);
-    assert_eq!(second.results[0].id, first.results[0].id);
+    assert_eq!(second.results.len(), 2);
+    assert!(supersedes(&second));
+    assert_eq!(second.results[1].id, first.results[0].id);
     assert_eq!(
         live(&memory, "alice").await,
         vec!["I'm here (Edinburgh) for the festival until Sunday"]
@@ -1279,8 +1290,8 @@ async fn a_fact_that_ends_a_relationship_is_compared_with_the_partners_memory() 
         shown,
         [json!({"memory": 0, "text": "My girlfriend Ana is a nurse"})]
     );
-    assert_eq!(ended.results.len(), 1);
-    assert_eq!(ended.results[0].event, HistoryEvent::Update);
+    assert_eq!(ended.results.len(), 2);
+    assert!(supersedes(&ended));
     assert_eq!(
         live(&memory, "leo").await,
         ["I play the cello", "That relationship ended in spring"]
@@ -1320,8 +1331,8 @@ async fn eating_meat_again_replaces_a_vegetarian_memory() {
         .unwrap();
     // The extraction only: no reconciliation.
     assert_eq!(llm.requests().len(), 1);
-    assert_eq!(again.results[0].event, HistoryEvent::Update);
-    assert_eq!(again.results[0].id, vegetarian.results[0].id);
+    assert!(supersedes(&again));
+    assert_eq!(again.results[1].id, vegetarian.results[0].id);
     assert_eq!(
         live(&memory, "mia").await,
         ["I started eating chicken again"]
@@ -1375,8 +1386,8 @@ async fn a_diet_taken_up_replaces_the_memory_of_a_food_it_rules_out() {
         let added = memory.add(diet).user(user).await.unwrap();
         // The extraction only: no reconciliation.
         assert_eq!(llm.requests().len(), 1, "{diet}");
-        assert_eq!(added.results[0].event, HistoryEvent::Update, "{diet}");
-        assert_eq!(added.results[0].id, before.results[0].id, "{diet}");
+        assert!(supersedes(&added), "{diet}");
+        assert_eq!(added.results[1].id, before.results[0].id, "{diet}");
         assert_eq!(live(&memory, user).await, [diet]);
     }
     // Bread that is already gluten-free stays beside the diet: the model, asked, adds it,
@@ -1397,6 +1408,7 @@ async fn a_diet_taken_up_replaces_the_memory_of_a_food_it_rules_out() {
         .await
         .unwrap();
     assert_eq!(added.results[0].event, HistoryEvent::Add);
+    assert!(!supersedes(&added));
     assert_eq!(llm.requests().len(), 3);
 }
 
@@ -1417,8 +1429,8 @@ async fn a_new_way_of_eating_or_a_diet_given_up_ends_each_memory_of_the_old() {
         .unwrap();
     let added = memory.add(said).user("kai").await.unwrap();
     assert_eq!(llm.requests().len(), 1);
-    assert_eq!(added.results[0].event, HistoryEvent::Update);
-    assert_eq!(added.results[0].id, before.results[0].id);
+    assert!(supersedes(&added));
+    assert_eq!(added.results[1].id, before.results[0].id);
     assert_eq!(live(&memory, "kai").await, [said]);
 
     let said = "I stopped intermittent fasting, now I eat breakfast again";
@@ -1449,6 +1461,7 @@ async fn someone_elses_change_ends_no_memory_of_the_speakers() {
         .unwrap();
     let added = memory.add(said).user("ines").await.unwrap();
     assert_eq!(added.results[0].event, HistoryEvent::Add);
+    assert!(!supersedes(&added));
     assert_eq!(
         live(&memory, "ines").await,
         ["I'm vegan and I run a small bakery", said]
@@ -1465,7 +1478,7 @@ async fn someone_elses_change_ends_no_memory_of_the_speakers() {
         .await
         .unwrap();
     let added = memory.add(said).user("pablo").await.unwrap();
-    assert_eq!(added.results[0].event, HistoryEvent::Update);
+    assert!(supersedes(&added));
     assert_eq!(live(&memory, "pablo").await, [said]);
     assert_eq!(llm.requests().len(), 1);
 }
@@ -1496,9 +1509,9 @@ async fn a_move_elsewhere_replaces_the_memory_of_home() {
         .unwrap();
     // The extraction only: no reconciliation, no look.
     assert_eq!(llm.requests().len(), 1);
-    assert_eq!(moved.results.len(), 1);
-    assert_eq!(moved.results[0].event, HistoryEvent::Update);
-    assert_eq!(moved.results[0].id, home.results[0].id);
+    assert_eq!(moved.results.len(), 2);
+    assert!(supersedes(&moved));
+    assert_eq!(moved.results[1].id, home.results[0].id);
     assert_eq!(
         live(&memory, "carlos").await,
         ["I moved from Madrid to Valencia"]
@@ -1559,9 +1572,9 @@ async fn a_move_unlike_the_home_it_ends_is_found_by_its_topic() {
         .await
         .unwrap();
     assert_eq!(llm.requests().len(), 1);
-    assert_eq!(moved.results.len(), 1);
-    assert_eq!(moved.results[0].event, HistoryEvent::Update);
-    assert_eq!(moved.results[0].id, home.results[0].id);
+    assert_eq!(moved.results.len(), 2);
+    assert!(supersedes(&moved));
+    assert_eq!(moved.results[1].id, home.results[0].id);
     assert_eq!(
         live(&memory, "maud").await,
         [
@@ -1600,6 +1613,7 @@ async fn a_stay_away_leaves_the_home_beside_it() {
     assert_eq!(llm.requests().len(), 2);
     assert_eq!(stay.results.len(), 1);
     assert_eq!(stay.results[0].event, HistoryEvent::Add);
+    assert!(!supersedes(&stay));
     assert_eq!(
         live(&memory, "aoife").await,
         [
@@ -1649,6 +1663,7 @@ async fn a_friend_made_a_new_pet_and_someone_elses_news_stay_beside_what_the_mod
         assert_eq!(llm.requests().len(), 2, "{said}");
         assert_eq!(added.results.len(), 1, "{said}");
         assert_eq!(added.results[0].event, HistoryEvent::Add, "{said}");
+    assert!(!supersedes(&added), "{said}");
         let mut both = [before, said];
         both.sort_unstable();
         assert_eq!(live(&memory, "joost").await, both);
@@ -1682,15 +1697,15 @@ async fn a_diet_taken_up_and_a_partner_replace_their_memories() {
         .user("noor")
         .await
         .unwrap();
-    assert_eq!(diet.results[0].event, HistoryEvent::Update);
-    assert_eq!(diet.results[0].id, meat.results[0].id);
+    assert!(supersedes(&diet));
+    assert_eq!(diet.results[1].id, meat.results[0].id);
     let partner = memory
         .add("Ich habe jetzt eine Freundin, sie heißt Lena!")
         .user("noor")
         .await
         .unwrap();
-    assert_eq!(partner.results[0].event, HistoryEvent::Update);
-    assert_eq!(partner.results[0].id, single.results[0].id);
+    assert!(supersedes(&partner));
+    assert_eq!(partner.results[1].id, single.results[0].id);
     // The two extractions only.
     assert_eq!(llm.requests().len(), 2);
     assert_eq!(
@@ -1735,9 +1750,9 @@ async fn a_break_up_a_new_partner_and_a_wedding_replace_the_partner_before() {
     .enumerate()
     {
         let added = memory.add(said).user(user).await.unwrap();
-        assert_eq!(added.results.len(), 1, "{said}");
-        assert_eq!(added.results[0].event, HistoryEvent::Update, "{said}");
-        assert_eq!(added.results[0].id, ids[i], "{said}");
+        assert_eq!(added.results.len(), 2, "{said}");
+        assert!(supersedes(&added), "{said}");
+        assert_eq!(added.results[1].id, ids[i], "{said}");
         let history = memory.history(ids[i]).await.unwrap();
         assert_eq!(history.len(), 2, "{said}");
     }
@@ -1772,9 +1787,9 @@ async fn a_rule_replaces_only_the_clause_it_finds_superseded() {
         .user("noor")
         .await
         .unwrap();
-    assert_eq!(added.results.len(), 1);
-    assert_eq!(added.results[0].event, HistoryEvent::Update);
-    assert_eq!(added.results[0].id, vegan.results[0].id);
+    assert_eq!(added.results.len(), 2);
+    assert!(supersedes(&added));
+    assert_eq!(added.results[1].id, vegan.results[0].id);
     assert_eq!(
         live(&memory, "noor").await,
         ["I started eating meat again and I run half marathons"]
@@ -1797,7 +1812,7 @@ async fn a_rule_replaces_only_the_clause_it_finds_superseded() {
         .user("daan")
         .await
         .unwrap();
-    assert_eq!(added.results[0].event, HistoryEvent::Update);
+    assert!(supersedes(&added));
     assert_eq!(
         live(&memory, "daan").await,
         ["Ik ben verloofd met Noor en ik werk bij een bank"]
@@ -1806,7 +1821,7 @@ async fn a_rule_replaces_only_the_clause_it_finds_superseded() {
 }
 
 /// A break-up ends every memory of the relationship found for it: it takes the place of
-/// one, and the others are deleted, their history kept.
+/// one, and the others are superseded by it too, their history kept.
 #[tokio::test]
 async fn a_break_up_ends_every_memory_of_the_relationship() {
     let dir = tempfile::tempdir().unwrap();
@@ -1826,23 +1841,26 @@ async fn a_break_up_ends_every_memory_of_the_relationship() {
         .user("jonas")
         .await
         .unwrap();
-    // The fact takes the place of one of the two, and the other is deleted.
-    let mut events: Vec<_> = added.results.iter().map(|r| r.event).collect();
-    events.sort_by_key(|e| format!("{e:?}"));
-    assert_eq!(events, [HistoryEvent::Delete, HistoryEvent::Update]);
-    let mut changed: Vec<_> = added.results.iter().map(|r| r.id).collect();
+    // The fact is a new memory, and supersedes both.
+    let events: Vec<_> = added.results.iter().map(|r| r.event).collect();
+    assert_eq!(
+        events,
+        [HistoryEvent::Add, HistoryEvent::Supersede, HistoryEvent::Supersede]
+    );
+    let mut changed: Vec<_> = added.results[1..].iter().map(|r| r.id).collect();
     changed.sort();
     assert_eq!(changed, ids[..2]);
+    assert!(added.results[1..]
+        .iter()
+        .all(|r| r.superseded_by == Some(added.results[0].id)));
     assert_eq!(
         live(&memory, "jonas").await,
         ["Ich spiele Cello", "Lena und ich haben uns getrennt"]
     );
-    let deleted = added
-        .results
-        .iter()
-        .find(|r| r.event == HistoryEvent::Delete);
-    let history = memory.history(deleted.unwrap().id).await.unwrap();
-    assert_eq!(history.last().unwrap().event, HistoryEvent::Delete);
+    for id in &ids[..2] {
+        let history = memory.history(*id).await.unwrap();
+        assert_eq!(history.last().unwrap().event, HistoryEvent::Supersede);
+    }
     assert_eq!(llm.requests().len(), 1);
 }
 
@@ -1872,9 +1890,9 @@ async fn a_fact_taking_back_a_memory_replaces_it() {
         ("Ya no voy al gimnasio.", ids[1]),
     ] {
         let added = memory.add(said).user("noor").await.unwrap();
-        assert_eq!(added.results.len(), 1, "{said}");
-        assert_eq!(added.results[0].event, HistoryEvent::Update);
-        assert_eq!(added.results[0].id, id);
+        assert_eq!(added.results.len(), 2, "{said}");
+        assert!(supersedes(&added));
+        assert_eq!(added.results[1].id, id);
     }
     assert_eq!(
         live(&memory, "noor").await,
@@ -1909,9 +1927,9 @@ async fn a_change_the_model_did_not_extract_still_ends_the_memory_it_supersedes(
         .user("lucia")
         .await
         .unwrap();
-    assert_eq!(ended.results.len(), 1);
-    assert_eq!(ended.results[0].event, HistoryEvent::Update);
-    assert_eq!(ended.results[0].id, ids[0]);
+    assert_eq!(ended.results.len(), 2);
+    assert!(supersedes(&ended));
+    assert_eq!(ended.results[1].id, ids[0]);
     assert_eq!(memory.history(ids[0]).await.unwrap().len(), 2);
     assert_eq!(
         live(&memory, "lucia").await,
@@ -1946,6 +1964,7 @@ async fn an_activity_said_without_i_is_stored_when_the_model_extracts_nothing() 
         .unwrap();
     assert_eq!(added.results.len(), 1);
     assert_eq!(added.results[0].event, HistoryEvent::Add);
+    assert!(!supersedes(&added));
     let added = memory.add("¿Juego mañana?").user("lia").await.unwrap();
     assert!(added.results.is_empty());
     assert_eq!(live(&memory, "lia").await, ["Toco la batería"]);
@@ -1973,7 +1992,7 @@ async fn a_change_left_out_beside_a_fact_extracted_still_ends_its_memory() {
     assert!(added
         .results
         .iter()
-        .any(|r| r.event == HistoryEvent::Update && r.id == jazz.results[0].id));
+        .any(|r| r.event == HistoryEvent::Supersede && r.id == jazz.results[0].id));
     assert_eq!(
         live(&memory, "ines").await,
         [
@@ -2011,9 +2030,9 @@ async fn a_taste_turned_around_replaces_the_taste_before() {
         ("Adesso adoro il pesce!", &fish),
     ] {
         let added = memory.add(said).user("ines").await.unwrap();
-        assert_eq!(added.results.len(), 1, "{said}");
-        assert_eq!(added.results[0].event, HistoryEvent::Update, "{said}");
-        assert_eq!(added.results[0].id, before.results[0].id, "{said}");
+        assert_eq!(added.results.len(), 2, "{said}");
+        assert!(supersedes(&added), "{said}");
+        assert_eq!(added.results[1].id, before.results[0].id, "{said}");
     }
     // The two extractions only.
     assert_eq!(llm.requests().len(), 2);
@@ -2050,9 +2069,9 @@ async fn drinking_given_up_replaces_the_drink_before() {
         .unwrap();
     // The extraction only.
     assert_eq!(llm.requests().len(), 1);
-    assert_eq!(quit.results.len(), 1);
-    assert_eq!(quit.results[0].event, HistoryEvent::Update);
-    assert_eq!(quit.results[0].id, wine.results[0].id);
+    assert_eq!(quit.results.len(), 2);
+    assert!(supersedes(&quit));
+    assert_eq!(quit.results[1].id, wine.results[0].id);
     assert_eq!(
         live(&memory, "ruth").await,
         [
@@ -2088,9 +2107,9 @@ async fn a_retirement_replaces_the_job_before() {
         .unwrap();
     // The extraction only.
     assert_eq!(llm.requests().len(), 1);
-    assert_eq!(retired.results.len(), 1);
-    assert_eq!(retired.results[0].event, HistoryEvent::Update);
-    assert_eq!(retired.results[0].id, job.results[0].id);
+    assert_eq!(retired.results.len(), 2);
+    assert!(supersedes(&retired));
+    assert_eq!(retired.results[1].id, job.results[0].id);
     assert_eq!(
         live(&memory, "kurt").await,
         [
@@ -2119,8 +2138,8 @@ async fn a_change_of_job_replaces_a_post_found_by_its_label() {
     let changed = memory.add(said).user("jo").await.unwrap();
     // The extraction only.
     assert_eq!(llm.requests().len(), 1);
-    assert_eq!(changed.results[0].event, HistoryEvent::Update);
-    assert_eq!(changed.results[0].id, post.results[0].id);
+    assert!(supersedes(&changed));
+    assert_eq!(changed.results[1].id, post.results[0].id);
     assert_eq!(live(&memory, "jo").await, [said]);
 
     // A fact of work that supersedes nothing is added; the model never sees a memory
@@ -2142,6 +2161,7 @@ async fn a_change_of_job_replaces_a_post_found_by_its_label() {
         .unwrap();
     assert_eq!(llm.requests().len(), 1);
     assert_eq!(added.results[0].event, HistoryEvent::Add);
+    assert!(!supersedes(&added));
 }
 
 /// Leaving a line of work takes the place of the job in it, unasked, found by its label
@@ -2168,8 +2188,8 @@ async fn leaving_a_line_of_work_replaces_the_job_in_it() {
     let left = memory.add(said).user("elena").await.unwrap();
     // The extraction only.
     assert_eq!(llm.requests().len(), 1);
-    assert_eq!(left.results[0].event, HistoryEvent::Update);
-    assert_eq!(left.results[0].id, post.results[0].id);
+    assert!(supersedes(&left));
+    assert_eq!(left.results[1].id, post.results[0].id);
     assert_eq!(
         live(&memory, "elena").await,
         [said, "Me encanta hacer senderismo"]
@@ -2198,6 +2218,7 @@ async fn another_taste_is_kept_beside_the_first() {
     assert_eq!(llm.requests().len(), 2);
     assert_eq!(added.results.len(), 1);
     assert_eq!(added.results[0].event, HistoryEvent::Add);
+    assert!(!supersedes(&added));
     assert_eq!(
         live(&memory, "lea").await,
         ["I hate fish", "I love chicken"]

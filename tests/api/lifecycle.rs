@@ -476,6 +476,9 @@ async fn expired_memories_are_hidden_unless_asked_for() {
         updated_at: now - Duration::days(2),
         hash: String::new(),
         context: None,
+        valid_from: now - Duration::days(2),
+        valid_until: None,
+        superseded_by: None,
     };
     let insert = Write::Insert(NewMemory::new(expired.clone(), vector, vec![]));
     memlane::store::apply(&*store, WriteBatch::new(vec![insert], 0))

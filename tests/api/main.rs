@@ -21,3 +21,4 @@ mod rerank;
 #[cfg(all(feature = "rig", feature = "openai"))]
 mod rig;
 mod spans;
+mod temporal;

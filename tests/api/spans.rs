@@ -348,7 +348,9 @@ async fn reconciliation_decisions_are_events_by_id_without_text() {
         .user("ana")
         .await
         .unwrap();
-    assert_eq!(second.results[0].id, first.results[0].id, "{second:?}");
+    // The new fact supersedes the memory it was reconciled with.
+    assert_eq!(second.results[1].id, first.results[0].id, "{second:?}");
+    assert_eq!(second.results[1].event, memlane::record::HistoryEvent::Supersede);
 
     let events = events_of_this_thread();
     let reconciled: Vec<&Seen> = events

@@ -39,6 +39,19 @@ pub async fn open_with_llm(path: &Path, dim: usize, llm: Option<Arc<dyn Llm>>) -
         .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
 }
 
+/// SQL that takes a SQLite file of this memlane back to schema version 10, before memories
+/// had a validity (migration 11): tests that go further back run it first.
+pub const BEFORE_VALIDITY: &str = "\
+    DROP INDEX memories_user_keys; DROP INDEX memories_agent_keys; \
+    DROP INDEX memories_app_keys; DROP INDEX memories_run_keys; \
+    CREATE INDEX memories_user_keys ON memories (user_id, vector_key, expiration_date) WHERE deleted_at IS NULL; \
+    CREATE INDEX memories_agent_keys ON memories (agent_id, vector_key, expiration_date) WHERE deleted_at IS NULL; \
+    CREATE INDEX memories_app_keys ON memories (app_id, vector_key, expiration_date) WHERE deleted_at IS NULL; \
+    CREATE INDEX memories_run_keys ON memories (run_id, vector_key, expiration_date) WHERE deleted_at IS NULL; \
+    ALTER TABLE memories DROP COLUMN valid_from; ALTER TABLE memories DROP COLUMN valid_until; \
+    ALTER TABLE memories DROP COLUMN superseded_by; ALTER TABLE history DROP COLUMN superseded_by; \
+    PRAGMA user_version = 10;";
+
 /// Stores `text` verbatim for `user` and returns the new memory's id.
 pub async fn add(memory: &Memory, user: &str, text: &str) -> Uuid {
     memory

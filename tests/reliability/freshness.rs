@@ -560,6 +560,7 @@ async fn two_processes_opening_an_old_file_at_once_both_open_it_migrated() {
     // Back to schema version 9: vectors in the memory rows, as before migration 10.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(crate::common::BEFORE_VALIDITY).unwrap();
         conn.execute_batch(
             "ALTER TABLE memories ADD COLUMN vector BLOB NOT NULL DEFAULT x''; \
              UPDATE memories SET vector = (SELECT v.vector FROM vectors v WHERE v.key = vector_key); \

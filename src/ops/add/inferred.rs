@@ -135,7 +135,9 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     )
     .await?;
     let mut usage = extracted.usage;
-    let filter = owner_filter(&reconcile_scope(&cx.owners));
+    // Facts are reconciled with the owner's current memories only: one a later fact
+    // superseded is history, and stays as it is.
+    let filter = owner_filter(&reconcile_scope(&cx.owners)).and(Filter::current());
     let mut facts = extracted.value;
     let none_extracted = facts.is_empty();
     let unextracted = memory
@@ -475,14 +477,12 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         }
     }
 
-    // Updated texts need vectors, read with the memory's context as `update` does.
+    // A fact that takes a memory's place is a new memory of the text it is stored as.
     let update_texts: Vec<String> = plan
         .facts
         .iter()
         .filter_map(|p| match p {
-            FactPlan::Update { memory: m, text } => {
-                Some(indexed_text(text, existing[*m].record.context.as_deref()))
-            }
+            FactPlan::Update { text, .. } => Some(indexed_text(text, None)),
             _ => None,
         })
         .collect();
@@ -494,6 +494,7 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
     let plan::Writes {
         mut writes,
         credits,
+        ids,
     } = plan::writes(
         &plan,
         &facts,
@@ -503,22 +504,27 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
         &cx,
         &prices,
     );
-    // A memory ended beside the one its fact took the place of is deleted, if the plan
-    // still has that fact take a memory's place and changes this one no other way.
+    // A memory ended beside the one its fact took the place of is superseded by that fact
+    // too, if the plan still has the fact take a memory's place and changes this one no
+    // other way.
     for (fact, m) in ended {
         let updates = |memory: usize| {
             plan.facts
                 .iter()
                 .any(|p| matches!(p, FactPlan::Update { memory: u, .. } if *u == memory))
         };
-        if matches!(plan.facts[fact], FactPlan::Update { .. }) && !updates(m) {
+        let by = ids.get(fact).copied().flatten();
+        if let (FactPlan::Update { .. }, Some(by), false) = (&plan.facts[fact], by, updates(m)) {
             let row = &existing[m];
-            writes.push(Write::Delete {
-                id: row.record.id,
-                at: cx.at,
-                input: cx.messages.clone(),
-                expect: Some(row.version),
-            });
+            if row.record.valid_from <= cx.spoken_at {
+                writes.push(Write::Supersede {
+                    id: row.record.id,
+                    by,
+                    at: cx.spoken_at,
+                    input: cx.messages.clone(),
+                    expect: Some(row.version),
+                });
+            }
         }
     }
     let credits = credits + prices.inference;
@@ -537,19 +543,14 @@ pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResu
             },
             other => other,
         })?;
-    let previous: HashMap<Uuid, String> = existing
-        .into_iter()
-        .map(|row| (row.record.id, row.record.memory))
-        .collect();
     let results = outcome
         .changes
         .into_iter()
         .map(|c| {
+            let superseded_by = c.record.superseded_by;
             let mut added =
                 AddedMemory::new(c.record.id, c.record.memory, c.event, c.record.metadata);
-            if c.event != crate::record::HistoryEvent::Add {
-                added.previous_memory = previous.get(&added.id).cloned();
-            }
+            added.superseded_by = superseded_by;
             added
         })
         .collect();

@@ -64,14 +64,19 @@ pub struct AddedMemory {
     pub id: Uuid,
     /// Its text.
     pub memory: String,
-    /// What happened to it: `ADD` for a new memory; with inference also `UPDATE` (an
-    /// existing memory now holds a new fact that supersedes it; same id, history kept).
+    /// What happened to it: `ADD` for a new memory; with inference also `SUPERSEDE` (an
+    /// existing memory a new fact of this call superseded: it keeps its text and history,
+    /// and is no longer current; `superseded_by` names the new memory).
     pub event: HistoryEvent,
     /// Its metadata, `core` included.
     pub metadata: Map<String, Value>,
     /// The text before this call, for `UPDATE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_memory: Option<String>,
+    /// For `SUPERSEDE`, the new memory that superseded it; for an `ADD` stored as history
+    /// (a statement older than the memory it would have superseded), that memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<Uuid>,
 }
 
 impl AddedMemory {
@@ -87,6 +92,7 @@ impl AddedMemory {
             event,
             metadata,
             previous_memory: None,
+            superseded_by: None,
         }
     }
 }
@@ -326,6 +332,9 @@ impl<'a> AddRequest<'a> {
                 created_at,
                 updated_at: at,
                 context,
+                valid_from: created_at,
+                valid_until: None,
+                superseded_by: None,
             };
             writes.push(Write::Insert(NewMemory::new(record, vector, vec![message])));
         }

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::credits::Prices;
 use crate::infer::{self, Decision, Event, Fact};
 use crate::record::{content_hash, union, Core, MemoryRecord, Message, Owners};
-use crate::store::{MemoryUpdate, NewMemory, Row, Write};
+use crate::store::{NewMemory, Row, Write};
 
 /// What happens to one new fact.
 #[derive(Debug, Clone, PartialEq)]
@@ -394,14 +394,19 @@ pub(crate) struct Context {
 /// The writes of a plan.
 #[derive(Debug)]
 pub(crate) struct Writes {
-    /// Inserts and updates, in the order of the facts.
+    /// Inserts and supersessions, in the order of the facts.
     pub(crate) writes: Vec<Write>,
     /// Credits the writes cost (the model call's price not included).
     pub(crate) credits: u64,
+    /// The id of the memory each fact is stored as (`None`: a fact already known).
+    pub(crate) ids: Vec<Option<Uuid>>,
 }
 
 /// Turns a plan into writes. `vectors` holds one vector per fact, `update_vectors` one per
-/// UPDATE in fact order (the new text read with the memory's context).
+/// fact that takes a memory's place, in fact order (the text it is stored as).
+///
+/// A fact that takes a memory's place is a new memory, and the old one is superseded by it
+/// ([`supersede`]): kept with its text and history, no longer current.
 pub(crate) fn writes(
     plan: &Plan,
     facts: &[Fact],
@@ -414,13 +419,15 @@ pub(crate) fn writes(
     let mut out = Writes {
         writes: Vec::new(),
         credits: 0,
+        ids: vec![None; facts.len()],
     };
     let mut update_vectors = update_vectors.into_iter();
-    for ((fact, vector), plan) in facts.iter().zip(vectors).zip(&plan.facts) {
+    for (i, ((fact, vector), plan)) in facts.iter().zip(vectors).zip(&plan.facts).enumerate() {
         match plan {
             FactPlan::None => {}
             FactPlan::Add => {
-                let record = new_record(Uuid::now_v7(), fact, cx);
+                let record = new_record(Uuid::now_v7(), &fact.text, fact, &[], cx);
+                out.ids[i] = Some(record.id);
                 out.writes.push(Write::Insert(NewMemory::new(
                     record,
                     vector,
@@ -432,25 +439,16 @@ pub(crate) fn writes(
                 let (Some(row), Some(vector)) = (shown.get(*memory), update_vectors.next()) else {
                     continue;
                 };
-                let old = &row.record;
-                let categories = union(&old.categories, &fact.categories);
-                let mut metadata = old.metadata.clone();
-                Core::revised(
-                    &old.metadata,
-                    text,
-                    &categories,
-                    &fact.entities,
-                    Some(fact.importance),
-                )
-                .insert_into(&mut metadata);
-                // Written only if the memory is still as the model saw it.
-                let mut update = MemoryUpdate::new(old.id, cx.at);
-                update.expect = Some(row.version);
-                update.text = Some((text.clone(), vector));
-                update.metadata = Some(metadata);
-                update.categories = Some(categories);
-                update.input = cx.messages.clone();
-                out.writes.push(Write::Update(update));
+                // The new memory keeps the labels of the one it supersedes.
+                let mut record = new_record(Uuid::now_v7(), text, fact, &row.record.categories, cx);
+                out.ids[i] = Some(record.id);
+                let ends = supersede(row, &mut record, cx);
+                out.writes.push(Write::Insert(NewMemory::new(
+                    record,
+                    vector,
+                    cx.messages.clone(),
+                )));
+                out.writes.extend(ends);
                 out.credits += prices.update;
             }
         }
@@ -458,21 +456,36 @@ pub(crate) fn writes(
     out
 }
 
-/// A new memory for a fact.
-fn new_record(id: Uuid, fact: &Fact, cx: &Context) -> MemoryRecord {
-    let categories = union(&cx.categories, &fact.categories);
+/// New memory `record` takes the place of `row`: the write that ends `row`'s validity when
+/// `record` was said (the add's timestamp), written only if `row` is still as the model saw
+/// it. A statement older than the memory (a conversation added out of order) supersedes
+/// nothing: `record` is stored as history instead, superseded by the memory from the time
+/// the memory's fact was said.
+pub(crate) fn supersede(row: &Row, record: &mut MemoryRecord, cx: &Context) -> Option<Write> {
+    if record.valid_from < row.record.valid_from {
+        record.valid_until = Some(row.record.valid_from);
+        record.superseded_by = Some(row.record.id);
+        return None;
+    }
+    Some(Write::Supersede {
+        id: row.record.id,
+        by: record.id,
+        at: record.valid_from,
+        input: cx.messages.clone(),
+        expect: Some(row.version),
+    })
+}
+
+/// A new memory for a fact, stored as `text`, with these labels beside its own.
+fn new_record(id: Uuid, text: &str, fact: &Fact, kept: &[String], cx: &Context) -> MemoryRecord {
+    let categories = union(&union(kept, &cx.categories), &fact.categories);
     let mut metadata = cx.metadata.clone();
-    Core::of_text(
-        &fact.text,
-        &categories,
-        fact.entities.clone(),
-        fact.importance,
-    )
-    .insert_into(&mut metadata);
+    Core::of_text(text, &categories, fact.entities.clone(), fact.importance)
+        .insert_into(&mut metadata);
     MemoryRecord {
         id,
-        hash: content_hash(&fact.text),
-        memory: fact.text.clone(),
+        hash: content_hash(text),
+        memory: text.to_owned(),
         owners: cx.owners.clone(),
         metadata,
         categories,
@@ -481,6 +494,9 @@ fn new_record(id: Uuid, fact: &Fact, cx: &Context) -> MemoryRecord {
         created_at: cx.spoken_at,
         updated_at: cx.at,
         context: None,
+        valid_from: cx.spoken_at,
+        valid_until: None,
+        superseded_by: None,
     }
 }
 

@@ -113,6 +113,8 @@ fn condition(c: &Condition, params: &mut Params) -> Option<String> {
                 TimeField::Created => "m.created_at",
                 TimeField::Updated => "m.updated_at",
                 TimeField::Expiration => "m.expiration_date",
+                TimeField::ValidFrom => "m.valid_from",
+                TimeField::ValidUntil => "m.valid_until",
             };
             let mut within = |start: i64, end: i64| {
                 let (s, e) = (params.push(start), params.push(end));

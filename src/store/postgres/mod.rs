@@ -52,7 +52,8 @@ const DEFAULT_CONNECTIONS: usize = 16;
 /// The columns of a memory row, in the order [`row`] reads them.
 const COLUMNS: &str = "m.id, m.memory, m.user_id, m.agent_id, m.app_id, m.run_id, \
      m.metadata, m.categories, m.immutable, m.expiration_date, m.created_at, m.updated_at, \
-     m.hash, m.context, m.vector_key, m.version, m.seq, m.deleted_at";
+     m.hash, m.context, m.vector_key, m.version, m.seq, m.deleted_at, m.valid_from, \
+     m.valid_until, m.superseded_by";
 
 /// A store on PostgreSQL with pgvector: one schema per project (`memlane_<project>`), many
 /// processes and hosts at once.
@@ -204,7 +205,7 @@ fn row_at(r: &tokio_postgres::Row, at: usize) -> Result<Row> {
         categories: serde_json::from_value(categories).map_err(|_| corrupt("category list"))?,
         immutable: r.try_get(at + 8).map_err(pg_err)?,
         expiration_date: r
-            .try_get::<_, Option<i64>>(9)
+            .try_get::<_, Option<i64>>(at + 9)
             .map_err(pg_err)?
             .map(time)
             .transpose()?,
@@ -212,13 +213,20 @@ fn row_at(r: &tokio_postgres::Row, at: usize) -> Result<Row> {
         updated_at: time(r.try_get(at + 11).map_err(pg_err)?)?,
         hash: r.try_get(at + 12).map_err(pg_err)?,
         context: r.try_get(at + 13).map_err(pg_err)?,
+        valid_from: time(r.try_get(at + 18).map_err(pg_err)?)?,
+        valid_until: r
+            .try_get::<_, Option<i64>>(at + 19)
+            .map_err(pg_err)?
+            .map(time)
+            .transpose()?,
+        superseded_by: r.try_get(at + 20).map_err(pg_err)?,
     };
     Ok(Row::new(
         record,
         r.try_get::<_, i64>(at + 14).map_err(pg_err)?.max(0) as VectorKey,
         r.try_get::<_, i64>(at + 15).map_err(pg_err)?.max(0) as u64,
         r.try_get::<_, i64>(at + 16).map_err(pg_err)?.max(0) as u64,
-        r.try_get::<_, Option<i64>>(17)
+        r.try_get::<_, Option<i64>>(at + 17)
             .map_err(pg_err)?
             .map(time)
             .transpose()?,
@@ -591,7 +599,9 @@ impl Store for PostgresStore {
     async fn vectors(&self, query: VectorQuery<'_>) -> Result<Vec<StoredVector>> {
         let client = self.client().await?;
         let mut params = Params::default();
-        let select = "SELECT m.vector_key, m.id, v.embedding, m.expiration_date, \
+        let select = "SELECT m.vector_key, m.id, v.embedding, \
+                      CASE WHEN m.valid_until IS NULL THEN m.expiration_date \
+                      ELSE -9223372036854775807 END, \
                       m.deleted_at IS NULL AS live \
                       FROM {s}.memories m JOIN {s}.vectors v ON v.key = m.vector_key";
         let sql = match query {

@@ -75,6 +75,15 @@ CREATE TABLE {s}.feedback (
     reason     text,
     updated_at bigint NOT NULL
 );
+"#,
+// Memories keep time: since when a fact holds, until when a later fact superseded it, and
+// which memory did (a change-log record names it in its JSON).
+r#"
+ALTER TABLE {s}.memories ADD COLUMN valid_from bigint;
+UPDATE {s}.memories SET valid_from = created_at;
+ALTER TABLE {s}.memories ALTER COLUMN valid_from SET NOT NULL;
+ALTER TABLE {s}.memories ADD COLUMN valid_until bigint;
+ALTER TABLE {s}.memories ADD COLUMN superseded_by uuid;
 "#];
 
 /// The schema version this build writes.

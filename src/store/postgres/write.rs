@@ -302,19 +302,21 @@ async fn insert_all(
             &format!(
                 "INSERT INTO {s}.memories (id, seq, memory, user_id, agent_id, app_id, run_id, \
                  metadata, categories, immutable, expiration_date, created_at, updated_at, hash, \
-                 context, version, vector_key, terms, context_terms, doc_length) \
+                 context, version, vector_key, terms, context_terms, doc_length, valid_from, \
+                 valid_until, superseded_by) \
                  SELECT u.id, u.seq, u.memory, u.user_id, u.agent_id, u.app_id, u.run_id, \
                  u.metadata, u.categories, u.immutable, u.expiration_date, u.created_at, \
                  u.updated_at, u.hash, u.context, 1, u.vector_key, \
                  string_to_array(u.terms, E'\\x1f'), string_to_array(u.context_terms, E'\\x1f'), \
-                 u.doc_length \
+                 u.doc_length, u.valid_from, u.valid_until, u.superseded_by \
                  FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], \
                  $6::text[], $7::text[], $8::text[], $9::jsonb[], $10::boolean[], $11::bigint[], \
                  $12::bigint[], $13::bigint[], $14::text[], $15::text[], $16::bigint[], \
-                 $17::text[], $18::text[], $19::integer[]) AS u (id, seq, memory, user_id, \
+                 $17::text[], $18::text[], $19::integer[], $20::bigint[], $21::bigint[], \
+                 $22::uuid[]) AS u (id, seq, memory, user_id, \
                  agent_id, app_id, run_id, metadata, categories, immutable, expiration_date, \
                  created_at, updated_at, hash, context, vector_key, terms, context_terms, \
-                 doc_length) \
+                 doc_length, valid_from, valid_until, superseded_by) \
                  ORDER BY u.seq ON CONFLICT (id) DO NOTHING RETURNING id"
             ),
             &[
@@ -337,6 +339,9 @@ async fn insert_all(
                 &cols.terms,
                 &cols.context_terms,
                 &cols.doc_length,
+                &cols.valid_from,
+                &cols.valid_until,
+                &cols.superseded_by,
             ],
         )
         .await
@@ -390,6 +395,9 @@ struct Columns {
     terms: Vec<String>,
     context_terms: Vec<String>,
     doc_length: Vec<i32>,
+    valid_from: Vec<i64>,
+    valid_until: Vec<Option<i64>>,
+    superseded_by: Vec<Option<Uuid>>,
 }
 
 impl Columns {
@@ -412,6 +420,9 @@ impl Columns {
             terms: Vec::with_capacity(n),
             context_terms: Vec::with_capacity(n),
             doc_length: Vec::with_capacity(n),
+            valid_from: Vec::with_capacity(n),
+            valid_until: Vec::with_capacity(n),
+            superseded_by: Vec::with_capacity(n),
         }
     }
 
@@ -438,6 +449,9 @@ impl Columns {
         self.terms.push(terms.join(TERM_SEPARATOR));
         self.context_terms.push(context_terms.join(TERM_SEPARATOR));
         self.doc_length.push(length);
+        self.valid_from.push(micros(r.valid_from));
+        self.valid_until.push(r.valid_until.map(micros));
+        self.superseded_by.push(r.superseded_by);
         Ok((length, terms, context_terms))
     }
 }
@@ -462,7 +476,8 @@ async fn apply(
             t.execute(
                 &format!(
                     "UPDATE {s}.memories SET metadata = $1, categories = $2, updated_at = $3, \
-                     expiration_date = $4, immutable = $5, version = $6 WHERE id = $7"
+                     expiration_date = $4, immutable = $5, version = $6, valid_from = $7, \
+                     valid_until = $8, superseded_by = $9 WHERE id = $10"
                 ),
                 &[
                     &to_text(&r.metadata)?,
@@ -471,6 +486,9 @@ async fn apply(
                     &r.expiration_date.map(micros),
                     &r.immutable,
                     &big(version + 1),
+                    &micros(r.valid_from),
+                    &r.valid_until.map(micros),
+                    &r.superseded_by,
                     &r.id,
                 ],
             )
@@ -711,6 +729,7 @@ mod tests {
             categories: Vec::new(),
             metadata: serde_json::Map::new(),
             created_at: t(0),
+            superseded_by: None,
         };
         [
             RowWrite::Insert {

@@ -96,6 +96,8 @@ fn condition(c: &Condition, params: &mut Vec<SqlValue>) -> String {
                 TimeField::Created => "m.created_at",
                 TimeField::Updated => "m.updated_at",
                 TimeField::Expiration => "m.expiration_date",
+                TimeField::ValidFrom => "m.valid_from",
+                TimeField::ValidUntil => "m.valid_until",
             };
             let mut bound = |x: i64| {
                 params.push(SqlValue::Integer(x));

@@ -456,8 +456,9 @@ impl Store for SqliteStore {
             })
         };
         const SELECT: &str =
-            "SELECT m.vector_key, m.id, v.vector, m.expiration_date FROM memories m \
-             JOIN vectors v ON v.key = m.vector_key";
+            "SELECT m.vector_key, m.id, v.vector, \
+             iif(m.valid_until IS NULL, m.expiration_date, -9223372036854775807) \
+             FROM memories m JOIN vectors v ON v.key = m.vector_key";
         match query {
             VectorQuery::After { key, limit } => {
                 self.read(move |conn| {

@@ -12,11 +12,12 @@ use crate::store::{Row, VectorKey};
 /// The columns of a memory row, in the order [`row`] reads them.
 pub(super) const COLUMNS: &str = "m.id, m.memory, m.user_id, m.agent_id, m.app_id, m.run_id, \
      m.metadata, m.categories, m.immutable, m.expiration_date, m.created_at, m.updated_at, \
-     m.hash, m.context, m.vector_key, m.version, m.seq, m.deleted_at";
+     m.hash, m.context, m.vector_key, m.version, m.seq, m.deleted_at, \
+     coalesce(m.valid_from, m.created_at), m.valid_until, m.superseded_by";
 
 /// The columns of a change-log record, in the order [`log`] reads them.
 pub(super) const LOG_COLUMNS: &str = "id, memory_id, event, old_memory, new_memory, input, \
-     user_id, agent_id, app_id, run_id, categories, metadata, created_at, seq";
+     user_id, agent_id, app_id, run_id, categories, metadata, created_at, seq, superseded_by";
 
 fn bad(e: Box<dyn std::error::Error + Send + Sync>) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e)
@@ -62,6 +63,13 @@ pub(super) fn row(r: &SqlRow<'_>) -> rusqlite::Result<Row> {
         updated_at: time(r.get(11)?)?,
         hash: r.get(12)?,
         context: r.get(13)?,
+        valid_from: time(r.get(18)?)?,
+        valid_until: r.get::<_, Option<i64>>(19)?.map(time).transpose()?,
+        superseded_by: r
+            .get::<_, Option<String>>(20)?
+            .as_deref()
+            .map(uuid)
+            .transpose()?,
     };
     Ok(Row::new(
         record,
@@ -95,6 +103,11 @@ pub(super) fn log(r: &SqlRow<'_>) -> rusqlite::Result<(u64, HistoryRecord)> {
         categories: json_column(&categories)?,
         metadata: json_column(&metadata)?,
         created_at: time(r.get(12)?)?,
+        superseded_by: r
+            .get::<_, Option<String>>(14)?
+            .as_deref()
+            .map(uuid)
+            .transpose()?,
     };
     Ok((r.get::<_, i64>(13)?.max(0) as u64, record))
 }

@@ -259,6 +259,26 @@ INSERT INTO vectors (key, vector) SELECT vector_key, vector FROM memories WHERE 
 ALTER TABLE memories DROP COLUMN vector;
 "#,
     ),
+    // Memories keep time: since when a fact holds, until when (a later fact superseded
+    // it), and which memory superseded it; a change log record names the superseding
+    // memory. The owner-scoped key indexes cover `valid_until`, which every search reads.
+    Migration::Sql(
+        r#"
+ALTER TABLE memories ADD COLUMN valid_from INTEGER;
+ALTER TABLE memories ADD COLUMN valid_until INTEGER;
+ALTER TABLE memories ADD COLUMN superseded_by TEXT;
+UPDATE memories SET valid_from = created_at;
+ALTER TABLE history ADD COLUMN superseded_by TEXT;
+DROP INDEX memories_user_keys;
+DROP INDEX memories_agent_keys;
+DROP INDEX memories_app_keys;
+DROP INDEX memories_run_keys;
+CREATE INDEX memories_user_keys  ON memories (user_id, vector_key, expiration_date, valid_until)  WHERE deleted_at IS NULL;
+CREATE INDEX memories_agent_keys ON memories (agent_id, vector_key, expiration_date, valid_until) WHERE deleted_at IS NULL;
+CREATE INDEX memories_app_keys   ON memories (app_id, vector_key, expiration_date, valid_until)   WHERE deleted_at IS NULL;
+CREATE INDEX memories_run_keys   ON memories (run_id, vector_key, expiration_date, valid_until)   WHERE deleted_at IS NULL;
+"#,
+    ),
 ];
 
 /// How many migrations this build knows: the schema version it writes.

@@ -68,7 +68,8 @@ fn apply(t: &SqlTransaction<'_>, write: RowWrite, out: &mut Committed) -> Result
             let r = &record;
             t.execute(
                 "UPDATE memories SET metadata = ?1, categories = ?2, updated_at = ?3, \
-                 expiration_date = ?4, immutable = ?5, version = ?6 WHERE id = ?7",
+                 expiration_date = ?4, immutable = ?5, version = ?6, valid_from = ?7, \
+                 valid_until = ?8, superseded_by = ?9 WHERE id = ?10",
                 params![
                     to_json(&r.metadata)?,
                     to_json(&r.categories)?,
@@ -76,6 +77,9 @@ fn apply(t: &SqlTransaction<'_>, write: RowWrite, out: &mut Committed) -> Result
                     r.expiration_date.map(micros),
                     r.immutable,
                     (version + 1) as i64,
+                    micros(r.valid_from),
+                    r.valid_until.map(micros),
+                    r.superseded_by.map(|id| id.to_string()),
                     r.id.to_string()
                 ],
             )
@@ -182,8 +186,9 @@ fn insert(t: &SqlTransaction<'_>, r: &MemoryRecord, vector: &[f32], key: VectorK
     let inserted = t.execute(
         "INSERT INTO memories (id, memory, user_id, agent_id, app_id, run_id, metadata, categories, \
          immutable, expiration_date, created_at, updated_at, hash, vector_key, context, \
-         version, terms, context_terms) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 1, ?16, ?17)",
+         version, terms, context_terms, valid_from, valid_until, superseded_by) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 1, ?16, ?17, \
+         ?18, ?19, ?20)",
         params![
             r.id.to_string(),
             r.memory,
@@ -202,6 +207,9 @@ fn insert(t: &SqlTransaction<'_>, r: &MemoryRecord, vector: &[f32], key: VectorK
             r.context,
             terms_column(&r.memory),
             r.context.as_deref().map(terms_column).unwrap_or_default(),
+            micros(r.valid_from),
+            r.valid_until.map(micros),
+            r.superseded_by.map(|id| id.to_string()),
         ],
     );
     match inserted {
@@ -277,8 +285,8 @@ pub(super) fn insert_log(t: &SqlTransaction<'_>, h: &HistoryRecord) -> Result<u6
     let seq: i64 = t
         .query_row(
             "INSERT INTO history (id, memory_id, event, old_memory, new_memory, input, categories, \
-             metadata, user_id, agent_id, app_id, run_id, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) RETURNING seq",
+             metadata, user_id, agent_id, app_id, run_id, created_at, superseded_by) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING seq",
             params![
                 h.id.to_string(),
                 h.memory_id.to_string(),
@@ -293,6 +301,7 @@ pub(super) fn insert_log(t: &SqlTransaction<'_>, h: &HistoryRecord) -> Result<u6
                 h.owners.app_id,
                 h.owners.run_id,
                 micros(h.created_at),
+                h.superseded_by.map(|id| id.to_string()),
             ],
             |r| r.get(0),
         )

@@ -2,7 +2,8 @@ use super::*;
 use crate::record::now;
 
 fn memory(text: &str, immutable: bool) -> Row {
-    let at = now();
+    // Said long before the facts of the tests.
+    let at = now() - chrono::Duration::days(1000);
     let record = MemoryRecord {
         id: Uuid::now_v7(),
         memory: text.into(),
@@ -15,6 +16,9 @@ fn memory(text: &str, immutable: bool) -> Row {
         updated_at: at,
         hash: content_hash(text),
         context: None,
+        valid_from: at,
+        valid_until: None,
+        superseded_by: None,
     };
     Row::new(record, 1, 3, 1, None)
 }
@@ -732,7 +736,7 @@ fn a_plan_becomes_writes_with_digests_history_input_and_credits() {
         out.credits, 8,
         "one add and one update; the model call is not here"
     );
-    assert_eq!(out.writes.len(), 2);
+    assert_eq!(out.writes.len(), 3);
     let Write::Insert(new) = &out.writes[0] else {
         panic!("{:?}", out.writes[0])
     };
@@ -749,18 +753,57 @@ fn a_plan_becomes_writes_with_digests_history_input_and_credits() {
         (core.importance, core.entities.clone()),
         (7, vec!["Ana".to_string()])
     );
-    let Write::Update(update) = &out.writes[1] else {
+    // The fact that takes a memory's place is a new memory, which supersedes it.
+    let Write::Insert(successor) = &out.writes[1] else {
         panic!("{:?}", out.writes[1])
     };
-    assert_eq!(update.id, shown[0].record.id);
-    assert_eq!(
-        update.expect,
-        Some(3),
-        "written only over the version shown"
-    );
-    assert_eq!(update.text.as_ref().map(|t| t.1.clone()), Some(vec![4.0]));
-    assert_eq!(
-        update.categories,
-        Some(vec!["food".into(), "travel".into()])
-    );
+    assert_eq!(successor.record.memory, "Likes green tea");
+    assert_eq!(successor.vector, vec![4.0]);
+    assert_eq!(successor.record.categories, vec!["food", "personal", "travel"]);
+    assert_eq!(successor.record.valid_from, cx.spoken_at);
+    assert_eq!(out.ids, [Some(new.record.id), Some(successor.record.id), None]);
+    let Write::Supersede {
+        id,
+        by,
+        at,
+        input,
+        expect,
+    } = &out.writes[2]
+    else {
+        panic!("{:?}", out.writes[2])
+    };
+    assert_eq!((*id, *by), (shown[0].record.id, successor.record.id));
+    assert_eq!(*at, cx.spoken_at, "valid until the news was said");
+    assert_eq!(input, &cx.messages);
+    assert_eq!(*expect, Some(3), "written only over the version shown");
+}
+
+/// A statement older than the memory it would supersede (a conversation added out of
+/// order) supersedes nothing: it is stored as history, superseded by the memory.
+#[test]
+fn an_older_statement_is_stored_as_history_of_the_memory() {
+    let row = memory("Lives in Madrid", false);
+    let cx = |spoken_at| Context {
+        messages: Vec::new(),
+        owners: Owners::default(),
+        metadata: Map::new(),
+        categories: Vec::new(),
+        expiry: None,
+        immutable: false,
+        at: now(),
+        spoken_at,
+    };
+    let fact = fact("Lives in Lisbon");
+    let older = cx(row.record.valid_from - chrono::Duration::days(30));
+    let mut record = new_record(Uuid::now_v7(), &fact.text, &fact, &[], &older);
+    assert!(supersede(&row, &mut record, &older).is_none());
+    assert_eq!(record.valid_until, Some(row.record.valid_from));
+    assert_eq!(record.superseded_by, Some(row.record.id));
+    let newer = cx(now());
+    let mut record = new_record(Uuid::now_v7(), &fact.text, &fact, &[], &newer);
+    assert!(matches!(
+        supersede(&row, &mut record, &newer),
+        Some(Write::Supersede { .. })
+    ));
+    assert!(record.is_current());
 }
