@@ -6,7 +6,8 @@
 //! `cargo run --release --example eval_contradictions` (after `scripts/fetch-models.sh`),
 //! with the local model, or any OpenAI-compatible server when `OPENAI_API_KEY` or
 //! `OPENAI_BASE_URL` is set (model: `MEMLANE_LLM_MODEL`, default `gpt-4o-mini`).
-//! `-- --set tuned|untuned` runs one half (`dev`: the development cases); `-- --only ID[,ID…]` some cases only;
+//! `-- --set tuned|untuned` runs one half (`dev`: the development cases; `unchanged`:
+//! statements that must supersede nothing); `-- --only ID[,ID…]` some cases only;
 //! `-- --set tuned --cases PATH` runs your own cases, in the halves' format;
 //! `-- --store-per-case` gives each case a store of its own, so that no case's keyword
 //! statistics hold another's memories (by default all cases share one store, as a
@@ -27,9 +28,12 @@
 //! (`contradictions_dev.json`) holds 38 more cases written later to tune on, apart from
 //! both halves and never in their figures.
 //!
-//! A case **ends consistent** when no live memory holds a stale term and every labelled
-//! fact is stated. A fact is **lost** when no live memory states it without a stale term.
-//! Marks in the listing: `+` states a fact, `~` stale, `-` states no labelled fact.
+//! A case **ends consistent** when no current memory holds a stale term and every
+//! labelled fact is stated. A fact is **lost** when no current memory states it without a
+//! stale term. A superseded case **keeps its history** when the memories current as of
+//! just before its last turn (`as_of`) still hold a stale term: the old fact, superseded
+//! rather than lost. Marks in the listing: `+` states a fact, `~` stale, `-` states no
+//! labelled fact.
 
 #[path = "eval_extraction/cases.rs"]
 mod cases;
@@ -40,7 +44,6 @@ use std::time::{Duration, Instant};
 
 use cases::{is_right, is_stale, states, Case, Kind};
 use eval_llm::{Args, Counted};
-use memlane::record::HistoryEvent;
 use memlane::Memory;
 
 /// The two halves of the set.
@@ -51,6 +54,10 @@ enum Half {
     /// Cases written after the two halves, to tune on as well (`--set dev` only): more
     /// failures to learn from, without touching the half that is never tuned on.
     Dev,
+    /// Ordinary statements that must supersede nothing (`--set unchanged`): news of someone
+    /// else, a plan, a hypothetical, a quotation, a second job, a trip, a temporary state.
+    /// Never tuned on.
+    Unchanged,
 }
 
 impl Half {
@@ -59,6 +66,7 @@ impl Half {
             Half::Tuned => "tuned",
             Half::Untuned => "untuned",
             Half::Dev => "dev",
+            Half::Unchanged => "unchanged",
         }
     }
 
@@ -74,10 +82,12 @@ struct Outcome {
     consistent: usize,
     facts: usize,
     lost: usize,
+    /// Cases whose old fact is still current as of just before the last turn.
+    history: usize,
 }
 
 impl Outcome {
-    fn of(kept: &[String], case: &Case) -> Outcome {
+    fn of(kept: &[String], before_last: &[String], case: &Case) -> Outcome {
         let lost = case
             .facts
             .iter()
@@ -93,6 +103,7 @@ impl Outcome {
             consistent: usize::from(!stale && lost == 0),
             facts: case.facts.len(),
             lost,
+            history: usize::from(before_last.iter().any(|m| is_stale(m, &case.stale))),
         }
     }
 
@@ -101,9 +112,11 @@ impl Outcome {
         self.consistent += other.consistent;
         self.facts += other.facts;
         self.lost += other.lost;
+        self.history += other.history;
     }
 
-    fn row(&self, name: &str) -> String {
+    /// The table's row; `superseded` for a row of superseded cases, whose history counts.
+    fn row(&self, name: &str, superseded: bool) -> String {
         let pct = |a: usize, b: usize| {
             if b == 0 {
                 "n/a".to_string()
@@ -112,24 +125,33 @@ impl Outcome {
             }
         };
         format!(
-            "| {name} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} |",
             self.cases,
             pct(self.consistent, self.cases),
             self.facts,
-            pct(self.lost, self.facts)
+            pct(self.lost, self.facts),
+            if superseded {
+                pct(self.history, self.cases)
+            } else {
+                "n/a".into()
+            }
         )
     }
 }
 
-/// Runs one case for its own user: the time of each add, and what the store kept (each
-/// memory's text and labels).
+/// What one case left: the time of each add, how many failed, what the store holds now
+/// (each current memory's text and labels), and the texts current as of just before the
+/// last turn.
+type Run = (Vec<Duration>, usize, Vec<(String, Vec<String>)>, Vec<String>);
+
+/// Runs one case for its own user.
 async fn run(
     memory: &Memory,
     llm: &Counted,
     half: Half,
     case: &Case,
     blind: bool,
-) -> memlane::Result<(Vec<Duration>, usize, Vec<(String, Vec<String>)>)> {
+) -> memlane::Result<Run> {
     let user = format!("contradictions-{}-{}", half.name(), case.id);
     let mut times = Vec::new();
     let mut failed = 0;
@@ -152,14 +174,10 @@ async fn run(
             }
         };
         for m in &added.results {
-            match (m.event, &m.previous_memory) {
-                _ if blind => println!("    {}", m.event.as_str()),
-                (HistoryEvent::Add, _) | (_, None) => {
-                    println!("    {:<6} {}", m.event.as_str(), m.memory)
-                }
-                (_, Some(before)) => {
-                    println!("    {:<6} {} (was: {before})", m.event.as_str(), m.memory)
-                }
+            if blind {
+                println!("    {}", m.event.as_str());
+            } else {
+                println!("    {:<9} {}", m.event.as_str(), m.memory);
             }
         }
     }
@@ -172,7 +190,20 @@ async fn run(
         .into_iter()
         .map(|r| (r.memory, r.categories))
         .collect();
-    Ok((times, failed, kept))
+    let before_last = match case.turns.last() {
+        Some(last) if case.turns.len() > 1 => memory
+            .list()
+            .user(user.as_str())
+            .as_of(last.at - chrono::Duration::seconds(1))
+            .page_size(100)
+            .await?
+            .results
+            .into_iter()
+            .map(|r| r.memory)
+            .collect(),
+        _ => Vec::new(),
+    };
+    Ok((times, failed, kept, before_last))
 }
 
 fn p50(times: &mut [Duration]) -> f64 {
@@ -191,10 +222,11 @@ async fn main() -> memlane::Result<()> {
         Some("tuned") => vec![Half::Tuned],
         Some("untuned") => vec![Half::Untuned],
         Some("dev") => vec![Half::Dev],
+        Some("unchanged") => vec![Half::Unchanged],
         None => vec![Half::Tuned, Half::Untuned],
         Some(other) => {
             return Err(memlane::Error::invalid(format!(
-                "--set takes tuned, untuned or dev, not {other}"
+                "--set takes tuned, untuned, dev or unchanged, not {other}"
             )))
         }
     };
@@ -243,11 +275,14 @@ async fn main() -> memlane::Result<()> {
             };
             let memory = own.as_ref().unwrap_or(&shared);
             // The half never tuned on is read by its figures, not its texts.
-            let blind = half == Half::Untuned && args.cases.is_none() && !show_texts;
-            let (times, failed, labelled) = run(memory, &model.llm, half, case, blind).await?;
+            let blind = matches!(half, Half::Untuned | Half::Unchanged)
+                && args.cases.is_none()
+                && !show_texts;
+            let (times, failed, labelled, before_last) =
+                run(memory, &model.llm, half, case, blind).await?;
             let kept: Vec<String> = labelled.iter().map(|(m, _)| m.clone()).collect();
             failures += failed;
-            let outcome = Outcome::of(&kept, case);
+            let outcome = Outcome::of(&kept, &before_last, case);
             if case.kind == Kind::Compatible {
                 compatible.add(outcome);
             } else {
@@ -289,12 +324,15 @@ async fn main() -> memlane::Result<()> {
         println!();
     }
 
-    println!("| half | cases | consistent % | facts | facts lost % |\n|---|---|---|---|---|");
+    println!(
+        "| half | cases | consistent % | facts | facts lost % | history kept % |\n\
+         |---|---|---|---|---|---|"
+    );
     for (half, superseded, compatible, all) in &rows {
         let name = half.name();
-        println!("{}", superseded.row(&format!("{name}: superseded")));
-        println!("{}", compatible.row(&format!("{name}: compatible")));
-        println!("{}", all.row(&format!("**{name}: all**")));
+        println!("{}", superseded.row(&format!("{name}: superseded"), true));
+        println!("{}", compatible.row(&format!("{name}: compatible"), false));
+        println!("{}", all.row(&format!("**{name}: all**"), false));
     }
     println!(
         "\n{} adds ({failures} failed), p50 {:.1} s per add; {:.0} s in all",

@@ -118,11 +118,18 @@ async fn main() -> memlane::Result<()> {
         .llm(language_model()?)
         .build()
         .await?;
+    // Carlos's chats, dated as they happened (`timestamp`): a fact that supersedes a
+    // memory ends it, and the memory stays as history.
+    let first_chat = chrono::Utc::now() - chrono::Duration::days(90);
     let conversation = vec![
         Message::user("Hi, I'm Carlos. I live in Madrid and I work as a nurse."),
         Message::assistant("Nice to meet you, Carlos!"),
     ];
-    let added = memory.add(conversation).user("carlos").await?;
+    let added = memory
+        .add(conversation)
+        .user("carlos")
+        .timestamp(first_chat)
+        .await?;
     println!("extracted from carlos's first chat:");
     for m in &added.results {
         println!("   {}  {}", m.event.as_str(), m.memory);
@@ -137,6 +144,10 @@ async fn main() -> memlane::Result<()> {
     }
     println!("carlos's memories now:");
     for m in memory.list().user("carlos").await?.results {
+        println!("   {}", m.memory);
+    }
+    println!("carlos's memories as of his first chat:");
+    for m in memory.list().user("carlos").as_of(first_chat).await?.results {
         println!("   {}", m.memory);
     }
 

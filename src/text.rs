@@ -42,65 +42,6 @@ pub fn query_terms(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The terms of a text that say what it is about: its [`terms`] without the function
-/// words (pronouns, articles, auxiliaries, …) of [`FUNCTION_WORD_LANGUAGES`]. "Ich segle
-/// gern" and "Ich gebe Nachhilfe" share "ich", and nothing they are about.
-pub(crate) fn content_terms(text: &str) -> Vec<String> {
-    let stemmer = stemmer();
-    content_words(text)
-        .iter()
-        .map(|w| stemmer.stem(w).into_owned())
-        .collect()
-}
-
-/// The words of a text that [`content_terms`] keeps, folded as [`terms`] are but not
-/// stemmed: "lovely" stays apart from "love".
-pub(crate) fn content_words(text: &str) -> Vec<String> {
-    words(text)
-        .filter(|w| !function_words().contains(w.as_str()))
-        .map(|w| fold(&w).into_owned())
-        .collect()
-}
-
-/// The languages whose function words (NLTK's lists, by ISO 639-1 code) [`content_terms`]
-/// leaves out: those of Western and Northern Europe. Other languages' short function
-/// words are names in these (Uzbek's "ana", Turkish's "ama"), and other scripts meet no
-/// Latin word.
-const FUNCTION_WORD_LANGUAGES: [&str; 11] = [
-    "ca", "da", "de", "en", "es", "fr", "it", "nl", "no", "pt", "sv",
-];
-
-/// Function words of Catalan, Danish, Norwegian or Swedish that are nouns, verbs or
-/// adjectives of English, French, German, Italian, Spanish, Portuguese or Dutch, and
-/// function words of none of these: "I have a dog, Bella" is about a dog (Danish "dog" is
-/// "yet"), "Je vis en ville" about a town, "a big Formula 1 fan" about a fan.
-const NAMES_THINGS: [&str; 10] = [
-    "bare", "dig", "dog", "end", "fan", "inn", "mod", "mode", "tan", "ville",
-];
-
-/// The function words of [`FUNCTION_WORD_LANGUAGES`], lowercase, accents kept.
-fn function_words() -> &'static std::collections::HashSet<&'static str> {
-    static WORDS: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
-        std::sync::OnceLock::new();
-    WORDS.get_or_init(|| {
-        FUNCTION_WORD_LANGUAGES
-            .into_iter()
-            .flat_map(|code| {
-                stop_words::lookup(code)
-                    .unwrap_or_default()
-                    .iter()
-                    .copied()
-                    .filter(|w| !NAMES_THINGS.contains(w))
-            })
-            .collect()
-    })
-}
-
-/// The words of a text, every one, folded as [`terms`] are but not stemmed.
-pub(crate) fn folded_words(text: &str) -> Vec<String> {
-    words(text).map(|w| fold(&w).into_owned()).collect()
-}
-
 /// The stems of a text's [`keywords`] (English Snowball stemmer, no folding).
 pub fn stems(text: &str) -> Vec<String> {
     let stemmer = stemmer();
@@ -196,24 +137,6 @@ mod tests {
         );
         assert_eq!(keywords("What for"), vec!["what", "for"]);
         assert!(query_keywords("what is it").is_empty());
-    }
-
-    #[test]
-    fn content_terms_leave_out_function_words_of_european_languages() {
-        assert_eq!(content_terms("Ich segle gern"), vec!["segl", "gern"]);
-        assert_eq!(content_terms("Je vis à Nantes"), vec!["vis", "nant"]);
-        assert_eq!(content_terms("Yo soy de Cádiz"), vec!["cadiz"]);
-        assert_eq!(content_terms("Io e Ana"), vec!["ana"]);
-        // Function words of the Nordic lists that name things in the seven languages,
-        // and are function words of none of them.
-        for code in ["de", "en", "es", "fr", "it", "nl", "pt"] {
-            let list = stop_words::lookup(code).unwrap();
-            assert!(!NAMES_THINGS.iter().any(|w| list.contains(w)), "{code}");
-        }
-        assert_eq!(content_words("I have a dog, Bella"), vec!["dog", "bella"]);
-        assert_eq!(content_words("Je vis en ville"), vec!["vis", "ville"]);
-        assert_eq!(content_words("I'm a big fan"), vec!["big", "fan"]);
-        assert_eq!(terms("Ich segle gern"), vec!["ich", "segl", "gern"]);
     }
 
     #[test]

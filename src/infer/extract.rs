@@ -1,6 +1,7 @@
 //! Fact extraction: the facts worth remembering in a conversation, as a model states
 //! them under the extraction prompt, then tidied and checked against what the user said
-//! (not copied from the prompt, not the assistant's, not translated).
+//! (not copied from the prompt, not the assistant's), by their words alone: no check here
+//! knows a language.
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -15,14 +16,8 @@ use crate::limits;
 use crate::llm::{chat_json, Llm, Parsed};
 use crate::record::Message;
 
-mod said;
 #[cfg(test)]
 mod tests;
-mod translations;
-
-pub(in crate::infer) use said::SUBJECTS;
-use said::{as_said, the_speakers_own};
-use translations::in_users_words;
 
 /// Most facts one extraction may return.
 pub(crate) const MAX_FACTS: usize = 50;
@@ -175,188 +170,12 @@ pub(crate) async fn extract_facts(
         check_facts(&f.facts)
     })
     .await?;
-    let facts = clean_facts(
-        as_said(
-            the_speakers_own(in_users_words(parsed.value.facts, messages), messages),
-            messages,
-        ),
-        labels,
-    );
+    let facts = clean_facts(parsed.value.facts, labels);
     Ok(Parsed {
-        value: not_small_talk(said_by_the_user(
-            not_copied(facts, &instructions, &prompt),
-            messages,
-        )),
+        value: said_by_the_user(not_copied(facts, &instructions, &prompt), messages),
         usage: parsed.usage,
         model: parsed.model,
     })
-}
-
-/// The user's messages cut into sentences, untrimmed: at . ! ? : ; and line breaks (and
-/// their CJK forms), not at commas, which would cut "Teacher, 12 years" to a fragment.
-fn users_sentences(messages: &[Message]) -> impl Iterator<Item = &str> {
-    messages.iter().filter(|m| m.role == "user").flat_map(|m| {
-        m.content
-            .split(['.', '!', '?', ':', ';', '\n', '。', '！', '？'])
-    })
-}
-
-/// The user's statements, each once: their sentences ([`users_sentences`]) of two words or
-/// more, trimmed, but questions and small talk. What a caller reads for a fact the model
-/// did not extract.
-pub(crate) fn statements(messages: &[Message]) -> Vec<String> {
-    let sentences = messages
-        .iter()
-        .filter(|m| m.role == "user")
-        .flat_map(|m| {
-            m.content
-                .split_inclusive(['.', '!', '?', ';', '\n', '。', '！', '？'])
-        })
-        .filter(|s| !s.trim_end().ends_with(['?', '？']))
-        .map(|s| {
-            s.trim()
-                .trim_end_matches(['.', '!', ';', '。', '！'])
-                .trim()
-        })
-        .filter(|s| s.split_whitespace().nth(1).is_some() && !super::small_talk::is_small_talk(s))
-        .map(str::to_owned);
-    dedup(sentences)
-}
-
-/// Verbs of what a person does, in the first person singular of Spanish, Italian and
-/// Portuguese, which say who does it without a pronoun: "toco", "gioco", "dou".
-const I_DO_AN_ACTIVITY: &[&str] = &[
-    // Spanish
-    "toco",
-    "juego",
-    "trabajo",
-    "enseño",
-    "estudio",
-    "practico",
-    "corro",
-    "nado",
-    "doy",
-    "vivo",
-    "canto",
-    "bailo",
-    "pinto",
-    "escribo",
-    "cocino",
-    "colecciono",
-    "entreno",
-    // Italian
-    "gioco",
-    "suono",
-    "lavoro",
-    "insegno",
-    "studio",
-    "pratico",
-    "nuoto",
-    "abito",
-    "ballo",
-    "dipingo",
-    "scrivo",
-    "cucino",
-    "colleziono",
-    // Portuguese
-    "jogo",
-    "trabalho",
-    "ensino",
-    "estudo",
-    "dou",
-    "moro",
-    "danço",
-    "escrevo",
-    "cozinho",
-    "coleciono",
-    "treino",
-];
-
-/// Words before a noun, which make "trabajo" or "studio" one ("El trabajo es duro", "Mi
-/// studio è piccolo").
-const DETERMINERS: &[&str] = &[
-    "el", "la", "los", "las", "un", "una", "il", "lo", "gli", "uno", "o", "os", "as", "um", "uma",
-    "mi", "mis", "tu", "su", "sus", "mio", "mia", "meu", "minha", "seu", "sua", "del", "al", "do",
-    "da", "dos", "das", "este", "esta", "questo", "questa", "esse", "essa",
-];
-
-/// Words before a verb that say someone else does it, or that it is not done.
-const NOT_MINE: &[&str] = &[
-    "él", "ella", "ellos", "ellas", "usted", "tú", "lui", "lei", "loro", "tu", "ele", "ela",
-    "eles", "elas", "você", "no", "non", "não", "nunca", "mai",
-];
-
-/// The user's statements ([`statements`]) that say what the speaker does in a language
-/// that drops the pronoun: a verb of [`I_DO_AN_ACTIVITY`] among their first four words,
-/// with something after it, no determiner right before it ([`DETERMINERS`]: "El trabajo
-/// es duro" says no work of the speaker's) and no one else or denial before it
-/// ([`NOT_MINE`]). A small model extracts nothing from "Toco la batería" or "Às noites
-/// dou aulas de guitarra a miúdos", which say no "I".
-pub(crate) fn activities(messages: &[Message]) -> Vec<String> {
-    statements(messages)
-        .into_iter()
-        .filter(|s| {
-            let words = crate::text::keywords(s);
-            words
-                .iter()
-                .take(4)
-                .position(|w| I_DO_AN_ACTIVITY.contains(&w.as_str()))
-                .is_some_and(|at| {
-                    at + 1 < words.len()
-                        && !at
-                            .checked_sub(1)
-                            .is_some_and(|b| DETERMINERS.contains(&words[b].as_str()))
-                        && !words[..at].iter().any(|w| NOT_MINE.contains(&w.as_str()))
-                })
-        })
-        .collect()
-}
-
-/// The user's statements that none of `facts` speaks of: all of them ([`statements`])
-/// when there is no fact, and otherwise each clause of them said on its own (cut at
-/// colons too, [`said::pieces`]) that shares no word but function words with any fact.
-/// "Funny thing: I've come to love jazz, I listen to Coltrane every evening", of which a
-/// small model extracted only the last clause, leaves "I've come to love jazz".
-pub(crate) fn left_out(facts: &[Fact], messages: &[Message]) -> Vec<String> {
-    let all = statements(messages);
-    if facts.is_empty() {
-        return all;
-    }
-    let spoken: Vec<String> = facts
-        .iter()
-        .flat_map(|f| crate::text::content_terms(&f.text))
-        .collect();
-    let pieces = all
-        .iter()
-        .flat_map(|s| s.split(':'))
-        .flat_map(said::pieces)
-        .filter(|piece| {
-            let terms = crate::text::content_terms(piece);
-            piece.split_whitespace().nth(1).is_some()
-                && !terms.is_empty()
-                && !spoken
-                    .iter()
-                    .any(|w| terms.iter().any(|t| t == w || alike(w, t)))
-        });
-    dedup(pieces.map(str::to_owned))
-}
-
-/// Whether two terms are one word, or look like one word in two languages: five letters
-/// or more each, with half their letter trigrams shared (Dice ≥ 0.5), as "guitar" and
-/// "gitarre", "professor" and "professora", "clinic" and "clínica".
-pub(super) fn alike(a: &str, b: &str) -> bool {
-    if a == b {
-        return true;
-    }
-    if a.chars().count() < 5 || b.chars().count() < 5 {
-        return false;
-    }
-    let trigrams = |w: &str| -> std::collections::HashSet<Vec<char>> {
-        let chars: Vec<char> = w.chars().collect();
-        chars.windows(3).map(<[char]>::to_vec).collect()
-    };
-    let (a, b) = (trigrams(a), trigrams(b));
-    4 * a.intersection(&b).count() >= a.len() + b.len()
 }
 
 pub(super) fn check_facts(facts: &[Fact]) -> std::result::Result<(), String> {
@@ -477,21 +296,6 @@ fn said_by_the_user(facts: Vec<Fact>, messages: &[Message]) -> Vec<Fact> {
                 tracing::debug!(target: "memlane", "a fact the user did not state was dropped");
             }
             kept
-        })
-        .collect()
-}
-
-/// Drops the facts that are small talk ([`super::small_talk::is_small_talk`]): a remark on
-/// the weather, a greeting or a wish, which the prompt forbids and a small model extracts.
-fn not_small_talk(facts: Vec<Fact>) -> Vec<Fact> {
-    facts
-        .into_iter()
-        .filter(|f| {
-            let small = super::small_talk::is_small_talk(&f.text);
-            if small {
-                tracing::debug!(target: "memlane", "a fact that is small talk was dropped");
-            }
-            !small
         })
         .collect()
 }

@@ -1,8 +1,12 @@
 //! What memlane asks a language model, and how it reads the answers: fact extraction,
-//! reconciliation with existing memories, a structured digest, and merging.
+//! reconciliation with existing memories, a structured digest, and merging; and the
+//! arithmetic of relative dates ([`dates`]).
 //!
-//! Every answer is JSON read into the structs below and checked by a `validate` function;
-//! a broken rule is sent back to the model once (see [`chat_json`]).
+//! Every answer is JSON, decoded under a schema where the model can be held to one, read
+//! into the structs below and checked by a `validate` function; a broken rule is sent back
+//! to the model once (see [`chat_json`]). What the model decided is never second-guessed by
+//! lists of words: the checks here read ids, schemas, and whether a fact's words are in
+//! what the user said.
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -15,147 +19,13 @@ use crate::llm::{chat_json, ChatRequest, Llm, Parsed};
 use crate::record::Message;
 
 pub(crate) mod dates;
-mod denials;
-mod diets;
 mod extract;
-mod habits;
-mod looks;
-mod moves;
-mod partners;
-mod people;
-mod pets;
-pub(crate) mod places;
 mod reconcile;
-mod small_talk;
-mod tastes;
-mod topics;
-mod work;
 
-pub(crate) use denials::takes_back;
-pub(crate) use diets::{ends_diet, rules_out, switches_diet};
-pub(crate) use extract::{activities, extract_facts, left_out, Fact};
-pub(crate) use habits::at_other_times;
-pub(crate) use looks::{
-    answers, apart, clauses, outdates, replaces, with_the_rest_kept, with_the_rest_kept_by, Apart,
-};
-pub(crate) use moves::{moved_away, stays_away};
-pub(crate) use partners::{ends_partnership, ends_single_life, makes_a_friend};
-pub(crate) use people::of_someone_else;
-pub(crate) use pets::{a_pet_died, another_pet};
+pub(crate) use extract::{extract_facts, Fact};
 pub(crate) use reconcile::{reconcile, Decision, Event, Existing};
-pub(crate) use tastes::{another_taste, gives_up_drinking, reverses_taste};
-pub(crate) use topics::{gives_up_diet, leaves_topic, takes_up_diet, topics};
-pub(crate) use work::{changes_jobs, retires};
 #[cfg(feature = "fuzzing")]
 pub(crate) mod fuzz;
-
-/// Words with which a speaker marks a fact as one more of its kind, in the languages memlane
-/// is evaluated in: English, French, German, Italian, Spanish, Portuguese and Dutch.
-const ADDITIVE: [&str; 10] = [
-    "also",
-    "too",
-    "aussi",
-    "également",
-    "auch",
-    "ebenfalls",
-    "anche",
-    "también",
-    "também",
-    "ook",
-];
-
-/// Whether a fact has one of the [`ADDITIVE`] words after its first word: a first "Also,"
-/// brings news ("Also, I moved to Porto"), and German's "Also" means "so".
-pub(crate) fn additional(fact: &str) -> bool {
-    fact.split(|c: char| !c.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-        .skip(1)
-        .any(|word| ADDITIVE.contains(&word.to_lowercase().as_str()))
-}
-
-/// Words and phrases by which a speaker says something still holds: "I still cycle every
-/// weekend", "Je joue toujours au tennis", "Ich spiele immer noch Geige", "Suono ancora
-/// il piano", "Todavía vivo en Bilbao", "Sigo corriendo", "Ainda moro em Lisboa", "Ik
-/// woon nog steeds in Gent". Not French "encore" nor Dutch "nog" alone, which say "again"
-/// and "one more" as often.
-const STILL: &[&[&str]] = &[
-    &["still"],
-    &["toujours"],
-    &["immer", "noch"],
-    &["weiterhin"],
-    &["ancora"],
-    &["todavia"],
-    &["aun"],
-    &["sigo"],
-    &["ainda"],
-    &["continuo"],
-    &["nog", "steeds"],
-    &["nog", "altijd"],
-];
-
-/// Forms of "avoir" before which "toujours" is "always": "J'ai toujours voulu…".
-const AVOIR: &[&str] = &["ai", "as", "a", "avons", "avez", "ont"];
-
-/// Whether a fact says something still holds ([`STILL`]): it confirms what a memory says
-/// rather than taking its place ("I still cycle every weekend" beside "I love cycling").
-pub(crate) fn still_holds(fact: &str) -> bool {
-    let words = crate::text::folded_words(fact);
-    let always = words
-        .windows(2)
-        .any(|w| w[1] == "toujours" && AVOIR.contains(&w[0].as_str()));
-    !always && says_phrase(&words, STILL)
-}
-
-/// Phrases by which a speaker says what something took the place of: "instead of",
-/// "statt", "invece di", "au lieu de", "en vez de", "em vez de", "en lugar de", "in
-/// plaats van".
-const IN_PLACE: &[&[&str]] = &[
-    &["instead"],
-    &["statt"],
-    &["anstatt"],
-    &["anstelle"],
-    &["invece"],
-    &["au", "lieu"],
-    &["en", "vez"],
-    &["em", "vez"],
-    &["en", "lugar", "de"],
-    &["in", "plaats", "van"],
-];
-
-/// Whether a text says what something took the place of ([`IN_PLACE`]): "Seit zwei
-/// Wochen trinke ich statt Espresso nur noch Kräutertee".
-pub(crate) fn in_place_of(text: &str) -> bool {
-    says_phrase(&crate::text::folded_words(text), IN_PLACE)
-}
-
-/// Whether folded `words` hold one of `phrases`, its words in a row.
-pub(super) fn says_phrase(words: &[String], phrases: &[&[&str]]) -> bool {
-    phrases.iter().any(|phrase| {
-        words
-            .windows(phrase.len())
-            .any(|w| w.iter().zip(phrase.iter()).all(|(a, b)| a == b))
-    })
-}
-
-/// The names a text gives: its capitalised words but "I", folded ("Léo": "leo"). A
-/// function word counts only inside a sentence, where its capital makes it a name ("I'm
-/// with Mia now"; "Mia" is Italian for "my"); at a sentence's start it is none.
-pub(super) fn names(text: &str) -> Vec<String> {
-    text.split(['.', '!', '?', ';', ':', '\n'])
-        .flat_map(|sentence| {
-            sentence
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| !w.is_empty())
-                .enumerate()
-                .filter(|&(i, w)| {
-                    w.chars().next().is_some_and(char::is_uppercase)
-                        && w != "I"
-                        && (i > 0 || !crate::text::content_words(w).is_empty())
-                })
-                .map(|(_, w)| crate::text::folded_words(w).concat())
-        })
-        .collect()
-}
 
 /// Token budget of an extraction or digest reply.
 const EXTRACT_TOKENS: u32 = 768;
@@ -249,10 +119,9 @@ fn label_names(labels: &[Label]) -> Value {
 }
 
 /// Has a model that keeps prompt prefixes read the fixed part of the prompts of `add` with
-/// inference (extraction, for this project's policy and labels, reconciliation, and its
-/// second look),
-/// each with a one-line question and a one-token reply, so that the first real call reads
-/// only its own conversation. A model that keeps none is left alone.
+/// inference (extraction, for this project's policy and labels, and reconciliation), each
+/// with a one-line question and a one-token reply, so that the first real call reads only
+/// its own conversation. A model that keeps none is left alone.
 pub(crate) async fn warm(llm: &dyn Llm, policy: &str, labels: &[Label]) -> Result<()> {
     if !llm.reuses_prefixes() {
         return Ok(());
@@ -260,8 +129,6 @@ pub(crate) async fn warm(llm: &dyn Llm, policy: &str, labels: &[Label]) -> Resul
     for mut chat in [
         extract::extraction_prefix(policy, labels).0,
         reconcile::reconcile_prefix(),
-        looks::second_look_prefix(),
-        looks::answers_prefix(),
     ] {
         chat.push(Message::user("Hello"));
         llm.chat(ChatRequest::new(chat).max_tokens(1)).await?;
@@ -384,8 +251,6 @@ mod tests {
     #[cfg(feature = "local-llm")]
     use super::extract::{check_facts, facts_schema, Facts, MAX_FACTS};
     #[cfg(feature = "local-llm")]
-    use super::looks::{answers_schema, yes_no_schema};
-    #[cfg(feature = "local-llm")]
     use super::reconcile::{check_decisions, decisions_schema, Decisions};
     use super::*;
     use crate::llm::ScriptedLlm;
@@ -418,12 +283,8 @@ mod tests {
         let scripted = ScriptedLlm::new([
             "{",
             "{",
-            "{",
-            "{",
             r#"{"facts": [{"text": "I like tea"}]}"#,
             r#"{"decisions": [{"fact": 0, "event": "ADD"}]}"#,
-            r#"{"answer": "no"}"#,
-            r#"{"question": "What do they drink?", "before": "coffee", "now": "tea"}"#,
         ]);
         let llm = Keeping(scripted.clone());
         let labels = vec![Label::new("food", "what they eat and drink")];
@@ -444,18 +305,9 @@ mod tests {
         reconcile(&llm, &["I like tea".into()], &existing, at())
             .await
             .unwrap();
-        replaces(&llm, "Drinks coffee", "I like tea").await.unwrap();
-        looks::answers(&llm, "Drinks coffee", "I like tea")
-            .await
-            .unwrap();
         let requests = scripted.requests();
-        assert_eq!(requests.len(), 8);
-        for (warming, real) in [
-            (&requests[0], &requests[4]),
-            (&requests[1], &requests[5]),
-            (&requests[2], &requests[6]),
-            (&requests[3], &requests[7]),
-        ] {
+        assert_eq!(requests.len(), 4);
+        for (warming, real) in [(&requests[0], &requests[2]), (&requests[1], &requests[3])] {
             let (kept, last) = warming.messages.split_at(warming.messages.len() - 1);
             assert_eq!(kept, &real.messages[..real.messages.len() - 1]);
             assert_eq!(last[0].role, "user");
@@ -572,49 +424,6 @@ mod tests {
             agree(&schema, reply, false);
         }
 
-        // A second look's answer: yes or no, nothing else.
-        let schema = yes_no_schema();
-        for (reply, read) in [
-            (r#"{"answer": "yes"}"#, true),
-            (r#"{"answer": "no"}"#, true),
-            (r#"{"answer": "maybe"}"#, false),
-            (r#"{"answer": true}"#, false),
-            (r#"{"answer": "yes", "why": "moved"}"#, false),
-            (r#"{}"#, false),
-        ] {
-            agree(&schema, reply, read);
-        }
-
-        // The answers of a closer look: the three strings, nothing else.
-        let schema = answers_schema();
-        for (reply, read) in [
-            (
-                r#"{"question": "Where?", "before": "Hull", "now": "York"}"#,
-                true,
-            ),
-            (r#"{"question": "", "before": "", "now": ""}"#, true),
-            (r#"{"question": "Where?", "before": "Hull"}"#, false),
-            (
-                r#"{"question": "Where?", "before": "Hull", "now": 3}"#,
-                false,
-            ),
-            (
-                r#"{"question": "Where?", "before": "Hull", "now": "York", "why": "moved"}"#,
-                false,
-            ),
-        ] {
-            assert_eq!(
-                serde_json::from_str::<looks::Answers>(reply).is_ok()
-                    && serde_json::from_str::<serde_json::Map<String, Value>>(reply).is_ok_and(
-                        |o| o
-                            .keys()
-                            .all(|k| ["question", "before", "now"].contains(&k.as_str()))
-                    ),
-                read,
-                "{reply}"
-            );
-            agree(&schema, reply, read);
-        }
-        assert!(seen[0] >= 28 && seen[1] >= 16, "{seen:?}");
+        assert!(seen[0] >= 21 && seen[1] >= 12, "{seen:?}");
     }
 }

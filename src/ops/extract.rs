@@ -184,10 +184,7 @@ impl<'a> ExtractRequest<'a> {
         )
         .await?;
         let d = parsed.value;
-        let here = infer::places::greeted_place(&self.messages);
-        let resolve = |text: &str| {
-            infer::places::annotate(&infer::dates::annotate(text, spoken_at), here.as_ref())
-        };
+        let resolve = |text: &str| infer::dates::annotate(text, spoken_at);
         let summary = resolve(&d.summary);
         let key_facts: Vec<String> = d.key_facts.iter().map(|f| resolve(f.trim())).collect();
         let core = ExtractedCore {

@@ -373,3 +373,161 @@ async fn a_file_from_before_validity_migrates() {
     assert!(before.contains(&"I live in Madrid".to_owned()), "{before:?}");
     assert!(!before.contains(&"Carlos lives in Valencia".to_owned()));
 }
+
+/// The README's example of memory that keeps time, as written.
+#[tokio::test]
+async fn the_readmes_temporal_example_runs_as_written() -> memlane::Result<()> {
+    crate::common::check_readme_has(&crate::common::quoted(include_str!("temporal.rs"), 0));
+    let dir = tempfile::tempdir().unwrap();
+    let llm: Arc<dyn Llm> = Arc::new(replacing("Carlos lives in Valencia", "Madrid"));
+    let memory = crate::common::open_with_llm(&dir.path().join("m.db"), 64, Some(llm)).await;
+    let madrid_id = memory
+        .add("I live in Madrid")
+        .user("carlos")
+        .timestamp(day(2024, 1, 10))
+        .infer(false)
+        .await?
+        .results[0]
+        .id;
+    memory
+        .add("Big news: I moved to Valencia!")
+        .user("carlos")
+        .timestamp(day(2024, 6, 1))
+        .await?;
+    let march_2024 = day(2024, 3, 1);
+    // README
+    let now = memory.search("Where does Carlos live?").user("carlos").await?; // current only
+    let then = memory
+        .search("Where does Carlos live?")
+        .user("carlos")
+        .as_of(march_2024) // what held then
+        .await?;
+    let both = memory.list().user("carlos").include_superseded(true).await?;
+    memory.restore(madrid_id).await?; // a wrong supersession, undone
+    // END README
+    let texts = |hits: &[memlane::ops::search::ScoredMemory]| -> Vec<String> {
+        hits.iter().map(|h| h.record.memory.clone()).collect()
+    };
+    assert_eq!(texts(&now.results), ["Carlos lives in Valencia"]);
+    assert_eq!(texts(&then.results), ["I live in Madrid"]);
+    assert_eq!(both.results.len(), 2);
+    assert_eq!(memory.list().user("carlos").await?.results.len(), 2);
+    Ok(())
+}
+
+/// A model that extracts one to three facts from a small pool per add and decides at
+/// random for each fact it is shown (ADD, UPDATE, DELETE or NONE, naming any memory shown,
+/// or none): every decision a model could make, in any order.
+fn random_model(seed: u64) -> ScriptedLlm {
+    let rng = std::sync::Mutex::new(crate::common::Rng(seed));
+    ScriptedLlm::from_fn(move |request| {
+        let mut rng = rng.lock().unwrap();
+        let prompt = request.messages.last().map_or("", |m| m.content.as_str());
+        let schema = request
+            .schema
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        if schema.contains("\"facts\"") {
+            const POOL: [&str; 6] = [
+                "Sam lives in Leeds",
+                "Sam lives in York",
+                "Sam works as a nurse",
+                "Sam works as a chef",
+                "Sam has a dog called Rex",
+                "Sam plays the cello",
+            ];
+            let n = 1 + rng.below(3);
+            let picked: Vec<&str> = (0..n).map(|_| POOL[rng.below(POOL.len())]).collect();
+            return Ok(facts(&picked));
+        }
+        let shown = prompt
+            .split("Existing memories:\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\nNew facts:").next())
+            .map_or(0, |list| {
+                serde_json::from_str::<Vec<serde_json::Value>>(list).map_or(0, |v| v.len())
+            });
+        let new = prompt
+            .split("New facts:\n")
+            .nth(1)
+            .map_or(0, |list| {
+                serde_json::from_str::<Vec<serde_json::Value>>(list).map_or(0, |v| v.len())
+            });
+        let decisions: Vec<_> = (0..new)
+            .map(|fact| {
+                // As the schema allows: UPDATE and DELETE name a memory, ADD and NONE may.
+                let event = ["ADD", "UPDATE", "DELETE", "NONE"][rng.below(4)];
+                let names = matches!(event, "UPDATE" | "DELETE") || rng.below(2) > 0;
+                let memory = (names && shown > 0).then(|| rng.below(shown));
+                json!({"fact": fact, "event": event, "memory": memory, "text": "x"})
+            })
+            .collect();
+        Ok(json!({ "decisions": decisions }).to_string())
+    })
+}
+
+/// No sequence of inferred adds loses a fact: whatever the model decides, every memory
+/// ever stored is still there with its text, it is either current or superseded by a
+/// memory that is there too, its history has no DELETE, and `as_of` the time just before
+/// each add returns exactly the memories current then.
+#[tokio::test]
+async fn no_sequence_of_inferred_adds_loses_a_fact() {
+    let mut checked = 0;
+    for seed in 1..=12u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let llm: Arc<dyn Llm> = Arc::new(random_model(seed * 7919));
+        let memory = crate::common::open_with_llm(&dir.path().join("m.db"), 64, Some(llm)).await;
+        let mut stored: Vec<(Uuid, String)> = Vec::new();
+        let mut snapshots: Vec<(DateTime<Utc>, Vec<Uuid>)> = Vec::new();
+        for turn in 0..6u32 {
+            let at = day(2024, 1 + turn, 1);
+            let mut current: Vec<Uuid> = memory
+                .list()
+                .user("sam")
+                .await
+                .unwrap()
+                .results
+                .iter()
+                .map(|r| r.id)
+                .collect();
+            current.sort();
+            snapshots.push((at - chrono::Duration::seconds(1), current));
+            let out = memory
+                .add(format!("turn {turn}"))
+                .user("sam")
+                .timestamp(at)
+                .await
+                .unwrap();
+            for r in out.results.iter().filter(|r| r.event == HistoryEvent::Add) {
+                stored.push((r.id, r.memory.clone()));
+            }
+        }
+        for (id, text) in &stored {
+            let record = memory.get(*id).await.unwrap();
+            assert_eq!(&record.memory, text, "seed {seed}");
+            if let Some(by) = record.superseded_by {
+                assert!(memory.get(by).await.is_ok(), "seed {seed}: {by}");
+                assert!(record.valid_until.is_some());
+            }
+            let history = memory.history(*id).await.unwrap();
+            assert!(history.iter().all(|h| h.event != HistoryEvent::Delete));
+            checked += 1;
+        }
+        for (at, current) in &snapshots {
+            let mut then: Vec<Uuid> = memory
+                .list()
+                .user("sam")
+                .as_of(*at)
+                .await
+                .unwrap()
+                .results
+                .iter()
+                .map(|r| r.id)
+                .collect();
+            then.sort();
+            assert_eq!(&then, current, "seed {seed}, as of {at}");
+        }
+    }
+    assert!(checked > 50, "{checked} memories checked");
+}
