@@ -385,41 +385,56 @@ mod tests {
         );
 
         // Two facts, three memories: each reply below is a first decision, then fact 1's.
+        // The schema also has the model say whether a memory it names is still true, and
+        // write `memory` even when null; a reply without them, from a model held to no
+        // schema, is read as its event says.
         let schema = decisions_schema(2, 3);
+        let strict = |reply: &str| {
+            serde_json::from_str::<Value>(reply).is_ok_and(|v| {
+                v["decisions"].as_array().is_some_and(|ds| {
+                    ds.iter().all(|d| {
+                        d.get("memory").is_some()
+                            && (d["memory"].is_null() || d.get("memory_still_true").is_some())
+                    })
+                })
+            })
+        };
         let read = |reply: &str| {
             only(reply, "decisions")
+                && strict(reply)
                 && serde_json::from_str::<Decisions>(reply)
                     .is_ok_and(|d| check_decisions(&d.decisions, 2, 3).is_ok())
         };
         for decision in [
-            r#"{"fact": 0, "event": "UPDATE", "memory": 2, "text": "a, now"}"#,
-            r#"{"fact": 0, "event": "DELETE", "memory": 0}"#,
-            r#"{"fact": 0, "event": "DELETE", "memory": 0, "text": null}"#,
-            r#"{"fact": 0, "event": "NONE", "memory": 1}"#,
-            r#"{"fact": 0, "event": "NONE"}"#,
+            r#"{"fact": 0, "memory": 2, "memory_still_true": false, "event": "UPDATE"}"#,
+            r#"{"fact": 0, "memory": 0, "memory_still_true": false, "event": "DELETE"}"#,
+            r#"{"fact": 0, "memory": 1, "memory_still_true": true, "event": "NONE"}"#,
+            r#"{"fact": 0, "memory": 1, "memory_still_true": true, "event": "ADD"}"#,
+            r#"{"fact": 0, "memory": null, "event": "ADD"}"#,
+            r#"{"fact": 0, "memory": 0, "memory_still_true": true, "event": "UPDATE"}"#,
+            r#"{"fact": 0, "memory": 0, "memory_still_true": false, "event": "ADD"}"#,
+            r#"{"fact": 0, "memory": null, "event": "UPDATE"}"#,
+            r#"{"fact": 0, "memory": null, "event": "NONE"}"#,
+            r#"{"fact": 0, "memory": 3, "memory_still_true": true, "event": "NONE"}"#,
+            r#"{"fact": 0, "memory": 0, "event": "DELETE"}"#,
             r#"{"fact": 0, "event": "ADD"}"#,
-            r#"{"fact": 0, "event": "ADD", "memory": null, "text": "x"}"#,
-            r#"{"fact": 0, "event": "UPDATE", "memory": 0}"#,
-            r#"{"fact": 0, "event": "UPDATE", "memory": 0, "text": ""}"#,
-            r#"{"fact": 0, "event": "UPDATE", "memory": null, "text": "x"}"#,
-            r#"{"fact": 0, "event": "DELETE"}"#,
-            r#"{"fact": 0, "event": "NONE", "memory": 3}"#,
-            r#"{"fact": 1, "event": "ADD"}"#,
-            r#"{"fact": 2, "event": "ADD"}"#,
-            r#"{"fact": -1, "event": "ADD"}"#,
-            r#"{"fact": 0, "event": "MERGE", "memory": 1}"#,
-            r#"{"event": "ADD"}"#,
+            r#"{"fact": 1, "memory": null, "event": "ADD"}"#,
+            r#"{"fact": -1, "memory": null, "event": "ADD"}"#,
+            r#"{"fact": 0, "memory": 1, "memory_still_true": false, "event": "MERGE"}"#,
+            r#"{"memory": null, "event": "ADD"}"#,
         ] {
-            let reply = format!(r#"{{"decisions": [{decision}, {{"fact": 1, "event": "ADD"}}]}}"#);
+            let reply = format!(
+                r#"{{"decisions": [{decision}, {{"fact": 1, "memory": null, "event": "ADD"}}]}}"#
+            );
             agree(&schema, &reply, read(&reply));
         }
         // One decision per fact, in their order: not fewer, not more.
         for reply in [
             r#"{"decisions": []}"#,
-            r#"{"decisions": [{"fact": 0, "event": "ADD"}]}"#,
-            r#"{"decisions": [{"fact": 1, "event": "ADD"}, {"fact": 0, "event": "ADD"}]}"#,
-            r#"{"decisions": [{"fact": 0, "event": "ADD"}, {"fact": 1, "event": "ADD"}, {"fact": 1, "event": "NONE"}]}"#,
-            r#"{"decisions": [{"fact": 0, "event": "ADD"}, {"fact": 1, "event": "ADD"}], "decisions2": []}"#,
+            r#"{"decisions": [{"fact": 0, "memory": null, "event": "ADD"}]}"#,
+            r#"{"decisions": [{"fact": 1, "memory": null, "event": "ADD"}, {"fact": 0, "memory": null, "event": "ADD"}]}"#,
+            r#"{"decisions": [{"fact": 0, "memory": null, "event": "ADD"}, {"fact": 1, "memory": null, "event": "ADD"}, {"fact": 1, "memory": null, "event": "ADD"}]}"#,
+            r#"{"decisions": [{"fact": 0, "memory": null, "event": "ADD"}, {"fact": 1, "memory": null, "event": "ADD"}], "decisions2": []}"#,
         ] {
             agree(&schema, reply, false);
         }

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{answer, index, object, text, today};
+use super::{answer, index, object, today};
 use crate::error::Result;
 use crate::llm::{chat_json, Llm, Parsed};
 use crate::record::Message;
@@ -33,11 +33,11 @@ pub(crate) struct Decision {
     pub(crate) event: Event,
     #[serde(default)]
     pub(crate) memory: Option<usize>,
-    /// For an UPDATE, the memory as true now in the model's words: it shows what the model
-    /// took the memory and the fact to be about, and is checked, never stored (the memory
-    /// takes the fact's text).
+    /// Whether the memory named is still true once the fact is: asked before the event, so
+    /// that the event follows from it (the schema lets only UPDATE and DELETE follow
+    /// `false`, only ADD and NONE follow `true`).
     #[serde(default)]
-    pub(crate) text: Option<String>,
+    pub(crate) memory_still_true: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -53,28 +53,35 @@ pub(crate) struct Existing {
 }
 
 /// The schema of a reconciliation reply (see [`check_decisions`]): one decision per fact,
-/// in their order; an UPDATE names a memory and gives its text; a DELETE names a memory;
-/// an ADD or NONE may name one. There are memories to name whenever memlane asks.
+/// in their order. Each names the memory the fact is most about, or none; says whether that
+/// memory is still true once the fact is; then the event, which follows from that answer:
+/// UPDATE or DELETE only for a memory no longer true, ADD or NONE for one still true, ADD
+/// when no memory is named. There are memories to name whenever memlane asks.
 pub(super) fn decisions_schema(facts: usize, memories: usize) -> Value {
     let memory = index(memories);
-    let maybe_memory = json!({"anyOf": [memory, {"type": "null"}]});
-    let maybe_text = json!({"anyOf": [{"type": "string"}, {"type": "null"}]});
     let decision = |fact: usize| {
-        let one = |events: &[&str], memory: &Value, text: &Value, required: &[&str]| {
+        let named = |still: bool, events: &[&str]| {
             object(
                 json!({
                     "fact": {"const": fact},
-                    "event": {"enum": events},
                     "memory": memory,
-                    "text": text
+                    "memory_still_true": {"const": still},
+                    "event": {"enum": events}
                 }),
-                required,
+                &["fact", "memory", "memory_still_true", "event"],
             )
         };
         json!({"anyOf": [
-            one(&["UPDATE"], &memory, &text(), &["fact", "event", "memory", "text"]),
-            one(&["DELETE"], &memory, &maybe_text, &["fact", "event", "memory"]),
-            one(&["ADD", "NONE"], &maybe_memory, &maybe_text, &["fact", "event"]),
+            named(false, &["UPDATE", "DELETE"]),
+            named(true, &["ADD", "NONE"]),
+            object(
+                json!({
+                    "fact": {"const": fact},
+                    "memory": {"type": "null"},
+                    "event": {"const": "ADD"}
+                }),
+                &["fact", "memory", "event"],
+            ),
         ]})
     };
     let decisions: Vec<Value> = (0..facts).map(decision).collect();
@@ -90,10 +97,11 @@ pub(super) fn decisions_schema(facts: usize, memories: usize) -> Value {
 }
 
 /// Worked examples the reconciliation prompt shows as earlier turns of its chat, as
-/// (existing memories, new facts, answer): a change of the same thing supersedes the
-/// memory, a repeat is NONE, and a fact about something else — a visit, a second hobby,
-/// a remark — is ADDed, leaving every memory as it was.
-const RECONCILE_EXAMPLES: [(&[&str], &[&str], &str); 2] = [
+/// (existing memories, new facts, answer): a change or correction of the same thing leaves
+/// the memory untrue (UPDATE); a repeat is NONE; a fact about something else, or one that
+/// leaves the memory true beside it (a visit, a second hobby or job, someone else's news,
+/// a remark), is ADDed, and every memory stays as it was. None is from an evaluation set.
+const RECONCILE_EXAMPLES: [(&[&str], &[&str], &str); 3] = [
     (
         &[
             "I live in Hull",
@@ -105,7 +113,7 @@ const RECONCILE_EXAMPLES: [(&[&str], &[&str], &str); 2] = [
             "I sold my car and bought a Kia Niro",
             "I am allergic to nuts",
         ],
-        r#"{"decisions": [{"fact": 0, "event": "ADD"}, {"fact": 1, "event": "UPDATE", "memory": 1, "text": "My car is a Kia Niro"}, {"fact": 2, "event": "NONE", "memory": 2}]}"#,
+        r#"{"decisions": [{"fact": 0, "memory": 0, "memory_still_true": true, "event": "ADD"}, {"fact": 1, "memory": 1, "memory_still_true": false, "event": "UPDATE"}, {"fact": 2, "memory": 2, "memory_still_true": true, "event": "NONE"}]}"#,
     ),
     (
         &["Juego al ajedrez los martes", "Trabajo de cartero en Lugo"],
@@ -114,7 +122,20 @@ const RECONCILE_EXAMPLES: [(&[&str], &[&str], &str); 2] = [
             "También hago boxeo",
             "Ahora trabajo de bombero",
         ],
-        r#"{"decisions": [{"fact": 0, "event": "ADD"}, {"fact": 1, "event": "ADD"}, {"fact": 2, "event": "UPDATE", "memory": 1, "text": "Trabajo de bombero"}]}"#,
+        r#"{"decisions": [{"fact": 0, "memory": null, "event": "ADD"}, {"fact": 1, "memory": 0, "memory_still_true": true, "event": "ADD"}, {"fact": 2, "memory": 1, "memory_still_true": false, "event": "UPDATE"}]}"#,
+    ),
+    (
+        &[
+            "I work as an accountant in Derby",
+            "My brother lives in Oslo",
+            "I'm single",
+        ],
+        &[
+            "On Saturdays I work at a garden centre",
+            "My brother moved to Bergen",
+            "My best friend Tom just got engaged",
+        ],
+        r#"{"decisions": [{"fact": 0, "memory": 0, "memory_still_true": true, "event": "ADD"}, {"fact": 1, "memory": 1, "memory_still_true": false, "event": "UPDATE"}, {"fact": 2, "memory": 2, "memory_still_true": true, "event": "ADD"}]}"#,
     ),
 ];
 
@@ -148,14 +169,17 @@ fn reconcile_question<'a>(
 /// and the worked examples. As in extraction, the date comes with the question, so a local
 /// model reuses all of this.
 pub(super) fn reconcile_prefix() -> Vec<Message> {
-    let system = "You keep a memory store current. For each new fact pick one event:\n\
-ADD: about something no memory covers, or compatible with them all. UPDATE: the same thing \
-as memory `memory` (where they live, their job, a name, a date…), changed or corrected; `text` \
-is that memory as true now, in the fact's language. DELETE: memory `memory` is no longer \
-true because of the fact (the fact is stored as well). NONE: memory `memory` already says it.\n\
+    let system = "You keep a memory store current. For each new fact, in order:\n\
+`memory`: the existing memory the fact is most about (the same person and the same thing), \
+or null if none is.\n\
+`memory_still_true`: once the fact is true, is that memory still true? A second job, hobby, \
+child or pet, a trip, a visit, a plan, a wish, a passing state or someone else's news leave \
+it true.\n\
+`event`: UPDATE if the fact changes or corrects that memory, DELETE if it ends it (both only \
+when it is no longer true); NONE if the memory already says the fact; otherwise ADD.\n\
 Never UPDATE or DELETE a memory marked \"fixed\".\n\
-Reply with JSON only: {\"decisions\": [{\"fact\": 0, \"event\": \"ADD\"}]}, one decision \
-per new fact, in their order.";
+Reply with JSON only: {\"decisions\": [{\"fact\": 0, \"memory\": null, \"event\": \"ADD\"}]}, \
+one decision per new fact, in their order.";
     let mut chat = vec![Message::new("system", system)];
     for (memories, new, answer) in RECONCILE_EXAMPLES {
         chat.push(Message::user(reconcile_question(
@@ -234,12 +258,26 @@ pub(super) fn check_decisions(
             }
             _ => {}
         }
-        if d.event == Event::Update
-            && d.text
-                .as_deref()
-                .is_none_or(|t| !t.chars().any(char::is_alphanumeric))
-        {
-            return Err(format!("the UPDATE of fact {} has no text", d.fact));
+        match (d.event, d.memory, d.memory_still_true) {
+            (Event::Update | Event::Delete, _, Some(true)) => {
+                return Err(format!(
+                    "the {:?} of fact {} names a memory still true; ADD the fact instead",
+                    d.event, d.fact
+                ))
+            }
+            (Event::Add | Event::None, Some(m), Some(false)) => {
+                return Err(format!(
+                    "fact {} leaves memory {m} no longer true: UPDATE or DELETE it",
+                    d.fact
+                ))
+            }
+            (Event::None, None, _) => {
+                return Err(format!(
+                    "the NONE of fact {} names no memory; name the memory that already says it",
+                    d.fact
+                ))
+            }
+            _ => {}
         }
     }
     if decisions.len() < facts {
@@ -284,14 +322,15 @@ mod tests {
         assert!(question.contains(r#"{"fact":0,"text":"Visits Rome"}"#));
     }
 
-    /// A fact supersedes a memory only when the model says it replaced the memory and that
+    /// Decisions name real facts and memories, and an UPDATE or DELETE only a memory the
+    /// model did not call still true.
     #[test]
     fn decisions_must_name_real_facts_and_memories() {
-        let d = |fact, event, memory, text: Option<&str>| Decision {
+        let d = |fact, event, memory, still: Option<bool>| Decision {
             fact,
             event,
             memory,
-            text: text.map(str::to_owned),
+            memory_still_true: still,
         };
         assert!(check_decisions(&[d(0, Event::Add, None, None)], 1, 0).is_ok());
         assert!(check_decisions(&[d(1, Event::Add, None, None)], 1, 0)
@@ -303,16 +342,13 @@ mod tests {
         assert!(check_decisions(&[d(0, Event::None, Some(3), None)], 1, 1)
             .unwrap_err()
             .contains("memory 3 does not exist"));
-        // Blank, or the prompt's placeholder copied: no text to store.
-        for text in [" ", "...", "…"] {
-            assert!(
-                check_decisions(&[d(0, Event::Update, Some(0), Some(text))], 1, 1)
-                    .unwrap_err()
-                    .contains("no text"),
-                "{text:?}"
-            );
-        }
-        assert!(check_decisions(&[d(0, Event::Update, Some(0), Some("Vit à Oslo"))], 1, 1).is_ok());
+        assert!(
+            check_decisions(&[d(0, Event::Update, Some(0), Some(true))], 1, 1)
+                .unwrap_err()
+                .contains("still true")
+        );
+        assert!(check_decisions(&[d(0, Event::Update, Some(0), Some(false))], 1, 1).is_ok());
+        assert!(check_decisions(&[d(0, Event::Add, Some(0), Some(true))], 1, 1).is_ok());
         // One decision per new fact, in their order.
         let add = |fact| d(fact, Event::Add, None, None);
         assert!(check_decisions(&[add(0), add(1)], 2, 0).is_ok());

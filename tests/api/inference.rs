@@ -853,17 +853,19 @@ fn judging(
             .map(|f| {
                 let (event, memory) = judge(f["text"].as_str().unwrap(), &shown);
                 let memory = memory.and_then(|m| shown.iter().position(|s| *s == m));
-                json!({"fact": f["fact"], "event": event, "memory": memory, "text": f["text"]})
+                let still = memory.map(|_| !matches!(event, "UPDATE" | "DELETE"));
+                json!({"fact": f["fact"], "memory": memory, "memory_still_true": still,
+                       "event": event})
             })
             .collect();
         Ok(json!({ "decisions": decisions }).to_string())
     })
 }
 
-/// A NONE that names a memory stores nothing (the fact is known); one that names none
-/// stores the fact, so that no decision loses one.
+/// A NONE that names a memory stores nothing (the fact is known); an ADD beside it stores
+/// its fact.
 #[tokio::test]
-async fn a_repeat_is_not_stored_and_an_unnamed_none_is() {
+async fn a_repeat_is_not_stored_and_a_new_fact_is() {
     let dir = tempfile::tempdir().unwrap();
     let llm = judging(
         vec![
@@ -874,7 +876,7 @@ async fn a_repeat_is_not_stored_and_an_unnamed_none_is() {
             if fact.contains("green") {
                 ("NONE", Some("Alice likes green tea".into()))
             } else {
-                ("NONE", None)
+                ("ADD", None)
             }
         },
     );

@@ -456,11 +456,12 @@ fn random_model(seed: u64) -> ScriptedLlm {
             });
         let decisions: Vec<_> = (0..new)
             .map(|fact| {
-                // As the schema allows: UPDATE and DELETE name a memory, ADD and NONE may.
+                // As the schema allows: UPDATE, DELETE and NONE name a memory, ADD may.
                 let event = ["ADD", "UPDATE", "DELETE", "NONE"][rng.below(4)];
-                let names = matches!(event, "UPDATE" | "DELETE") || rng.below(2) > 0;
+                let names = event != "ADD" || rng.below(2) > 0;
                 let memory = (names && shown > 0).then(|| rng.below(shown));
-                json!({"fact": fact, "event": event, "memory": memory, "text": "x"})
+                let still = memory.map(|_| !matches!(event, "UPDATE" | "DELETE"));
+                json!({"fact": fact, "memory": memory, "memory_still_true": still, "event": event})
             })
             .collect();
         Ok(json!({ "decisions": decisions }).to_string())

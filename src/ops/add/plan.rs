@@ -27,8 +27,8 @@ pub(crate) enum FactPlan {
 /// Applies the model's decisions for the facts it was asked about (`asked[i]` is the fact
 /// the model calls `i`) to the plans known without it (`None`: to decide), and makes them
 /// safe:
-/// - an UPDATE or DELETE of memory `m` is a supersession of `m` by the fact; the fact is
-///   stored in its own words, never the model's rewrite of the memory;
+/// - an UPDATE or DELETE of memory `m` that the model did not call still true is a
+///   supersession of `m` by the fact, stored in its own words;
 /// - a NONE that names a memory is a fact already known; anything else (an ADD, a NONE
 ///   that names none) stores the fact, so that no fact is lost to a decision;
 /// - an immutable memory is never superseded: the fact is added instead (a memory said
@@ -45,8 +45,9 @@ pub(crate) fn decide(
     for (i, &fact) in asked.iter().enumerate() {
         let decision = decisions.iter().find(|d| d.fact == i);
         let named = decision.and_then(|d| d.memory).filter(|&m| m < shown.len());
+        let still_true = decision.and_then(|d| d.memory_still_true) == Some(true);
         let plan = match (decision.map(|d| d.event), named) {
-            (Some(Event::Update | Event::Delete), Some(m)) => {
+            (Some(Event::Update | Event::Delete), Some(m)) if !still_true => {
                 let record = &shown[m].record;
                 let taken = plans
                     .iter()

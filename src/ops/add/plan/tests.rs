@@ -37,7 +37,7 @@ fn decision(fact: usize, event: Event, memory: Option<usize>) -> Decision {
         fact,
         event,
         memory,
-        text: None,
+        memory_still_true: None,
     }
 }
 
