@@ -142,7 +142,12 @@ impl Outcome {
 /// What one case left: the time of each add, how many failed, what the store holds now
 /// (each current memory's text and labels), and the texts current as of just before the
 /// last turn.
-type Run = (Vec<Duration>, usize, Vec<(String, Vec<String>)>, Vec<String>);
+type Run = (
+    Vec<Duration>,
+    usize,
+    Vec<(String, Vec<String>)>,
+    Vec<String>,
+);
 
 /// Runs one case for its own user.
 async fn run(

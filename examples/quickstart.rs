@@ -147,7 +147,13 @@ async fn main() -> memlane::Result<()> {
         println!("   {}", m.memory);
     }
     println!("carlos's memories as of his first chat:");
-    for m in memory.list().user("carlos").as_of(first_chat).await?.results {
+    for m in memory
+        .list()
+        .user("carlos")
+        .as_of(first_chat)
+        .await?
+        .results
+    {
         println!("   {}", m.memory);
     }
 

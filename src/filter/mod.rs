@@ -461,8 +461,7 @@ fn applies(field: FieldKind, op: &str) -> bool {
     match field {
         FieldKind::Owner | FieldKind::Categories => !ordering,
         FieldKind::Time(f) => {
-            !substring
-                && (op != "*" || matches!(f, TimeField::Expiration | TimeField::ValidUntil))
+            !substring && (op != "*" || matches!(f, TimeField::Expiration | TimeField::ValidUntil))
         }
         FieldKind::Keywords => substring,
         FieldKind::Metadata => true,

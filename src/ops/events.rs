@@ -103,8 +103,7 @@ pub struct Event {
 impl Event {
     fn new(cursor: u64, r: HistoryRecord) -> Event {
         let json = |v: Option<String>| v.and_then(|t| serde_json::from_str(&t).ok());
-        let (memory, previous_memory, value, previous_value) = if r.event
-            == HistoryEvent::Supersede
+        let (memory, previous_memory, value, previous_value) = if r.event == HistoryEvent::Supersede
         {
             let value = serde_json::json!({
                 "superseded_by": r.superseded_by,

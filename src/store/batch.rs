@@ -113,6 +113,9 @@ impl MemoryUpdate {
 }
 
 /// One domain write of a batch.
+// An insert carries its whole record; a batch holds a few writes per memory written, so
+// boxing it would cost an allocation per memory to save bytes nobody keeps.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Write {
@@ -480,9 +483,7 @@ async fn plan(store: &dyn Store, batch: &WriteBatch) -> Result<(Transaction, Vec
                 let row = live(&rows, *id)?.clone();
                 if row.record.immutable {
                     return Err(Error::Conflict {
-                        detail: format!(
-                            "memory {id} is immutable: no later fact supersedes it"
-                        ),
+                        detail: format!("memory {id} is immutable: no later fact supersedes it"),
                     });
                 }
                 if let Some(other) = row.record.superseded_by {
@@ -504,7 +505,15 @@ async fn plan(store: &dyn Store, batch: &WriteBatch) -> Result<(Transaction, Vec
                     *at,
                 );
                 log.superseded_by = Some(*by);
-                revise(&mut rows, row, record, *expect, log, &mut writes, &mut changes);
+                revise(
+                    &mut rows,
+                    row,
+                    record,
+                    *expect,
+                    log,
+                    &mut writes,
+                    &mut changes,
+                );
             }
             Write::Restore { id, at } => {
                 let row = live(&rows, *id)?.clone();

@@ -169,7 +169,13 @@ async fn reconciliation_never_lets_an_older_fact_replace_a_newer_memory() {
         json!({"decisions": [{"fact": 0, "event": "DELETE", "memory": 0}]}).to_string(),
     ]));
     let memory = open_with_llm(&dir.path().join("m.db"), 256, Some(llm as Arc<dyn Llm>)).await;
-    let valencia = memory.add("I live in Valencia").user("ann").await.unwrap().results[0].id;
+    let valencia = memory
+        .add("I live in Valencia")
+        .user("ann")
+        .await
+        .unwrap()
+        .results[0]
+        .id;
     let old = memory
         .add("Back then I lived in Madrid")
         .user("ann")

@@ -170,7 +170,10 @@ async fn an_update_supersedes_the_memory_and_records_its_input() {
     assert!(supersedes(&out));
     let (added, ended) = (&out.results[0], &out.results[1]);
     // The new memory takes the new fact as the user stated it, not the model's rewrite.
-    assert_eq!(added.memory, "Alice lives in Lisbon, in the Alfama district");
+    assert_eq!(
+        added.memory,
+        "Alice lives in Lisbon, in the Alfama district"
+    );
     assert_ne!(added.id, id);
     assert_eq!((ended.id, ended.superseded_by), (id, Some(added.id)));
     assert_eq!(ended.memory, "Alice lives in Lisbon");
@@ -837,7 +840,11 @@ fn judging(
     ScriptedLlm::from_fn(move |request| {
         let (prompt, schema) = question_and_schema(request);
         if schema.contains("\"facts\"") {
-            return Ok(extractions.lock().unwrap().pop_front().expect("an extraction"));
+            return Ok(extractions
+                .lock()
+                .unwrap()
+                .pop_front()
+                .expect("an extraction"));
         }
         let shown: Vec<String> = shown_memories(prompt)
             .iter()
@@ -908,7 +915,11 @@ async fn a_memory_is_superseded_once_per_call() {
     let events: Vec<HistoryEvent> = out.results.iter().map(|r| r.event).collect();
     assert_eq!(
         events,
-        [HistoryEvent::Add, HistoryEvent::Supersede, HistoryEvent::Add]
+        [
+            HistoryEvent::Add,
+            HistoryEvent::Supersede,
+            HistoryEvent::Add
+        ]
     );
     assert_eq!(
         live(&memory, "alice").await,

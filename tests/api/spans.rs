@@ -350,7 +350,10 @@ async fn reconciliation_decisions_are_events_by_id_without_text() {
         .unwrap();
     // The new fact supersedes the memory it was reconciled with.
     assert_eq!(second.results[1].id, first.results[0].id, "{second:?}");
-    assert_eq!(second.results[1].event, memlane::record::HistoryEvent::Supersede);
+    assert_eq!(
+        second.results[1].event,
+        memlane::record::HistoryEvent::Supersede
+    );
 
     let events = events_of_this_thread();
     let reconciled: Vec<&Seen> = events

@@ -37,7 +37,12 @@ fn lisbon_then_alfama() -> ScriptedLlm {
 }
 
 async fn texts(page: memlane::Result<memlane::record::Page<memlane::MemoryRecord>>) -> Vec<String> {
-    let mut texts: Vec<String> = page.unwrap().results.into_iter().map(|r| r.memory).collect();
+    let mut texts: Vec<String> = page
+        .unwrap()
+        .results
+        .into_iter()
+        .map(|r| r.memory)
+        .collect();
     texts.sort();
     texts
 }
@@ -113,8 +118,15 @@ async fn reads_know_time(memory: &Memory) {
 
     // As of a time: what held then.
     let march = day(2024, 3, 1);
-    assert_eq!(texts(memory.list().user("alice").as_of(march).await).await, [OLD]);
-    let hits = memory.search("Where does Alice live?").as_of(march).await.unwrap();
+    assert_eq!(
+        texts(memory.list().user("alice").as_of(march).await).await,
+        [OLD]
+    );
+    let hits = memory
+        .search("Where does Alice live?")
+        .as_of(march)
+        .await
+        .unwrap();
     let ids: Vec<Uuid> = hits.results.iter().map(|h| h.record.id).collect();
     assert_eq!(ids, [old]);
     // Before anything was said: nothing; the day of the change: the new fact.
@@ -155,7 +167,10 @@ async fn reads_know_time(memory: &Memory) {
     assert_eq!(superseded.len(), 1);
     assert_eq!(superseded[0].memory_id, Some(old));
     assert_eq!(
-        superseded[0].value.as_ref().map(|v| v["superseded_by"].clone()),
+        superseded[0]
+            .value
+            .as_ref()
+            .map(|v| v["superseded_by"].clone()),
         Some(json!(new))
     );
 
@@ -169,7 +184,10 @@ async fn reads_know_time(memory: &Memory) {
     let history = memory.history(old).await.unwrap();
     assert_eq!(history.last().map(|h| h.event), Some(HistoryEvent::Restore));
     let events = memory.events_after(0, 100).await.unwrap().results;
-    assert_eq!(events.last().map(|e| e.kind), Some(EventKind::MemoryRestore));
+    assert_eq!(
+        events.last().map(|e| e.kind),
+        Some(EventKind::MemoryRestore)
+    );
     // A current memory has nothing to restore; an unknown one is a 404.
     for id in [old, new] {
         match memory.restore(id).await {
@@ -262,7 +280,10 @@ async fn export_and_import_keep_validity() {
         .await
         .unwrap();
     assert_eq!(copy.get(old).await.unwrap(), memory.get(old).await.unwrap());
-    assert_eq!(copy.history(old).await.unwrap(), memory.history(old).await.unwrap());
+    assert_eq!(
+        copy.history(old).await.unwrap(),
+        memory.history(old).await.unwrap()
+    );
     assert_eq!(texts(copy.list().user("alice").await).await, [NEW]);
     let again = copy.export().await.unwrap();
     assert_eq!(again.memories, export.memories);
@@ -320,7 +341,8 @@ fn replacing(fact: &'static str, replaces: &'static str) -> ScriptedLlm {
 async fn a_file_from_before_validity_migrates() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema10.db");
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema10.db");
     std::fs::copy(fixture, &path).unwrap();
     let llm: Arc<dyn Llm> = Arc::new(replacing("Carlos lives in Valencia", "Madrid"));
     let memory = Memory::builder()
@@ -335,7 +357,11 @@ async fn a_file_from_before_validity_migrates() {
     said.sort();
     assert_eq!(
         said,
-        ["I live in Madrid", "I love paella", "I work as a nurse at La Paz hospital"]
+        [
+            "I live in Madrid",
+            "I love paella",
+            "I work as a nurse at La Paz hospital"
+        ]
     );
     for r in &listed {
         assert_eq!(r.valid_from, r.created_at, "{}", r.memory);
@@ -355,7 +381,10 @@ async fn a_file_from_before_validity_migrates() {
         texts(january).await,
         ["I live in Madrid", "I work as a nurse at La Paz hospital"]
     );
-    assert_eq!(memory.list().agent("helper").await.unwrap().results.len(), 1);
+    assert_eq!(
+        memory.list().agent("helper").await.unwrap().results.len(),
+        1
+    );
 
     // The move supersedes Madrid; Madrid is still the answer as of before it.
     let moved = memory
@@ -367,10 +396,16 @@ async fn a_file_from_before_validity_migrates() {
     let events: Vec<HistoryEvent> = moved.results.iter().map(|r| r.event).collect();
     assert_eq!(events, [HistoryEvent::Add, HistoryEvent::Supersede]);
     let now = texts(memory.list().user("carlos").await).await;
-    assert!(now.contains(&"Carlos lives in Valencia".to_owned()), "{now:?}");
+    assert!(
+        now.contains(&"Carlos lives in Valencia".to_owned()),
+        "{now:?}"
+    );
     assert!(!now.contains(&"I live in Madrid".to_owned()), "{now:?}");
     let before = texts(memory.list().user("carlos").as_of(day(2024, 8, 1)).await).await;
-    assert!(before.contains(&"I live in Madrid".to_owned()), "{before:?}");
+    assert!(
+        before.contains(&"I live in Madrid".to_owned()),
+        "{before:?}"
+    );
     assert!(!before.contains(&"Carlos lives in Valencia".to_owned()));
 }
 
@@ -396,15 +431,22 @@ async fn the_readmes_temporal_example_runs_as_written() -> memlane::Result<()> {
         .await?;
     let march_2024 = day(2024, 3, 1);
     // README
-    let now = memory.search("Where does Carlos live?").user("carlos").await?; // current only
+    let now = memory
+        .search("Where does Carlos live?")
+        .user("carlos")
+        .await?; // current only
     let then = memory
         .search("Where does Carlos live?")
         .user("carlos")
         .as_of(march_2024) // what held then
         .await?;
-    let both = memory.list().user("carlos").include_superseded(true).await?;
+    let both = memory
+        .list()
+        .user("carlos")
+        .include_superseded(true)
+        .await?;
     memory.restore(madrid_id).await?; // a wrong supersession, undone
-    // END README
+                                      // END README
     let texts = |hits: &[memlane::ops::search::ScoredMemory]| -> Vec<String> {
         hits.iter().map(|h| h.record.memory.clone()).collect()
     };
@@ -448,12 +490,9 @@ fn random_model(seed: u64) -> ScriptedLlm {
             .map_or(0, |list| {
                 serde_json::from_str::<Vec<serde_json::Value>>(list).map_or(0, |v| v.len())
             });
-        let new = prompt
-            .split("New facts:\n")
-            .nth(1)
-            .map_or(0, |list| {
-                serde_json::from_str::<Vec<serde_json::Value>>(list).map_or(0, |v| v.len())
-            });
+        let new = prompt.split("New facts:\n").nth(1).map_or(0, |list| {
+            serde_json::from_str::<Vec<serde_json::Value>>(list).map_or(0, |v| v.len())
+        });
         let decisions: Vec<_> = (0..new)
             .map(|fact| {
                 // As the schema allows: UPDATE, DELETE and NONE name a memory, ADD may.

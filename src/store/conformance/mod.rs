@@ -408,7 +408,9 @@ async fn validity(store: &dyn Store) {
     .unwrap();
     assert_eq!(out.changes[0].event, HistoryEvent::Supersede);
     assert_eq!(out.changes[0].added_key, None, "the text and vector stay");
-    let ended = live(store, said.id).await.expect("a superseded memory is live");
+    let ended = live(store, said.id)
+        .await
+        .expect("a superseded memory is live");
     assert_eq!(ended.memory, said.memory);
     assert_eq!(ended.valid_until, Some(t(200)));
     assert_eq!(ended.superseded_by, Some(news.id));
@@ -428,7 +430,10 @@ async fn validity(store: &dyn Store) {
         }]),
     )
     .await;
-    assert!(matches!(again, Err(crate::Error::Conflict { .. })), "{again:?}");
+    assert!(
+        matches!(again, Err(crate::Error::Conflict { .. })),
+        "{again:?}"
+    );
 
     let mine = Filter::user(owner);
     let texts = |records: Vec<MemoryRecord>| -> Vec<String> {
@@ -440,12 +445,11 @@ async fn validity(store: &dyn Store) {
     assert_eq!(texts(current), ["the news"]);
     let then = scan_all(store, mine.clone().and(Filter::held_at(t(20))), t(1000)).await;
     assert_eq!(texts(then), ["already history", "said long ago"]);
-    let ended_early = Filter::from_json(&serde_json::json!({"valid_until": {"lt": t(100)}}))
-        .unwrap();
+    let ended_early =
+        Filter::from_json(&serde_json::json!({"valid_until": {"lt": t(100)}})).unwrap();
     let early = scan_all(store, mine.clone().and(ended_early), t(1000)).await;
     assert_eq!(texts(early), ["already history"]);
-    let said_early = Filter::from_json(&serde_json::json!({"valid_from": {"lt": t(50)}}))
-        .unwrap();
+    let said_early = Filter::from_json(&serde_json::json!({"valid_from": {"lt": t(50)}})).unwrap();
     let early = scan_all(store, mine.clone().and(said_early), t(1000)).await;
     assert_eq!(texts(early), ["said long ago"]);
     let vectors = store
@@ -472,7 +476,11 @@ async fn validity(store: &dyn Store) {
     assert_eq!(restored.valid_from, t(10));
     assert_eq!(
         history(store, said.id).await,
-        [HistoryEvent::Add, HistoryEvent::Supersede, HistoryEvent::Restore]
+        [
+            HistoryEvent::Add,
+            HistoryEvent::Supersede,
+            HistoryEvent::Restore
+        ]
     );
     let current = scan_all(store, mine.and(Filter::current()), t(1000)).await;
     assert_eq!(texts(current), ["said long ago", "the news"]);
@@ -484,7 +492,10 @@ async fn validity(store: &dyn Store) {
         }]),
     )
     .await;
-    assert!(matches!(twice, Err(crate::Error::Conflict { .. })), "{twice:?}");
+    assert!(
+        matches!(twice, Err(crate::Error::Conflict { .. })),
+        "{twice:?}"
+    );
 }
 
 /// The rules of [`apply`] over the store's primitives.

@@ -9,7 +9,8 @@ use crate::store::DEFAULT_CREDITS;
 pub(super) const MIGRATION_LOCK: i64 = 0x6d65_6d6c_616e_6501;
 
 /// The steps of a project schema's history, applied in order; `{s}` is the schema.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE SEQUENCE {s}.key_seq;
 CREATE SEQUENCE {s}.row_seq;
 CREATE TABLE {s}.state (
@@ -76,15 +77,16 @@ CREATE TABLE {s}.feedback (
     updated_at bigint NOT NULL
 );
 "#,
-// Memories keep time: since when a fact holds, until when a later fact superseded it, and
-// which memory did (a change-log record names it in its JSON).
-r#"
+    // Memories keep time: since when a fact holds, until when a later fact superseded it, and
+    // which memory did (a change-log record names it in its JSON).
+    r#"
 ALTER TABLE {s}.memories ADD COLUMN valid_from bigint;
 UPDATE {s}.memories SET valid_from = created_at;
 ALTER TABLE {s}.memories ALTER COLUMN valid_from SET NOT NULL;
 ALTER TABLE {s}.memories ADD COLUMN valid_until bigint;
 ALTER TABLE {s}.memories ADD COLUMN superseded_by uuid;
-"#];
+"#,
+];
 
 /// The schema version this build writes.
 pub(super) const VERSION: i32 = MIGRATIONS.len() as i32;

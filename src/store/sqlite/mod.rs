@@ -455,8 +455,7 @@ impl Store for SqliteStore {
                 expires_at: r.get(3)?,
             })
         };
-        const SELECT: &str =
-            "SELECT m.vector_key, m.id, v.vector, \
+        const SELECT: &str = "SELECT m.vector_key, m.id, v.vector, \
              iif(m.valid_until IS NULL, m.expiration_date, -9223372036854775807) \
              FROM memories m JOIN vectors v ON v.key = m.vector_key";
         match query {

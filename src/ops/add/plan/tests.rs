@@ -100,7 +100,10 @@ fn a_fact_without_a_usable_decision_is_added() {
 /// added beside it.
 #[test]
 fn immutable_and_taken_memories_are_not_superseded() {
-    let shown = vec![memory("Is allergic to nuts", true), memory("Likes tea", false)];
+    let shown = vec![
+        memory("Is allergic to nuts", true),
+        memory("Likes tea", false),
+    ];
     let decisions = [
         decision(0, Event::Update, Some(0)),
         decision(1, Event::Delete, Some(1)),
@@ -168,7 +171,10 @@ fn a_plan_becomes_writes_with_digests_history_input_and_credits() {
     };
     assert_eq!(successor.record.memory, "Likes green tea");
     assert_eq!(successor.vector, vec![2.0]);
-    assert_eq!(successor.record.categories, vec!["food", "personal", "travel"]);
+    assert_eq!(
+        successor.record.categories,
+        vec!["food", "personal", "travel"]
+    );
     let Write::Supersede {
         id,
         by,
