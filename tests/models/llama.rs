@@ -24,9 +24,9 @@ fn private() -> LlamaCppLlm {
 
 /// llama.cpp reads the token ids of memlane's tokenizer (built from the GGUF) as its own:
 /// its greedy reply to a question is candle's, word for word.
-/// `warm_up` has the model read the fixed part of the three prompts of `add` with
-/// inference (extraction, for the project's own labels, reconciliation, its second look
-/// and the closer look's question), so that the first `add` reads only its conversation.
+/// `warm_up` has the model read the fixed part of the two prompts of `add` with
+/// inference (extraction, for the project's own labels, and reconciliation), so that the
+/// first `add` reads only its conversation.
 #[tokio::test]
 async fn warming_up_leaves_the_first_add_only_its_conversation_to_read() {
     let llm = private();
@@ -44,8 +44,8 @@ async fn warming_up_leaves_the_first_add_only_its_conversation_to_read() {
         .unwrap();
     memory.warm_up().await.unwrap();
     let warmed = llm.stats();
-    // Four calls, each with instructions of its own: nothing is reused.
-    assert!(warmed.calls == 4 && warmed.reused_tokens == 0, "{warmed:?}");
+    // Two calls, each with instructions of its own: nothing is reused.
+    assert!(warmed.calls == 2 && warmed.reused_tokens == 0, "{warmed:?}");
     memory
         .add(vec![Message::user("I grow tomatoes on my balcony.")])
         .user("wren")

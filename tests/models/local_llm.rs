@@ -521,7 +521,7 @@ async fn a_second_question_about_a_message_reads_only_itself() {
 }
 
 /// A request that keeps its note (a last message that is a note, then a question about it
-/// on its last line, as the second look asks two questions of one memory and one fact)
+/// on its last line, as a caller asks two questions of one text)
 /// keeps the note apart from the prefixes: the next question about it reads only itself,
 /// and the reply is the one the question gets when the note is read anew. `reused` counts the prompt tokens reused. A
 /// plain call on the same instructions keeps the note in candle's cache (`outlived`), not

@@ -387,6 +387,7 @@ async fn validity(store: &dyn Store) {
     let mut said = record("said long ago", owner, t(100));
     said.valid_from = t(10);
     let mut past = record("already history", owner, t(100));
+    past.valid_from = t(5);
     past.valid_until = Some(t(50));
     past.superseded_by = Some(said.id);
     let news = record("the news", owner, t(200));
@@ -449,9 +450,9 @@ async fn validity(store: &dyn Store) {
         Filter::from_json(&serde_json::json!({"valid_until": {"lt": t(100)}})).unwrap();
     let early = scan_all(store, mine.clone().and(ended_early), t(1000)).await;
     assert_eq!(texts(early), ["already history"]);
-    let said_early = Filter::from_json(&serde_json::json!({"valid_from": {"lt": t(50)}})).unwrap();
-    let early = scan_all(store, mine.clone().and(said_early), t(1000)).await;
-    assert_eq!(texts(early), ["said long ago"]);
+    let said_later = Filter::from_json(&serde_json::json!({"valid_from": {"gt": t(5)}})).unwrap();
+    let later = scan_all(store, mine.clone().and(said_later), t(1000)).await;
+    assert_eq!(texts(later), ["said long ago", "the news"]);
     let vectors = store
         .vectors(VectorQuery::Of(&[said.id, news.id]))
         .await
