@@ -486,12 +486,13 @@ async fn plan(store: &dyn Store, batch: &WriteBatch) -> Result<(Transaction, Vec
                         detail: format!("memory {id} is immutable: no later fact supersedes it"),
                     });
                 }
-                if let Some(other) = row.record.superseded_by {
+                if !row.record.is_current() {
+                    let by = row
+                        .record
+                        .superseded_by
+                        .map_or_else(String::new, |other| format!(" by memory {other}"));
                     return Err(Error::Conflict {
-                        detail: format!(
-                            "memory {id} was already superseded by memory {other}; restore it \
-                             first"
-                        ),
+                        detail: format!("memory {id} was already superseded{by}; restore it first"),
                     });
                 }
                 let mut record = row.record.clone();

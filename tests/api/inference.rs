@@ -13,6 +13,8 @@ use memlane::record::HistoryEvent;
 use memlane::{Error, Llm, Memory, Message, ScriptedLlm};
 use serde_json::json;
 
+use crate::common::shown_memories;
+
 async fn open(dir: &tempfile::TempDir, llm: Option<Arc<dyn Llm>>) -> Memory {
     crate::common::open_with_llm(&dir.path().join("m.db"), 256, llm).await
 }
@@ -37,17 +39,6 @@ fn question_and_schema(request: &ChatRequest) -> (&str, String) {
     (last, schema)
 }
 
-/// The memories a reconciliation prompt shows the model, as `{"memory": i, "text": …}`
-/// objects (none when the prompt shows none).
-fn shown_memories(prompt: &str) -> Vec<serde_json::Value> {
-    let list = prompt
-        .split("Existing memories:\n")
-        .nth(1)
-        .and_then(|rest| rest.split("\n\nNew facts:").next())
-        .unwrap_or("[]");
-    serde_json::from_str(list).unwrap()
-}
-
 /// Whether an add's fact took the place of a memory: its new memory first, then each
 /// memory it superseded.
 fn supersedes(out: &memlane::ops::add::AddResult) -> bool {
@@ -58,17 +49,7 @@ fn supersedes(out: &memlane::ops::add::AddResult) -> bool {
 }
 
 async fn live(memory: &Memory, user: &str) -> Vec<String> {
-    let mut texts: Vec<String> = memory
-        .list()
-        .user(user)
-        .await
-        .unwrap()
-        .results
-        .into_iter()
-        .map(|r| r.memory)
-        .collect();
-    texts.sort();
-    texts
+    crate::common::sorted_texts(memory.list().user(user).await.unwrap())
 }
 
 #[tokio::test]

@@ -37,14 +37,7 @@ fn lisbon_then_alfama() -> ScriptedLlm {
 }
 
 async fn texts(page: memlane::Result<memlane::record::Page<memlane::MemoryRecord>>) -> Vec<String> {
-    let mut texts: Vec<String> = page
-        .unwrap()
-        .results
-        .into_iter()
-        .map(|r| r.memory)
-        .collect();
-    texts.sort();
-    texts
+    crate::common::sorted_texts(page.unwrap())
 }
 
 const OLD: &str = "Alice lives in Lisbon";
@@ -316,12 +309,7 @@ fn replacing(fact: &'static str, replaces: &'static str) -> ScriptedLlm {
         Ok(if schema.contains("\"facts\"") {
             facts(&[fact])
         } else if schema.contains("\"decisions\"") {
-            let shown = prompt
-                .split("Existing memories:\n")
-                .nth(1)
-                .and_then(|rest| rest.split("\n\nNew facts:").next())
-                .unwrap_or("[]");
-            let shown: Vec<serde_json::Value> = serde_json::from_str(shown).unwrap();
+            let shown = crate::common::shown_memories(prompt);
             let decisions: Vec<_> = shown
                 .iter()
                 .filter(|m| m["text"].as_str().is_some_and(|t| t.contains(replaces)))
@@ -483,13 +471,7 @@ fn random_model(seed: u64) -> ScriptedLlm {
             let picked: Vec<&str> = (0..n).map(|_| POOL[rng.below(POOL.len())]).collect();
             return Ok(facts(&picked));
         }
-        let shown = prompt
-            .split("Existing memories:\n")
-            .nth(1)
-            .and_then(|rest| rest.split("\n\nNew facts:").next())
-            .map_or(0, |list| {
-                serde_json::from_str::<Vec<serde_json::Value>>(list).map_or(0, |v| v.len())
-            });
+        let shown = crate::common::shown_memories(prompt).len();
         let new = prompt.split("New facts:\n").nth(1).map_or(0, |list| {
             serde_json::from_str::<Vec<serde_json::Value>>(list).map_or(0, |v| v.len())
         });

@@ -64,6 +64,24 @@ pub async fn add(memory: &Memory, user: &str, text: &str) -> Uuid {
         .id
 }
 
+/// The texts of a page of memories, sorted.
+pub fn sorted_texts(page: memlane::record::Page<memlane::MemoryRecord>) -> Vec<String> {
+    let mut texts: Vec<String> = page.results.into_iter().map(|r| r.memory).collect();
+    texts.sort();
+    texts
+}
+
+/// The memories a reconciliation prompt shows the model, as `{"memory": i, "text": …}`
+/// objects (none when the prompt shows none).
+pub fn shown_memories(prompt: &str) -> Vec<serde_json::Value> {
+    let list = prompt
+        .split("Existing memories:\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\nNew facts:").next())
+        .unwrap_or("[]");
+    serde_json::from_str(list).unwrap()
+}
+
 /// A small deterministic generator (xorshift64) for seeded random test schedules.
 pub struct Rng(pub u64);
 
