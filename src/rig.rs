@@ -278,7 +278,7 @@ impl PortableTool for RecallTool {
 
 /// The rig tool `remember`: a model stores a fact about the owner. With a language model
 /// configured on the [`Memory`], `add` extracts and reconciles it as usual (a contradicted
-/// memory is updated or deleted); without one, or with [`infer(false)`](Self::infer), the
+/// memory is superseded, kept as history); without one, or with [`infer(false)`](Self::infer), the
 /// fact is stored as written.
 #[derive(Debug, Clone)]
 pub struct RememberTool {
@@ -299,14 +299,11 @@ pub struct RememberArgs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Remembered {
-    /// `ADD`, `UPDATE` (an existing memory now says more) or `DELETE` (an existing memory
-    /// was contradicted).
+    /// `ADD` (a new memory), or `SUPERSEDE` (an existing memory a new fact of this call
+    /// superseded: it is kept as history, no longer current).
     pub event: HistoryEvent,
     /// The memory's text.
     pub memory: String,
-    /// Its text before, for `UPDATE` and `DELETE`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous_memory: Option<String>,
 }
 
 impl RememberTool {
@@ -368,7 +365,6 @@ impl PortableTool for RememberTool {
             .map(|m| Remembered {
                 event: m.event,
                 memory: m.memory,
-                previous_memory: m.previous_memory,
             })
             .collect())
     }

@@ -229,12 +229,7 @@ async fn language_model_example() {
         ];
         let out = memory.add(messages).user("alice").await?; // infers: the memory has a model
         for m in &out.results {
-            println!(
-                "{} {} (was: {:?})",
-                m.event.as_str(),
-                m.memory,
-                m.previous_memory
-            );
+            println!("{} {}", m.event.as_str(), m.memory); // ADD, or SUPERSEDE for a memory it ended
         }
         // END README
         assert!(out.inferred);

@@ -70,9 +70,6 @@ pub struct AddedMemory {
     pub event: HistoryEvent,
     /// Its metadata, `core` included.
     pub metadata: Map<String, Value>,
-    /// The text before this call, for `UPDATE`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous_memory: Option<String>,
     /// For `SUPERSEDE`, the new memory that superseded it; for an `ADD` stored as history
     /// (a statement older than the memory it would have superseded), that memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,7 +88,6 @@ impl AddedMemory {
             memory,
             event,
             metadata,
-            previous_memory: None,
             superseded_by: None,
         }
     }
