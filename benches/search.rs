@@ -390,7 +390,7 @@ fn add(c: &mut Criterion) {
             })
             .collect()
     };
-    // One timed pass for the README figure, then criterion's own estimate. The baseline is
+    // One timed pass for the reported figure, then criterion's own estimate. The baseline is
     // the embedder alone on exactly the texts `add` embeds (messages in a row from one role
     // carry no context, so each is embedded as it is), timed batch for batch in turns with
     // `add` so that both see the same machine: what `add` costs beyond it is the engine's

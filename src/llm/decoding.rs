@@ -51,7 +51,7 @@ pub(super) struct Decoding {
 impl Default for Decoding {
     fn default() -> Self {
         // Lookup saved passes but no time over the held-out extraction evaluation on
-        // either provider, and rounding moved a few replies (see the README).
+        // either provider, and rounding moved a few replies.
         Decoding {
             constrained: true,
             lookup: false,

@@ -119,9 +119,9 @@ impl std::fmt::Debug for ConsolidateRequest<'_> {
 }
 
 impl Memory {
-    /// Finds clusters of near-duplicate memories per owner and merges each into one (see
-    /// the module notes in the README: the newest member stays, merged by the language model
-    /// when one is configured; the rest are soft-deleted with history).
+    /// Finds clusters of near-duplicate memories per owner and merges each into one: the
+    /// newest member stays, merged by the language model when one is configured; the rest
+    /// are soft-deleted with history.
     pub fn consolidate(&self) -> ConsolidateRequest<'_> {
         ConsolidateRequest {
             memory: self,

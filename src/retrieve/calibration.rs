@@ -33,7 +33,7 @@ pub struct Signals {
     pub neighbours: Option<Neighbours>,
     /// Whether the memory was stored in the time the query names ("on 8 May 2023", "in
     /// June", "last week"), or in the days after it; absent when the query names none. Text
-    /// queries in English only; see the README's retrieval section.
+    /// queries in English only; see `docs/retrieval.md`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub period: Option<bool>,
 }
@@ -348,7 +348,7 @@ impl Logistic {
 ///
 /// A score is the model's estimate that the memory is relevant to the query, among the
 /// candidates a search considers. The default models are fitted on LoCoMo's question →
-/// evidence labels (see the README's calibration table and `examples/calibrate/main.rs`, which
+/// evidence labels (see `docs/retrieval.md` and `examples/calibrate/main.rs`, which
 /// shows how to fit models on labelled searches of your own). The hybrid model scores the
 /// memories that share a word with the query; the others are scored by the vector model
 /// (see [`score`](Self::score)).

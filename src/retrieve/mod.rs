@@ -77,7 +77,7 @@ pub enum SearchMode {
     Vector,
     /// Words in common only.
     Keyword,
-    /// Both, fused: the default, because it measures best (see the README's LoCoMo table).
+    /// Both, fused: the default, because it measures best (see `docs/retrieval.md`).
     #[default]
     Hybrid,
 }
