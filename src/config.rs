@@ -5,7 +5,6 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::memory::Memory;
 
 /// Longest extraction policy, in bytes.
 pub const MAX_POLICY_BYTES: usize = 8 * 1024;
@@ -17,9 +16,9 @@ pub const MAX_LABEL_BYTES: usize = 64;
 pub const MAX_LABEL_DESCRIPTION_BYTES: usize = 512;
 
 /// Store metadata key of the configuration.
-const META_CONFIG: &str = "project.config";
+pub(crate) const META_CONFIG: &str = "project.config";
 /// Store metadata key of the product variant.
-const META_VARIANT: &str = "project.variant";
+pub(crate) const META_VARIANT: &str = "project.variant";
 
 /// One label of a taxonomy: a name and what it means. In JSON it is the spec's single-key
 /// object, `{"name": "description"}`.
@@ -252,7 +251,7 @@ fn excerpt(v: &Value) -> String {
     v.to_string().chars().take(80).collect()
 }
 
-/// Which product a project has. The synchronous [`extract`](Memory::extract) call belongs to
+/// Which product a project has. The synchronous [`extract`](crate::Memory::extract) call belongs to
 /// [`Structured`](ProductVariant::Structured) only; projects on other variants get a 403.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -277,76 +276,6 @@ pub struct ConfigResult {
     pub credits_used: u64,
     /// Credits left.
     pub credits_remaining: u64,
-}
-
-impl Memory {
-    /// The project's extraction configuration (empty until set).
-    #[tracing::instrument(name = "config", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
-    pub async fn config(&self) -> Result<ProjectConfig> {
-        match self.inner.store.meta(META_CONFIG).await? {
-            None => Ok(ProjectConfig::default()),
-            Some(json) => serde_json::from_str(&json).map_err(|e| {
-                Error::internal(format!(
-                    "the stored project configuration is unreadable: {e}"
-                ))
-            }),
-        }
-    }
-
-    /// Replaces the project's extraction configuration (400 if it breaks a rule).
-    #[tracing::instrument(name = "set_config", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
-    pub async fn set_config(&self, config: ProjectConfig) -> Result<ConfigResult> {
-        config.validate()?;
-        let json = serde_json::to_string(&config)
-            .map_err(|e| Error::internal(format!("configuration does not serialise: {e}")))?;
-        let write = crate::store::Write::Meta {
-            key: META_CONFIG.to_string(),
-            value: json,
-            log: true,
-            at: crate::record::now(),
-        };
-        let outcome = self
-            .commit(crate::store::WriteBatch::new(vec![write], 0))
-            .await?;
-        Ok(ConfigResult {
-            config,
-            credits_used: 0,
-            credits_remaining: outcome.credits_remaining,
-        })
-    }
-
-    /// Applies the spec's PUT body to the configuration (see
-    /// [`ProjectConfig::merged_with_json`]): absent fields are kept, anything malformed is a
-    /// 400 and changes nothing.
-    #[tracing::instrument(name = "put_config", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
-    pub async fn put_config(&self, body: &Value) -> Result<ConfigResult> {
-        // Read and write under the configuration lock, so that two partial updates through
-        // this handle do not lose each other's field.
-        let _lock = self.inner.config_lock.lock().await;
-        let next = self.config().await?.merged_with_json(body)?;
-        self.set_config(next).await
-    }
-
-    /// The project's product variant.
-    #[tracing::instrument(name = "product_variant", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
-    pub async fn product_variant(&self) -> Result<ProductVariant> {
-        match self.inner.store.meta(META_VARIANT).await? {
-            None => Ok(ProductVariant::default()),
-            Some(v) => serde_json::from_value(Value::String(v.clone())).map_err(|_| {
-                Error::internal(format!("the stored product variant {v:?} is unknown"))
-            }),
-        }
-    }
-
-    /// Sets the project's product variant (an operator's decision, not a tenant's).
-    #[tracing::instrument(name = "set_product_variant", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
-    pub async fn set_product_variant(&self, variant: ProductVariant) -> Result<()> {
-        let name = match serde_json::to_value(variant) {
-            Ok(Value::String(s)) => s,
-            _ => return Err(Error::internal("product variant does not serialise")),
-        };
-        crate::memory::set_meta(&*self.inner.store, META_VARIANT, &name).await
-    }
 }
 
 #[cfg(test)]

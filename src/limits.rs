@@ -23,6 +23,8 @@ pub const MAX_CATEGORIES: usize = 64;
 pub const MAX_CATEGORY_BYTES: usize = 128;
 /// Longest owner id, in bytes.
 pub const MAX_ID_BYTES: usize = 256;
+/// Bytes of a feedback reason.
+pub const MAX_FEEDBACK_REASON_BYTES: usize = 2_048;
 /// Largest `top_k` of a search and `limit` of a retrieve.
 pub const MAX_TOP_K: usize = 1_000;
 /// Default `top_k` of a search.
@@ -289,12 +291,12 @@ pub(crate) fn record(
         }
     }
     if let Some(reason) = feedback_reason {
-        if reason.len() > crate::ops::feedback::MAX_FEEDBACK_REASON_BYTES {
+        if reason.len() > MAX_FEEDBACK_REASON_BYTES {
             return Err(Error::TooLarge {
                 detail: format!(
                     "its feedback reason is {} bytes; the limit is {}",
                     reason.len(),
-                    crate::ops::feedback::MAX_FEEDBACK_REASON_BYTES
+                    MAX_FEEDBACK_REASON_BYTES
                 ),
             });
         }

@@ -24,6 +24,24 @@ mod space;
 use space::{check_model, default_embedder};
 pub(crate) use space::{no_embedder, open_space, IndexHome, Space};
 
+/// The tracing span of one public operation: target `memlane`, level INFO, named after the
+/// operation, with the project (when opened through `Projects`) and, recorded as the
+/// operation ends, `count` (what it returned or changed) and `k` (a search's `top_k`).
+/// Spans carry no memory text, query or secret. Its children: `model` (a language model
+/// call, with its token counts), `embed`, `commit` with `store` and `index`.
+macro_rules! op_span {
+    ($op:literal, $memory:expr) => {
+        tracing::info_span!(
+            target: "memlane",
+            $op,
+            project = $memory.inner.project.as_deref(),
+            count = tracing::field::Empty,
+            k = tracing::field::Empty,
+        )
+    };
+}
+pub(crate) use op_span;
+
 /// The memory engine: a cheap, cloneable handle to one store, its vector index and its
 /// embedder. Clone it freely; every clone shares the same state.
 ///
@@ -147,7 +165,7 @@ impl<'a> std::future::IntoFuture for RebuildIndexRequest<'a> {
     type IntoFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send + 'a>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        let span = crate::ops::op_span!("rebuild_index", self.memory);
+        let span = op_span!("rebuild_index", self.memory);
         Box::pin(self.send().instrument(span))
     }
 }

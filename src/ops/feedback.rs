@@ -16,8 +16,7 @@ use crate::memory::{Memory, MemoryId};
 use crate::record::now;
 use crate::store::{Feedback, FeedbackKind, Write, WriteBatch};
 
-/// Bytes of a feedback reason.
-pub const MAX_FEEDBACK_REASON_BYTES: usize = 2_048;
+pub use crate::limits::MAX_FEEDBACK_REASON_BYTES;
 
 pub use crate::retrieve::feedback::{MAX_FEEDBACK_REFILL, NEGATIVE_FEEDBACK_FACTOR};
 

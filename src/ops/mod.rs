@@ -69,7 +69,9 @@
 //! ```
 
 pub mod add;
+mod config;
 pub mod consolidate;
+mod credits;
 pub mod delete;
 pub mod engine;
 pub mod entities;
@@ -107,23 +109,6 @@ macro_rules! awaitable {
                 ))
             }
         }
-    };
-}
-
-/// The tracing span of one public operation: target `memlane`, level INFO, named after the
-/// operation, with the project (when opened through `Projects`) and, recorded as the
-/// operation ends, `count` (what it returned or changed) and `k` (a search's `top_k`).
-/// Spans carry no memory text, query or secret. Its children: `model` (a language model
-/// call, with its token counts), `embed`, `commit` with `store` and `index`.
-macro_rules! op_span {
-    ($op:literal, $memory:expr) => {
-        tracing::info_span!(
-            target: "memlane",
-            $op,
-            project = $memory.inner.project.as_deref(),
-            count = tracing::field::Empty,
-            k = tracing::field::Empty,
-        )
     };
 }
 
@@ -292,8 +277,8 @@ pub(crate) fn check_page_size(n: usize) -> Result<()> {
     Ok(())
 }
 
+pub(crate) use crate::memory::op_span;
 pub(crate) use awaitable;
-pub(crate) use op_span;
 pub(crate) use owner_setters;
 pub(crate) use paging_setters;
 pub(crate) use scope_setters;

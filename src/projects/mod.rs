@@ -201,7 +201,7 @@ impl ProjectsBuilder {
             Location::Dir(dir) => Registry::sqlite(dir.clone()).await?,
             #[cfg(feature = "postgres")]
             Location::Postgres(url, connections) => Registry::Postgres(Box::new(
-                crate::store::postgres::PgRegistry::connect(url, *connections).await?,
+                postgres::PgRegistry::connect(url, *connections).await?,
             )),
         };
         Ok(Projects {
@@ -451,6 +451,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+#[cfg(feature = "postgres")]
+mod postgres;
 mod registry;
 #[cfg(test)]
 mod tests;

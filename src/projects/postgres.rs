@@ -5,9 +5,9 @@
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 
-use super::{pg_err, pool, schema, PostgresStore};
+use super::{ApiKey, Project, KEY_PREFIX};
 use crate::error::{Error, Result};
-use crate::projects::{ApiKey, Project, KEY_PREFIX};
+use crate::store::postgres::{pg_err, pool, pool_err, PostgresStore, MIGRATION_LOCK};
 
 const SCHEMA: &str = "memlane_registry";
 
@@ -63,14 +63,11 @@ impl PgRegistry {
     /// creates the registry's tables if needed, under the migration lock.
     pub(crate) async fn connect(url: &str, connections: usize) -> Result<PgRegistry> {
         let (pool, config) = pool(url, connections)?;
-        let mut client = pool.get().await.map_err(super::pool_err)?;
+        let mut client = pool.get().await.map_err(pool_err)?;
         let tx = client.transaction().await.map_err(pg_err)?;
-        tx.execute(
-            "SELECT pg_advisory_xact_lock($1)",
-            &[&schema::MIGRATION_LOCK],
-        )
-        .await
-        .map_err(pg_err)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(pg_err)?;
         tx.batch_execute(TABLES).await.map_err(pg_err)?;
         tx.commit().await.map_err(pg_err)?;
         drop(client);
@@ -83,7 +80,7 @@ impl PgRegistry {
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Client> {
-        self.pool.get().await.map_err(super::pool_err)
+        self.pool.get().await.map_err(pool_err)
     }
 
     pub(crate) async fn insert_project(&self, p: &Project) -> Result<()> {

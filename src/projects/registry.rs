@@ -42,7 +42,7 @@ pub(super) enum Registry {
     /// Tables of the schema `memlane_registry` on a server, each project's memories in a
     /// schema of its own, all on one pool.
     #[cfg(feature = "postgres")]
-    Postgres(Box<crate::store::postgres::PgRegistry>),
+    Postgres(Box<super::postgres::PgRegistry>),
 }
 
 impl Registry {

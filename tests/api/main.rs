@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod architecture;
 mod backdating;
 mod embedders;
 mod entities;

@@ -26,13 +26,12 @@ use uuid::Uuid;
 
 mod filter_sql;
 mod listen;
-mod registry;
 mod schema;
 mod search;
 mod write;
 
 use filter_sql::{visible, Params};
-pub(crate) use registry::PgRegistry;
+pub(crate) use schema::MIGRATION_LOCK;
 
 use super::{
     Committed, Counters, Entity, EntityKind, EntityQuery, Feedback, FeedbackKind, LogQuery, Row,
@@ -157,7 +156,7 @@ fn caused_by_io(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-pub(super) fn pool_err(e: deadpool_postgres::PoolError) -> Error {
+pub(crate) fn pool_err(e: deadpool_postgres::PoolError) -> Error {
     match e {
         deadpool_postgres::PoolError::Backend(e) => pg_err(e),
         other => Error::Unavailable {

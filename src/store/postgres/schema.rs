@@ -6,7 +6,7 @@ use crate::store::DEFAULT_CREDITS;
 
 /// The advisory lock every migration takes (any project's, on any database): two processes
 /// opening a new database at once take turns, and the second finds the schema current.
-pub(super) const MIGRATION_LOCK: i64 = 0x6d65_6d6c_616e_6501;
+pub(crate) const MIGRATION_LOCK: i64 = 0x6d65_6d6c_616e_6501;
 
 /// The steps of a project schema's history, applied in order; `{s}` is the schema.
 const MIGRATIONS: &[&str] = &[
