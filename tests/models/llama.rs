@@ -245,6 +245,35 @@ async fn dropping_a_call_stops_it_before_its_next_token() {
     .await;
 }
 
+/// `add` with inference through llama.cpp, the real embedder, index and SQLite file keeps a
+/// compatible fact beside the memory: a second job ("nebenjob-de") supersedes nothing, and
+/// every fact stays current.
+#[tokio::test]
+async fn a_compatible_case_keeps_every_fact_current() {
+    let case = cases::load("contradictions_tuned.json")
+        .into_iter()
+        .find(|c| c.id == "nebenjob-de")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let memory = Memory::builder()
+        .path(dir.path().join("m.db"))
+        .embedder(Arc::new(MiniLm::load_default().unwrap()))
+        .llm(Arc::new(shared()))
+        .build()
+        .await
+        .unwrap();
+    let (kept, changed) = crate::local_llm::add_case_changing(&memory, &case).await;
+    assert_eq!(case.facts.len(), 3);
+    for fact in &case.facts {
+        assert!(
+            kept.iter()
+                .any(|m| cases::is_right(m, std::slice::from_ref(fact), &case.stale)),
+            "{fact:?} is lost: {kept:?}"
+        );
+    }
+    assert_eq!(changed, [], "{kept:?}");
+}
+
 /// `add` with inference through llama.cpp, the real embedder, index and SQLite file: a
 /// held-out conversation of the extraction evaluation keeps its facts and nothing else.
 #[tokio::test]

@@ -246,36 +246,6 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
     );
 }
 
-/// A case of the contradiction evaluation run in the suite (from its tuned half), beside
-/// the quickstart's move below: a second job, beside the first, supersedes nothing. The
-/// evaluation runs every case through the real model, by hand (`docs/temporal-memory.md`).
-const CONTRADICTIONS_IN_SUITE: [&str; 1] = ["nebenjob-de"];
-
-/// `add` with inference through the real model, embedder, index and SQLite file keeps a
-/// compatible fact beside the memory, which stays current and as it was.
-#[tokio::test]
-async fn a_compatible_case_keeps_every_fact_current() {
-    let cases: Vec<cases::Case> = cases::load("contradictions_tuned.json")
-        .into_iter()
-        .filter(|c| CONTRADICTIONS_IN_SUITE.contains(&c.id.as_str()))
-        .collect();
-    assert_eq!(cases.len(), CONTRADICTIONS_IN_SUITE.len());
-    let dir = tempfile::tempdir().unwrap();
-    let memory = memory(&dir).await;
-    for case in &cases {
-        let (kept, changed) = add_case_changing(&memory, case).await;
-        for fact in &case.facts {
-            assert!(
-                kept.iter()
-                    .any(|m| cases::is_right(m, std::slice::from_ref(fact), &case.stale)),
-                "{}: {fact:?} is lost: {kept:?}",
-                case.id
-            );
-        }
-        assert_eq!(changed, [], "{}: {kept:?}", case.id);
-    }
-}
-
 /// The quickstart's move, through the real model: "I live in Madrid" is superseded by the
 /// move to Valencia, in one extraction and one judgement; the job stays current; Madrid is
 /// still there, its history kept, and is where Carlos lived as of before the move.
@@ -336,7 +306,7 @@ pub(crate) async fn add_case(memory: &Memory, case: &cases::Case) -> Vec<String>
 }
 
 /// [`add_case`], with the memories its adds changed (superseded): (id, event).
-async fn add_case_changing(
+pub(crate) async fn add_case_changing(
     memory: &Memory,
     case: &cases::Case,
 ) -> (Vec<String>, Vec<(uuid::Uuid, HistoryEvent)>) {
