@@ -29,6 +29,7 @@ use uuid::Uuid;
 
 use super::plan::{self, Context, FactPlan};
 use super::{AddResult, AddedMemory};
+use crate::credits::Prices;
 use crate::error::{Error, Result};
 use crate::filter::Filter;
 use crate::infer::{self, dates, Existing};
@@ -89,127 +90,209 @@ impl Memory {
 
 pub(crate) async fn add_inferred(memory: &Memory, cx: Context) -> Result<AddResult> {
     let llm = language_model(memory)?;
-    let config = memory.config().await?;
     let prices = memory.prices().await?;
     memory.check_affordable(prices.inference).await?;
-    let (at, spoken_at) = (cx.at, cx.spoken_at);
-    let extracted = infer::extract_facts(
-        &*llm,
-        &cx.messages,
-        spoken_at,
-        &config.extraction_policy,
-        &config.labels(),
-    )
-    .await?;
-    let mut usage = extracted.usage;
-    let facts: Vec<infer::Fact> = extracted
-        .value
-        .into_iter()
-        .map(|mut f| {
-            f.text = dates::annotate(&f.text, spoken_at);
-            f
-        })
-        .collect();
+    let mut add = Inference {
+        memory,
+        llm,
+        prices,
+        usage: Usage::default(),
+        cx,
+    };
+    let facts = add.extract().await?;
     if facts.is_empty() {
-        let remaining = memory.charge(prices.inference).await?;
-        return Ok(AddResult::new(
-            Vec::new(),
-            prices.inference,
-            remaining,
-            usage,
-        ));
+        return add.commit(&facts, Vec::new(), &[], Vec::new()).await;
     }
     let texts: Vec<String> = facts.iter().map(|f| f.text.clone()).collect();
     let vectors = memory.embed_documents(&texts).await?;
+    let candidates = add.candidates(&texts, vectors.clone()).await?;
+    let decisions = add.judge(&texts, &candidates).await?;
+    let plans = plan::decide(
+        candidates.known,
+        &candidates.asked,
+        &candidates.shown,
+        &decisions,
+    );
+    add.commit(&facts, vectors, &candidates.shown, plans).await
+}
 
-    // Facts are reconciled with the owner's current memories only: one a later fact
-    // superseded is history, and stays as it is.
-    let filter = owner_filter(&reconcile_scope(&cx.owners)).and(Filter::current());
-    let similar = memory
-        .similar(&texts, vectors.clone(), &filter, CANDIDATES_PER_FACT, at)
+/// One `add` with inference, as its phases: [`extract`](Self::extract) the facts,
+/// find their [`candidates`](Self::candidates) among the owner's memories,
+/// [`judge`](Self::judge) them with the model, then [`plan::decide`] what each fact does
+/// (made safe there) and [`commit`](Self::commit) it.
+struct Inference<'a> {
+    memory: &'a Memory,
+    llm: Arc<dyn Llm>,
+    prices: Prices,
+    /// The model's tokens, over every call of the add.
+    usage: Usage,
+    cx: Context,
+}
+
+impl Inference<'_> {
+    /// The facts the model extracts from the conversation, under the project's policy and
+    /// labels, each with its relative dates made absolute.
+    async fn extract(&mut self) -> Result<Vec<infer::Fact>> {
+        let config = self.memory.config().await?;
+        let spoken_at = self.cx.spoken_at;
+        let extracted = infer::extract_facts(
+            &*self.llm,
+            &self.cx.messages,
+            spoken_at,
+            &config.extraction_policy,
+            &config.labels(),
+        )
         .await?;
-    // The relevant memories, each shown once; per fact asked about, its own.
-    let mut shown: Vec<Row> = Vec::new();
-    let mut slot: HashMap<Uuid, usize> = HashMap::new();
-    let mut known: Vec<Option<FactPlan>> = vec![None; facts.len()];
-    let mut asked: Vec<usize> = Vec::new();
-    let mut neighbours: Vec<Vec<(usize, f32)>> = Vec::new();
-    for (i, (text, hits)) in texts.iter().zip(similar).enumerate() {
-        let hash = content_hash(text);
-        if hits.iter().any(|(row, _)| row.record.hash == hash) {
-            known[i] = Some(FactPlan::None);
-            continue;
-        }
-        let mut own: Vec<(usize, f32)> = Vec::new();
-        for (row, relevance) in hits.into_iter().filter(|(_, r)| *r >= MIN_RELEVANCE) {
-            if shown.len() >= MAX_EXISTING && !slot.contains_key(&row.record.id) {
-                break;
-            }
-            let m = *slot.entry(row.record.id).or_insert_with(|| {
-                shown.push(row);
-                shown.len() - 1
-            });
-            own.push((m, relevance));
-        }
-        if own.is_empty() {
-            known[i] = Some(FactPlan::Add);
-        } else {
-            asked.push(i);
-            neighbours.push(own);
-        }
+        self.usage += extracted.usage;
+        Ok(extracted
+            .value
+            .into_iter()
+            .map(|mut f| {
+                f.text = dates::annotate(&f.text, spoken_at);
+                f
+            })
+            .collect())
     }
 
-    let mut decisions = Vec::new();
-    if !asked.is_empty() {
-        let asked_texts: Vec<String> = asked.iter().map(|&i| texts[i].clone()).collect();
-        let existing: Vec<Existing> = shown
+    /// The owner's current memories similar to each fact (a memory a later fact
+    /// superseded is history, and stays as it is), gathered into what the model is shown.
+    async fn candidates(&self, texts: &[String], vectors: Vec<Vec<f32>>) -> Result<Candidates> {
+        let filter = owner_filter(&reconcile_scope(&self.cx.owners)).and(Filter::current());
+        let similar = self
+            .memory
+            .similar(texts, vectors, &filter, CANDIDATES_PER_FACT, self.cx.at)
+            .await?;
+        Ok(Candidates::gather(texts, similar))
+    }
+
+    /// The model's judgement of the facts that have candidates (none when no fact has).
+    async fn judge(
+        &mut self,
+        texts: &[String],
+        candidates: &Candidates,
+    ) -> Result<Vec<infer::Decision>> {
+        if candidates.asked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let asked: Vec<String> = candidates.asked.iter().map(|&i| texts[i].clone()).collect();
+        let existing: Vec<Existing> = candidates
+            .shown
             .iter()
             .map(|row| Existing {
                 text: row.record.memory.clone(),
                 immutable: row.record.immutable,
             })
             .collect();
-        let decided = infer::reconcile(&*llm, &asked_texts, &existing, spoken_at).await?;
-        usage += decided.usage;
-        decisions = decided.value;
-        trace_decisions(&decisions, &neighbours, &shown);
+        let decided = infer::reconcile(&*self.llm, &asked, &existing, self.cx.spoken_at).await?;
+        self.usage += decided.usage;
+        trace_decisions(&decided.value, &candidates.neighbours, &candidates.shown);
+        Ok(decided.value)
     }
-    let plans = plan::decide(known, &asked, &shown, &decisions);
-    let plan::Writes { writes, credits } =
-        plan::writes(&plans, &facts, vectors, &shown, &cx, &prices);
-    let credits = credits + prices.inference;
-    if writes.is_empty() {
-        let remaining = memory.charge(credits).await?;
-        return Ok(AddResult::new(Vec::new(), credits, remaining, usage));
+
+    /// Writes the plan in one transaction with the credits of the add (the model call's
+    /// included), or charges the call alone when the plan writes nothing. Every memory the
+    /// plan supersedes is written only if it is still the version the model saw (checked
+    /// in the store's transaction): otherwise the whole add is a 409.
+    async fn commit(
+        self,
+        facts: &[infer::Fact],
+        vectors: Vec<Vec<f32>>,
+        shown: &[Row],
+        plans: Vec<FactPlan>,
+    ) -> Result<AddResult> {
+        let plan::Writes { writes, credits } =
+            plan::writes(&plans, facts, vectors, shown, &self.cx, &self.prices);
+        let credits = credits + self.prices.inference;
+        if writes.is_empty() {
+            let remaining = self.memory.charge(credits).await?;
+            return Ok(AddResult::new(Vec::new(), credits, remaining, self.usage));
+        }
+        let outcome = self
+            .memory
+            .commit(WriteBatch::new(writes, credits))
+            .await
+            .map_err(|e| match e {
+                Error::Conflict { detail } => Error::Conflict {
+                    detail: format!("{detail} (while this add was reconciling with it; nothing was stored: retry the add)"),
+                },
+                other => other,
+            })?;
+        let results = outcome
+            .changes
+            .into_iter()
+            .map(|c| {
+                let superseded_by = c.record.superseded_by;
+                let mut added =
+                    AddedMemory::new(c.record.id, c.record.memory, c.event, c.record.metadata);
+                added.superseded_by = superseded_by;
+                added
+            })
+            .collect();
+        Ok(AddResult::new(
+            results,
+            credits,
+            outcome.credits_remaining,
+            self.usage,
+        ))
     }
-    // Every memory the plan supersedes is written only if it is still the version the
-    // model saw (checked in the store's transaction): otherwise the whole add is a 409.
-    let outcome = memory
-        .commit(WriteBatch::new(writes, credits))
-        .await
-        .map_err(|e| match e {
-            Error::Conflict { detail } => Error::Conflict {
-                detail: format!("{detail} (while this add was reconciling with it; nothing was stored: retry the add)"),
-            },
-            other => other,
-        })?;
-    let results = outcome
-        .changes
-        .into_iter()
-        .map(|c| {
-            let superseded_by = c.record.superseded_by;
-            let mut added =
-                AddedMemory::new(c.record.id, c.record.memory, c.event, c.record.metadata);
-            added.superseded_by = superseded_by;
-            added
-        })
-        .collect();
-    Ok(AddResult::new(
-        results,
-        credits,
-        outcome.credits_remaining,
-        usage,
-    ))
+}
+
+/// What the model is shown of the owner's memories, and which facts it is asked about.
+#[derive(Debug)]
+struct Candidates {
+    /// The relevant memories, each once, numbered by their place here.
+    shown: Vec<Row>,
+    /// Per fact, what is known of it without the model: a repeat (`None`: its exact text
+    /// is a memory's) or an addition (`Add`: no memory is relevant); `None` for a fact
+    /// the model is asked about.
+    known: Vec<Option<FactPlan>>,
+    /// The facts the model is asked about, in the order it numbers them.
+    asked: Vec<usize>,
+    /// Per fact asked about, its relevant memories (places in `shown`) with their
+    /// relevance.
+    neighbours: Vec<Vec<(usize, f32)>>,
+}
+
+impl Candidates {
+    /// Gathers each fact's similar memories (`similar[i]`: fact `i`'s, with their
+    /// relevance): a fact whose text a memory has is known; memories of at least
+    /// [`MIN_RELEVANCE`] are shown, each once, at most [`MAX_EXISTING`] in all; a fact
+    /// with none is added without asking.
+    fn gather(texts: &[String], similar: Vec<Vec<(Row, f32)>>) -> Candidates {
+        let mut out = Candidates {
+            shown: Vec::new(),
+            known: vec![None; texts.len()],
+            asked: Vec::new(),
+            neighbours: Vec::new(),
+        };
+        let mut slot: HashMap<Uuid, usize> = HashMap::new();
+        for (i, (text, hits)) in texts.iter().zip(similar).enumerate() {
+            let hash = content_hash(text);
+            if hits.iter().any(|(row, _)| row.record.hash == hash) {
+                out.known[i] = Some(FactPlan::None);
+                continue;
+            }
+            let mut own: Vec<(usize, f32)> = Vec::new();
+            for (row, relevance) in hits.into_iter().filter(|(_, r)| *r >= MIN_RELEVANCE) {
+                if out.shown.len() >= MAX_EXISTING && !slot.contains_key(&row.record.id) {
+                    break;
+                }
+                let shown = &mut out.shown;
+                let m = *slot.entry(row.record.id).or_insert_with(|| {
+                    shown.push(row);
+                    shown.len() - 1
+                });
+                own.push((m, relevance));
+            }
+            if own.is_empty() {
+                out.known[i] = Some(FactPlan::Add);
+            } else {
+                out.asked.push(i);
+                out.neighbours.push(own);
+            }
+        }
+        out
+    }
 }
 
 /// Traces each decision at debug level by ids, never texts: the fact's number, the event,
@@ -302,6 +385,80 @@ mod tests {
 
     use super::*;
     use crate::embed::HashEmbedder;
+    use crate::record::MemoryRecord;
+
+    /// A stored memory of this text, as a search returns it.
+    fn row(text: &str) -> Row {
+        let at = Utc::now();
+        let record = MemoryRecord {
+            id: Uuid::now_v7(),
+            memory: text.into(),
+            owners: Owners::default(),
+            metadata: serde_json::Map::new(),
+            categories: Vec::new(),
+            immutable: false,
+            expiration_date: None,
+            created_at: at,
+            updated_at: at,
+            hash: content_hash(text),
+            context: None,
+            valid_from: at,
+            valid_until: None,
+            superseded_by: None,
+        };
+        Row::new(record, 1, 1, 1, None)
+    }
+
+    fn texts(items: &[&str]) -> Vec<String> {
+        items.iter().map(|t| t.to_string()).collect()
+    }
+
+    /// A fact whose text a memory has is known; one whose similar memories are all under
+    /// the relevance bar is added without asking; the others are asked about, with only
+    /// their relevant memories shown.
+    #[test]
+    fn candidates_know_repeats_add_the_unrelated_and_ask_about_the_rest() {
+        let (tea, coffee, bergen) = (
+            row("Likes tea"),
+            row("Likes coffee"),
+            row("Lives in Bergen"),
+        );
+        let facts = texts(&["Likes tea", "Plays chess", "Lives in Oslo"]);
+        let similar = vec![
+            vec![(tea, 0.9)],
+            vec![(coffee.clone(), MIN_RELEVANCE - 0.01)],
+            vec![(bergen.clone(), 0.8), (coffee.clone(), MIN_RELEVANCE)],
+        ];
+        let c = Candidates::gather(&facts, similar);
+        assert_eq!(c.known, [Some(FactPlan::None), Some(FactPlan::Add), None]);
+        assert_eq!(c.asked, [2]);
+        let shown: Vec<Uuid> = c.shown.iter().map(|r| r.record.id).collect();
+        assert_eq!(shown, [bergen.record.id, coffee.record.id]);
+        assert_eq!(c.neighbours, [vec![(0, 0.8), (1, MIN_RELEVANCE)]]);
+    }
+
+    /// A memory relevant to several facts is shown once, and no more than
+    /// [`MAX_EXISTING`] memories are shown in all: a fact's memories past the cap are left
+    /// out, but one already shown is still its neighbour.
+    #[test]
+    fn each_memory_is_shown_once_and_no_more_than_the_cap_in_all() {
+        let shared = row("Works as a nurse");
+        let many: Vec<(Row, f32)> = (0..MAX_EXISTING + 5)
+            .map(|i| (row(&format!("Memory {i}")), 0.5))
+            .collect();
+        let facts = texts(&["Works as a doctor", "Works night shifts", "Has a cat"]);
+        let similar = vec![
+            vec![(shared.clone(), 0.7)],
+            many,
+            vec![(shared.clone(), 0.6)],
+        ];
+        let c = Candidates::gather(&facts, similar);
+        assert_eq!(c.shown.len(), MAX_EXISTING);
+        assert_eq!(c.shown[0].record.id, shared.record.id);
+        assert_eq!(c.asked, [0, 1, 2]);
+        assert_eq!(c.neighbours[1].len(), MAX_EXISTING - 1);
+        assert_eq!(c.neighbours[2], [(0, 0.6)], "the shared memory, shown once");
+    }
 
     /// How related a new fact is to its owner's memories stays put as the store grows by
     /// memories that share none of its words, whoever owns them. Plain BM25 would move it:
