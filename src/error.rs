@@ -86,10 +86,35 @@ pub enum Error {
         /// Which limit, and when to retry.
         detail: String,
     },
-    /// 503: a required component (a model file, for example) is not available.
+    /// 503: the call needs a component this memory was not given (a language model, an
+    /// embedder). Retrying will not help; configuring one will.
+    #[error("{detail}")]
+    NotConfigured {
+        /// What is missing and how to configure it.
+        detail: String,
+    },
+    /// 503: a model file is missing, unreadable, or not the pinned one (its SHA-256
+    /// differs), and could not be fetched.
+    #[error("{detail}")]
+    ModelFile {
+        /// Which file, and the ways to provide it.
+        detail: String,
+    },
+    /// 503: a server the store needs (PostgreSQL) cannot be reached, or the connection was
+    /// lost. Retrying may succeed.
+    #[error("{detail}")]
+    Unreachable {
+        /// Which server, and what happened.
+        detail: String,
+        /// The underlying error, if any.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// 503: a component is not available for now (the store is being re-embedded, a model's
+    /// thread has ended, a store written by a newer memlane).
     #[error("{detail}")]
     Unavailable {
-        /// What is missing and how to provide it.
+        /// What is unavailable and what to do.
         detail: String,
     },
     /// 502: a model provider failed.
@@ -99,6 +124,11 @@ pub enum Error {
         detail: String,
         /// Whether retrying the same call may succeed.
         transient: bool,
+        /// What kind of failure it was.
+        failure: ProviderFailure,
+        /// The provider client's own error, if any.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// 500: the storage backend failed.
     #[error("storage error: {detail}")]
@@ -115,6 +145,68 @@ pub enum Error {
         /// What went wrong.
         detail: String,
     },
+}
+
+/// How a model provider failed ([`Error::Provider`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ProviderFailure {
+    /// The provider could not be reached, or the connection failed or timed out.
+    Unreachable,
+    /// The provider asked to slow down (429, not an exhausted quota).
+    RateLimited,
+    /// The provider refused the request as configured: a key, a model name or route, an
+    /// exhausted quota.
+    Refused,
+    /// Anything else: a server error, a reply that could not be read or kept breaking the
+    /// answer's rules, a call cancelled.
+    Failed,
+}
+
+/// What kind of error an [`Error`] is, for a caller to match on: one kind per situation a
+/// caller handles differently. [`Error::kind`] gives it; the status and the detail stay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// 400: malformed input.
+    InvalidInput,
+    /// 401: an API key missing, malformed, unknown or revoked.
+    Unauthorized,
+    /// 402: the credit balance cannot pay.
+    PaymentRequired,
+    /// 403: not allowed on this project.
+    Forbidden,
+    /// 404: no such memory, project or key.
+    NotFound,
+    /// 409: the state of the memory or store conflicts (immutable, changed by another
+    /// writer, another embedding model).
+    Conflict,
+    /// 413: over a size limit.
+    TooLarge,
+    /// 422: well-formed but cannot be processed (a vector of the wrong dimension).
+    Unprocessable,
+    /// 429: a rate limit of memlane's.
+    RateLimited,
+    /// 503: a language model or embedder the call needs is not configured.
+    NotConfigured,
+    /// 503: a model file is missing or corrupt.
+    ModelFile,
+    /// 503: the store's server cannot be reached.
+    Unreachable,
+    /// 503: something else is unavailable for now.
+    Unavailable,
+    /// 502: the model provider could not be reached.
+    ProviderUnreachable,
+    /// 502: the model provider asked to slow down.
+    ProviderRateLimited,
+    /// 502: the model provider refused the request as configured (key, model, quota).
+    ProviderRefused,
+    /// 502: the model provider failed otherwise.
+    ProviderFailed,
+    /// 500: the storage backend failed.
+    Storage,
+    /// 500: a bug in memlane.
+    Internal,
 }
 
 /// The serialisable body of an error response: `{"detail": "…"}`.
@@ -139,7 +231,39 @@ impl Error {
             Error::RateLimited { .. } => 429,
             Error::Storage { .. } | Error::Internal { .. } => 500,
             Error::Provider { .. } => 502,
-            Error::Unavailable { .. } => 503,
+            Error::NotConfigured { .. }
+            | Error::ModelFile { .. }
+            | Error::Unreachable { .. }
+            | Error::Unavailable { .. } => 503,
+        }
+    }
+
+    /// What kind of error this is, to match on (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidInput { .. } => ErrorKind::InvalidInput,
+            Error::Unauthorized { .. } => ErrorKind::Unauthorized,
+            Error::InsufficientCredits { .. } => ErrorKind::PaymentRequired,
+            Error::Forbidden { .. } => ErrorKind::Forbidden,
+            Error::NotFound { .. } | Error::Unknown { .. } => ErrorKind::NotFound,
+            Error::Conflict { .. } => ErrorKind::Conflict,
+            Error::TooLarge { .. } => ErrorKind::TooLarge,
+            Error::Unprocessable { .. } | Error::DimensionMismatch { .. } => {
+                ErrorKind::Unprocessable
+            }
+            Error::RateLimited { .. } => ErrorKind::RateLimited,
+            Error::NotConfigured { .. } => ErrorKind::NotConfigured,
+            Error::ModelFile { .. } => ErrorKind::ModelFile,
+            Error::Unreachable { .. } => ErrorKind::Unreachable,
+            Error::Unavailable { .. } => ErrorKind::Unavailable,
+            Error::Provider { failure, .. } => match failure {
+                ProviderFailure::Unreachable => ErrorKind::ProviderUnreachable,
+                ProviderFailure::RateLimited => ErrorKind::ProviderRateLimited,
+                ProviderFailure::Refused => ErrorKind::ProviderRefused,
+                ProviderFailure::Failed => ErrorKind::ProviderFailed,
+            },
+            Error::Storage { .. } => ErrorKind::Storage,
+            Error::Internal { .. } => ErrorKind::Internal,
         }
     }
 
@@ -158,7 +282,9 @@ impl Error {
     /// Whether retrying the same call unchanged may succeed.
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::RateLimited { .. } | Error::Unavailable { .. } => true,
+            Error::RateLimited { .. } | Error::Unreachable { .. } | Error::Unavailable { .. } => {
+                true
+            }
             Error::Provider { transient, .. } => *transient,
             _ => false,
         }
@@ -196,6 +322,27 @@ impl Error {
                 detail: format!("{what}: {detail}"),
             },
             other => other,
+        }
+    }
+
+    /// A 502 of a provider that failed ([`ProviderFailure::Failed`]), with no source.
+    pub fn provider(detail: impl Into<String>, transient: bool) -> Self {
+        Error::Provider {
+            detail: detail.into(),
+            transient,
+            failure: ProviderFailure::Failed,
+            source: None,
+        }
+    }
+
+    /// A 503 of a server that cannot be reached, wrapping its source.
+    pub(crate) fn unreachable(
+        detail: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Unreachable {
+            detail: detail.into(),
+            source: Some(Box::new(source)),
         }
     }
 
@@ -268,26 +415,64 @@ mod tests {
                 429,
             ),
             (Error::internal("bug"), 500),
+            (Error::provider("down", true), 502),
             (
                 Error::Provider {
-                    detail: "down".into(),
+                    detail: "slow down".into(),
                     transient: true,
+                    failure: ProviderFailure::RateLimited,
+                    source: None,
                 },
                 502,
             ),
             (
-                Error::Unavailable {
+                Error::NotConfigured {
+                    detail: "no model".into(),
+                },
+                503,
+            ),
+            (
+                Error::ModelFile {
                     detail: "model missing".into(),
                 },
                 503,
             ),
+            (
+                Error::Unreachable {
+                    detail: "no server".into(),
+                    source: None,
+                },
+                503,
+            ),
+            (
+                Error::Unavailable {
+                    detail: "re-embedding".into(),
+                },
+                503,
+            ),
         ];
+        let mut kinds = std::collections::HashSet::new();
         for (err, status) in cases {
             assert_eq!(err.status(), status, "{err:?}");
+            assert!(kinds.insert(err.kind()), "two cases of {:?}", err.kind());
             let json = serde_json::to_value(&err).unwrap_or_default();
             assert_eq!(json["detail"], serde_json::Value::String(err.detail()));
             assert!(!err.detail().is_empty());
         }
+    }
+
+    /// A kind says what to do: retry a server that cannot be reached, never a missing
+    /// configuration or model file.
+    #[test]
+    fn kinds_say_whether_to_retry() {
+        let not_configured = Error::NotConfigured { detail: "x".into() };
+        let model_file = Error::ModelFile { detail: "x".into() };
+        let unreachable = Error::unreachable("x", std::io::Error::other("refused"));
+        assert!(!not_configured.is_transient() && !model_file.is_transient());
+        assert!(unreachable.is_transient());
+        assert_eq!(unreachable.kind(), ErrorKind::Unreachable);
+        let source = std::error::Error::source(&unreachable).map(|e| e.to_string());
+        assert_eq!(source.as_deref(), Some("refused"));
     }
 
     #[test]

@@ -172,7 +172,7 @@ impl Hub {
     }
 
     fn unavailable(&self, file: &HubFile, url: &str, why: &str) -> Error {
-        Error::Unavailable {
+        Error::ModelFile {
             detail: format!(
                 "cannot get {} of {} (revision {}) from {url}: {why}. Ways to fix: let this \
                  machine reach the hub, or point HF_ENDPOINT at a mirror; or put the pinned \
@@ -188,7 +188,7 @@ impl Hub {
 /// both where it was looked for and why the hub did not give it.
 #[allow(dead_code)] // unused when no local model feature is on
 pub(crate) fn after_cache_miss(model: &str, place: &Path, e: Error) -> Error {
-    Error::Unavailable {
+    Error::ModelFile {
         detail: format!(
             "the local {model} is not in memlane's model cache ({}), and {}",
             place.display(),

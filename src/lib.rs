@@ -128,7 +128,7 @@ pub mod text;
 #[cfg(feature = "local-embed")]
 pub use embed::MiniLm;
 pub use embed::{EmbedMode, Embedder, HashEmbedder};
-pub use error::{Error, ErrorBody, Result};
+pub use error::{Error, ErrorBody, ErrorKind, ProviderFailure, Result};
 pub use filter::Filter;
 #[cfg(feature = "hub")]
 pub use hub::Hub;

@@ -70,13 +70,13 @@ impl Reranker for EmbeddingReranker {
 /// Checks a reranker's answer: one finite score per document, clamped to [0, 1].
 pub(crate) fn checked(scores: Vec<f32>, documents: usize, model: &str) -> Result<Vec<f32>> {
     if scores.len() != documents {
-        return Err(Error::Provider {
-            detail: format!(
+        return Err(Error::provider(
+            format!(
                 "the reranker {model} returned {} scores for {documents} documents",
                 scores.len()
             ),
-            transient: false,
-        });
+            false,
+        ));
     }
     scores
         .into_iter()
@@ -84,10 +84,10 @@ pub(crate) fn checked(scores: Vec<f32>, documents: usize, model: &str) -> Result
             if s.is_finite() {
                 Ok(s.clamp(0.0, 1.0))
             } else {
-                Err(Error::Provider {
-                    detail: format!("the reranker {model} returned a score that is not a number"),
-                    transient: false,
-                })
+                Err(Error::provider(
+                    format!("the reranker {model} returned a score that is not a number"),
+                    false,
+                ))
             }
         })
         .collect()

@@ -170,7 +170,7 @@ impl MiniLm {
                 sha256,
             };
             let local = hub.fetch(&file, progress)?;
-            files.push(std::fs::read(&local).map_err(|e| Error::Unavailable {
+            files.push(std::fs::read(&local).map_err(|e| Error::ModelFile {
                 detail: format!("cannot read {}: {e}", local.display()),
             })?);
         }
@@ -185,7 +185,7 @@ impl MiniLm {
         let mut files = Vec::with_capacity(PINNED.len());
         for (name, sha) in PINNED {
             let path = dir.join(name);
-            let bytes = std::fs::read(&path).map_err(|e| Error::Unavailable {
+            let bytes = std::fs::read(&path).map_err(|e| Error::ModelFile {
                 detail: format!(
                     "the local embedding model is not installed ({}: {e}); run scripts/fetch-models.sh \
                      or set MEMLANE_MODELS_DIR to a directory that holds all-minilm-l6-v2/",
@@ -194,7 +194,7 @@ impl MiniLm {
             })?;
             let actual = hex(&Sha256::digest(&bytes));
             if actual != sha {
-                return Err(Error::Unavailable {
+                return Err(Error::ModelFile {
                     detail: format!(
                         "{} has SHA-256 {actual}, expected {sha}; the file is corrupt or not the pinned \
                          release: delete {} and run scripts/fetch-models.sh again",
@@ -230,7 +230,7 @@ impl MiniLm {
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<MiniLm> {
         let dir = dir.as_ref();
         let read = |name: &str| {
-            std::fs::read(dir.join(name)).map_err(|e| Error::Unavailable {
+            std::fs::read(dir.join(name)).map_err(|e| Error::ModelFile {
                 detail: format!("cannot read {}: {e}", dir.join(name).display()),
             })
         };
@@ -244,7 +244,7 @@ impl MiniLm {
     }
 
     fn from_bytes(weights: Vec<u8>, tokenizer: &[u8], config: &[u8], id: &str) -> Result<MiniLm> {
-        let bad = |what: &str, e: &dyn std::fmt::Display| Error::Unavailable {
+        let bad = |what: &str, e: &dyn std::fmt::Display| Error::ModelFile {
             detail: format!("cannot load the embedding model's {what}: {e}"),
         };
         let config: Config = serde_json::from_slice(config).map_err(|e| bad("config", &e))?;

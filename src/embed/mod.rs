@@ -73,14 +73,14 @@ pub(crate) async fn embed_unit(
 ) -> Result<Vec<Vec<f32>>> {
     let vectors = embedder.embed(texts, mode).await?;
     if vectors.len() != texts.len() {
-        return Err(Error::Provider {
-            detail: format!(
+        return Err(Error::provider(
+            format!(
                 "the embedder returned {} vectors for {} texts",
                 vectors.len(),
                 texts.len()
             ),
-            transient: false,
-        });
+            false,
+        ));
     }
     let dimension = embedder.dimension();
     vectors

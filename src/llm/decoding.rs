@@ -264,10 +264,9 @@ impl Core {
         cancelled: &AtomicBool,
     ) -> Result<ChatResponse> {
         let stopped = || {
-            cancelled.load(Ordering::Relaxed).then(|| Error::Provider {
-                detail: "the local model call was cancelled".into(),
-                transient: true,
-            })
+            cancelled
+                .load(Ordering::Relaxed)
+                .then(|| Error::provider("the local model call was cancelled", true))
         };
         if let Some(e) = stopped() {
             return Err(e);
@@ -528,10 +527,7 @@ fn loop_start(tokens: &[u32], span: usize) -> Option<usize> {
 }
 
 fn grammar_err(e: impl std::fmt::Display) -> Error {
-    Error::Provider {
-        detail: format!("constrained decoding failed: {e}"),
-        transient: false,
-    }
+    Error::provider(format!("constrained decoding failed: {e}"), false)
 }
 
 /// The next token among those `allowed`: the most likely at temperature 0, else sampled
@@ -553,12 +549,11 @@ fn sample_allowed(
         }
     }
     let Some((best, _)) = best else {
-        return Err(Error::Provider {
-            detail: "constrained decoding left no token to choose: the reply's JSON schema \
-                     cannot be completed"
-                .into(),
-            transient: false,
-        });
+        return Err(Error::provider(
+            "constrained decoding left no token to choose: the reply's JSON schema \
+                     cannot be completed",
+            false,
+        ));
     };
     if request.temperature <= 0.0 {
         return Ok(best as u32);

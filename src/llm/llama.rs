@@ -118,7 +118,7 @@ impl LlamaCppLlm {
     }
 
     fn load(path: &Path, model_id: &str) -> Result<LlamaCppLlm> {
-        let unavailable = |what: String| Error::Unavailable {
+        let unavailable = |what: String| Error::ModelFile {
             detail: format!("cannot load {}: {what}", path.display()),
         };
         let mut file = std::fs::File::open(path).map_err(|e| unavailable(e.to_string()))?;
@@ -264,10 +264,7 @@ struct LlamaTurn<'a, 'm> {
 }
 
 fn llama_err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Provider {
-        detail: format!("llama.cpp failed to {what}: {e}"),
-        transient: false,
-    }
+    Error::provider(format!("llama.cpp failed to {what}: {e}"), false)
 }
 
 impl LlamaTurn<'_, '_> {

@@ -155,7 +155,7 @@ impl LocalLlm {
     }
 
     fn load(path: &Path, model_id: &str, progress: Option<&OnProgress>) -> Result<LocalLlm> {
-        let unavailable = |what: String| Error::Unavailable {
+        let unavailable = |what: String| Error::ModelFile {
             detail: format!("cannot load {}: {what}", path.display()),
         };
         let mut file = std::fs::File::open(path).map_err(|e| unavailable(e.to_string()))?;
@@ -248,7 +248,7 @@ pub(super) fn verified_pinned(progress: Option<&OnProgress>) -> Result<(PathBuf,
             .map(|path| (path, PINNED_ID))
             .map_err(|e| crate::hub::after_cache_miss("language model", &path, e));
     }
-    let actual = sha256_of(&path, progress).map_err(|e| Error::Unavailable {
+    let actual = sha256_of(&path, progress).map_err(|e| Error::ModelFile {
         detail: format!(
             "the local language model is not installed ({}: {e}); run \
              `scripts/fetch-models.sh qwen` or set MEMLANE_MODELS_DIR to a directory that \
@@ -257,7 +257,7 @@ pub(super) fn verified_pinned(progress: Option<&OnProgress>) -> Result<(PathBuf,
         ),
     })?;
     if actual != PINNED_SHA256 {
-        return Err(Error::Unavailable {
+        return Err(Error::ModelFile {
             detail: format!(
                 "{} has SHA-256 {actual}, expected {PINNED_SHA256}; the file is corrupt or \
                  not the pinned release: delete it and run `scripts/fetch-models.sh qwen` again",
@@ -350,10 +350,7 @@ impl Backend for CandleTurn<'_> {
 }
 
 fn model_err(e: candle_core::Error) -> Error {
-    Error::Provider {
-        detail: format!("the local model failed: {e}"),
-        transient: false,
-    }
+    Error::provider(format!("the local model failed: {e}"), false)
 }
 
 /// The model's scores for the next token, one per token of the vocabulary.

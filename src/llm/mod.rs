@@ -263,15 +263,15 @@ where
                 first_error = Some(problem);
             }
             Err(problem) => {
-                return Err(Error::Provider {
-                    detail: format!(
+                return Err(Error::provider(
+                    format!(
                         "the language model {:?} did not return usable JSON after one retry \
                          (first reply: {}; second reply: {problem}); nothing was stored",
                         llm.model_id(),
                         first_error.unwrap_or_default()
                     ),
-                    transient: true,
-                })
+                    true,
+                ))
             }
         }
     }

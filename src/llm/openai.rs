@@ -19,7 +19,7 @@ use async_trait::async_trait;
 
 use super::{ChatRequest, ChatResponse, Llm, Usage};
 use crate::embed::{EmbedMode, Embedder};
-use crate::error::{Error, Result};
+use crate::error::{Error, ProviderFailure, Result};
 
 /// OpenAI's own API address.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -187,6 +187,8 @@ impl OpenAiConfig {
                         self.base_url, self.timeout
                     ),
                     transient: true,
+                    failure: ProviderFailure::Unreachable,
+                    source: None,
                 },
             };
             if !error.is_transient() || attempt >= self.max_retries {
@@ -203,66 +205,93 @@ impl OpenAiConfig {
         }
     }
 
-    /// Maps a client error to memlane's, deciding whether a retry can help.
+    /// Maps a client error to memlane's, deciding whether a retry can help and what kind of
+    /// failure it was; the client's error stays as the source.
     fn classify(&self, what: &str, error: OpenAIError) -> Error {
         let base = &self.base_url;
-        match error {
+        let (detail, transient, failure) = match &error {
             OpenAIError::ApiError(api) => {
                 let status = api.status_code.as_u16();
                 let message: String = api.api_error.message.chars().take(500).collect();
                 let quota = api.api_error.r#type.as_deref() == Some("insufficient_quota");
                 match status {
-                    429 if quota => Error::Provider {
-                        detail: format!(
+                    429 if quota => (
+                        format!(
                             "{what} at {base}: the account is out of quota (429: {message}); \
                              retrying will not help until it is topped up"
                         ),
-                        transient: false,
-                    },
-                    401 | 403 => Error::Provider {
-                        detail: format!(
+                        false,
+                        ProviderFailure::Refused,
+                    ),
+                    401 | 403 => (
+                        format!(
                             "{what} at {base} was refused ({status}: {message}); check the API key"
                         ),
-                        transient: false,
-                    },
-                    404 => Error::Provider {
-                        detail: format!(
+                        false,
+                        ProviderFailure::Refused,
+                    ),
+                    404 => (
+                        format!(
                             "{what} at {base} found no such model or route (404: {message}); \
                              check the model name {:?} and that the base URL ends in /v1",
                             self.model
                         ),
-                        transient: false,
-                    },
-                    408 | 409 | 429 | 500..=599 => Error::Provider {
-                        detail: format!("{what} at {base} failed ({status}: {message})"),
-                        transient: true,
-                    },
-                    _ => Error::Provider {
-                        detail: format!("{what} at {base} was rejected ({status}: {message})"),
-                        transient: false,
-                    },
+                        false,
+                        ProviderFailure::Refused,
+                    ),
+                    429 => (
+                        format!("{what} at {base} was rate-limited (429: {message})"),
+                        true,
+                        ProviderFailure::RateLimited,
+                    ),
+                    408 | 409 | 500..=599 => (
+                        format!("{what} at {base} failed ({status}: {message})"),
+                        true,
+                        ProviderFailure::Failed,
+                    ),
+                    _ => (
+                        format!("{what} at {base} was rejected ({status}: {message})"),
+                        false,
+                        ProviderFailure::Refused,
+                    ),
                 }
             }
-            OpenAIError::Reqwest(e) => Error::Provider {
-                detail: format!("{what} at {base} could not complete: {e}"),
+            OpenAIError::Reqwest(e) => {
                 // A body that is not what was announced will not get better; a connection
                 // that failed may.
-                transient: !(e.is_decode() || e.is_builder()),
-            },
-            OpenAIError::JSONDeserialize(e, body) => Error::Provider {
-                detail: format!(
+                let broken = e.is_decode() || e.is_builder();
+                (
+                    format!("{what} at {base} could not complete: {e}"),
+                    !broken,
+                    if broken {
+                        ProviderFailure::Failed
+                    } else {
+                        ProviderFailure::Unreachable
+                    },
+                )
+            }
+            OpenAIError::JSONDeserialize(e, body) => (
+                format!(
                     "{what} at {base} answered with a body that is not an OpenAI response ({e}): {:?}",
                     body.chars().take(200).collect::<String>()
                 ),
-                transient: false,
-            },
+                false,
+                ProviderFailure::Failed,
+            ),
             OpenAIError::InvalidArgument(e) => {
-                Error::invalid(format!("{what}: invalid request: {e}"))
+                return Error::invalid(format!("{what}: invalid request: {e}"))
             }
-            other => Error::Provider {
-                detail: format!("{what} at {base} failed: {other}"),
-                transient: false,
-            },
+            other => (
+                format!("{what} at {base} failed: {other}"),
+                false,
+                ProviderFailure::Failed,
+            ),
+        };
+        Error::Provider {
+            detail,
+            transient,
+            failure,
+            source: Some(Box::new(error)),
         }
     }
 }
@@ -270,9 +299,16 @@ impl OpenAiConfig {
 /// Notes the number of attempts in a provider error.
 fn with_attempts(error: Error, attempts: u32) -> Error {
     match error {
-        Error::Provider { detail, transient } => Error::Provider {
+        Error::Provider {
+            detail,
+            transient,
+            failure,
+            source,
+        } => Error::Provider {
             detail: format!("{detail} (gave up after {attempts} attempts)"),
             transient,
+            failure,
+            source,
         },
         other => other,
     }
@@ -401,24 +437,22 @@ impl Llm for OpenAiLlm {
                 }
             }
         };
-        let choice = response
-            .choices
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::Provider {
-                detail: format!(
+        let choice = response.choices.into_iter().next().ok_or_else(|| {
+            Error::provider(
+                format!(
                     "chat completion at {} returned no choices",
                     self.config.base_url
                 ),
-                transient: false,
-            })?;
+                false,
+            )
+        })?;
         let text = match (choice.message.content, choice.message.refusal) {
             (Some(text), _) => text,
             (None, Some(refusal)) => {
-                return Err(Error::Provider {
-                    detail: format!("the model refused: {refusal}"),
-                    transient: false,
-                })
+                return Err(Error::provider(
+                    format!("the model refused: {refusal}"),
+                    false,
+                ))
             }
             (None, None) => String::new(),
         };
@@ -488,15 +522,15 @@ impl Embedder for OpenAiEmbedder {
             data.sort_by_key(|e| e.index);
             let in_order = data.iter().enumerate().all(|(i, e)| e.index as usize == i);
             if data.len() != chunk.len() || !in_order {
-                return Err(Error::Provider {
-                    detail: format!(
+                return Err(Error::provider(
+                    format!(
                         "embedding at {} returned {} vectors for {} texts",
                         self.config.base_url,
                         data.len(),
                         chunk.len()
                     ),
-                    transient: false,
-                });
+                    false,
+                ));
             }
             for e in data {
                 if e.embedding.len() != self.dimension {

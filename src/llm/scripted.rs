@@ -99,10 +99,10 @@ impl Llm for ScriptedLlm {
             (Some(reply), _) => reply?,
             (None, Some(f)) => f(&request)?,
             (None, None) => {
-                return Err(Error::Provider {
-                    detail: "the scripted model has no reply left for this call".into(),
-                    transient: false,
-                })
+                return Err(Error::provider(
+                    "the scripted model has no reply left for this call",
+                    false,
+                ))
             }
         };
         let usage = Usage {

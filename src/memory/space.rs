@@ -113,7 +113,7 @@ pub(super) async fn default_embedder(progress: Option<OnProgress>) -> Result<Arc
 
 #[cfg(not(feature = "local-embed"))]
 pub(super) async fn default_embedder(_progress: Option<OnProgress>) -> Result<Arc<dyn Embedder>> {
-    Err(Error::Unavailable {
+    Err(Error::NotConfigured {
         detail: "no embedder is configured, and this build has no local one: pass one to \
                  Memory::builder().embedder(…) (OpenAiEmbedder, say), or enable memlane's \
                  `local-embed` feature"
@@ -172,7 +172,7 @@ pub(super) async fn check_model(
 
 /// The 503 of an operation that needs an embedder, on a memory without one.
 pub(crate) fn no_embedder(what: &str) -> Error {
-    Error::Unavailable {
+    Error::NotConfigured {
         detail: format!(
             "{what} needs an embedder, and this memory has none: give one to \
              Memory::builder().embedder(…) (or use the default local MiniLM, feature \

@@ -164,11 +164,15 @@ impl<'a> ExtractRequest<'a> {
                  so that the memory has an owner",
             ));
         }
-        let llm = memory.inner.llm.clone().ok_or_else(|| Error::Unavailable {
-            detail: "extract needs a language model, and none is configured; configure one \
+        let llm = memory
+            .inner
+            .llm
+            .clone()
+            .ok_or_else(|| Error::NotConfigured {
+                detail: "extract needs a language model, and none is configured; configure one \
                      with Memory::builder().llm(…)"
-                .into(),
-        })?;
+                    .into(),
+            })?;
         let spoken_at = self.timestamp.unwrap_or(at);
         let config = memory.config().await?;
         let prices = memory.prices().await?;

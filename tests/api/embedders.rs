@@ -66,10 +66,10 @@ struct FailsAfter(HashEmbedder, AtomicUsize, usize);
 impl Embedder for FailsAfter {
     async fn embed(&self, texts: &[String], mode: EmbedMode) -> memlane::Result<Vec<Vec<f32>>> {
         if self.1.fetch_add(texts.len(), Ordering::SeqCst) + texts.len() > self.2 {
-            return Err(memlane::Error::Provider {
-                detail: "the embedding server went away".into(),
-                transient: true,
-            });
+            return Err(memlane::Error::provider(
+                "the embedding server went away",
+                true,
+            ));
         }
         self.0.embed(texts, mode).await
     }

@@ -14,6 +14,7 @@ use memlane::{Error, Llm, Memory, Message, ScriptedLlm};
 use serde_json::json;
 
 use crate::common::shown_memories;
+use memlane::ErrorKind;
 
 async fn open(dir: &tempfile::TempDir, llm: Option<Arc<dyn Llm>>) -> Memory {
     crate::common::open_with_llm(&dir.path().join("m.db"), 256, llm).await
@@ -300,10 +301,7 @@ async fn a_failed_reconciliation_stores_nothing() {
 
     // A provider failure half way is the provider's error, and stores nothing either.
     llm.push(facts(&["Alice lives in Braga"]));
-    llm.push_error(Error::Provider {
-        detail: "upstream down".into(),
-        transient: true,
-    });
+    llm.push_error(Error::provider("upstream down", true));
     let err = memory.add("Braga now").user("alice").await.unwrap_err();
     assert_eq!((err.status(), err.is_transient()), (502, true));
     assert_eq!(live(&memory, "alice").await, vec!["Alice lives in Lisbon"]);
@@ -347,7 +345,7 @@ async fn without_a_model_add_stores_verbatim_unless_inference_is_asked_for() {
         .infer(true)
         .await
         .unwrap_err();
-    assert_eq!(err.status(), 503);
+    assert_eq!((err.status(), err.kind()), (503, ErrorKind::NotConfigured));
     assert!(err.detail().contains("infer(false)"));
     assert_eq!(memory.list().user("a").await.unwrap().results.len(), 1);
     let err = memory.add("I like tea").await.unwrap_err();

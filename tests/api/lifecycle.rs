@@ -15,6 +15,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::common::add;
+use memlane::ErrorKind;
 
 const DIM: usize = 384;
 
@@ -1102,7 +1103,11 @@ async fn more_bad_input_is_refused() {
 #[tokio::test]
 async fn without_a_local_embedder_the_default_is_a_503_that_says_what_to_configure() {
     let err = Memory::in_memory().await.unwrap_err();
-    assert_eq!(err.status(), 503, "{err}");
+    assert_eq!(
+        (err.status(), err.kind()),
+        (503, ErrorKind::NotConfigured),
+        "{err}"
+    );
     assert!(err.detail().contains("embedder("), "{err}");
 }
 

@@ -13,6 +13,7 @@ use memlane::{
 use serde_json::json;
 
 use crate::loopback::{chat_body, embedding_body, error, ok, Reply, Server};
+use memlane::ErrorKind;
 
 fn config(server: &Server) -> OpenAiConfig {
     OpenAiConfig::new("test-model")
@@ -141,6 +142,7 @@ async fn a_server_that_refuses_schemas_gets_json_object_requests() {
     let server = Server::start(vec![error(401, "bad key"), error(401, "bad key")]).await;
     let llm = OpenAiLlm::new(config(&server)).unwrap();
     let err = llm.chat(schema_request()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ProviderRefused, "{err}");
     assert!(err.detail().contains("check the API key"), "{err}");
     server.push(ok(chat_body("{}")));
     llm.chat(schema_request()).await.unwrap();
@@ -172,7 +174,7 @@ async fn retries_stop_at_the_limit_with_a_transient_error() {
     let server = Server::start(vec![error(500, "down"); 3]).await;
     let llm = OpenAiLlm::new(config(&server).max_retries(2)).unwrap();
     let err = llm.chat(json_request()).await.unwrap_err();
-    assert_eq!(err.status(), 502);
+    assert_eq!((err.status(), err.kind()), (502, ErrorKind::ProviderFailed));
     assert!(err.is_transient());
     assert!(err.detail().contains("500"), "{err}");
     assert!(err.detail().contains("gave up after 3 attempts"), "{err}");
@@ -182,28 +184,42 @@ async fn retries_stop_at_the_limit_with_a_transient_error() {
 #[tokio::test]
 async fn permanent_failures_are_not_retried() {
     let cases = [
-        (error(401, "bad key"), "check the API key"),
+        (error(401, "bad key"), "check the API key", ErrorKind::ProviderRefused),
         (
             Reply::Body(
                 429,
                 json!({"error": {"message": "quota", "type": "insufficient_quota", "param": null, "code": null}}).to_string(),
             ),
             "out of quota",
+            ErrorKind::ProviderRefused,
         ),
-        (error(404, "no such model"), "check the model name"),
-        (error(400, "bad request"), "rejected (400"),
-        (Reply::Body(200, "this is not json".into()), "not an OpenAI response"),
-        (ok(json!({"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": []})), "no choices"),
+        (error(404, "no such model"), "check the model name", ErrorKind::ProviderRefused),
+        (error(400, "bad request"), "rejected (400", ErrorKind::ProviderRefused),
+        (Reply::Body(200, "this is not json".into()), "not an OpenAI response", ErrorKind::ProviderFailed),
+        (ok(json!({"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": []})), "no choices", ErrorKind::ProviderFailed),
     ];
-    for (reply, needle) in cases {
+    for (reply, needle, kind) in cases {
         let server = Server::start(vec![reply, ok(chat_body("never read"))]).await;
         let llm = OpenAiLlm::new(config(&server)).unwrap();
         let err = llm.chat(json_request()).await.unwrap_err();
-        assert_eq!(err.status(), 502);
+        assert_eq!((err.status(), err.kind()), (502, kind), "{needle}: {err}");
         assert!(!err.is_transient(), "{err}");
         assert!(err.detail().contains(needle), "{needle}: {err}");
         assert_eq!(server.received().len(), 1, "{needle}: retried");
     }
+}
+
+/// A server that keeps asking to slow down is a transient rate limit once the retries are
+/// spent, with the client's own error as its source.
+#[tokio::test]
+async fn a_rate_limit_is_its_own_kind_with_its_source() {
+    let server = Server::start(vec![error(429, "slow down"); 3]).await;
+    let llm = OpenAiLlm::new(config(&server).max_retries(2)).unwrap();
+    let err = llm.chat(json_request()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ProviderRateLimited, "{err}");
+    assert!(err.is_transient());
+    assert!(std::error::Error::source(&err).is_some(), "{err:?}");
+    assert_eq!(server.received().len(), 3);
 }
 
 #[tokio::test]
@@ -225,6 +241,7 @@ async fn a_slow_server_times_out_and_is_retried() {
     .unwrap();
     let err = llm.chat(json_request()).await.unwrap_err();
     assert!(err.is_transient());
+    assert_eq!(err.kind(), ErrorKind::ProviderUnreachable, "{err}");
     assert!(err.detail().contains("timed out"), "{err}");
     assert_eq!(server.received().len(), 2);
 }

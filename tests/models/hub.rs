@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use memlane::progress::Task;
+use memlane::ErrorKind;
 use memlane::{EmbedMode, Embedder, Hub, Memory, MiniLm};
 
 const REPO: &str = "sentence-transformers/all-MiniLM-L6-v2";
@@ -184,7 +185,11 @@ fn a_download_cut_short_is_a_503_naming_the_file_and_leaves_nothing_in_the_cache
     let server = LoopbackHub::start(Fault::CutShort("model.safetensors"));
     let cache = tempfile::tempdir().unwrap();
     let err = MiniLm::load_from_hub(&hub(&server, cache.path())).unwrap_err();
-    assert_eq!(err.status(), 503, "{err}");
+    assert_eq!(
+        (err.status(), err.kind()),
+        (503, ErrorKind::ModelFile),
+        "{err}"
+    );
     assert!(err.detail().contains("model.safetensors"), "{err}");
     assert!(err.detail().contains("HF_ENDPOINT"), "{err}");
     assert!(err.detail().contains("scripts/fetch-models.sh"), "{err}");
@@ -203,7 +208,11 @@ fn a_file_whose_hash_differs_is_a_503_and_is_removed_from_the_cache() {
     let server = LoopbackHub::start(Fault::Altered("tokenizer.json"));
     let cache = tempfile::tempdir().unwrap();
     let err = MiniLm::load_from_hub(&hub(&server, cache.path())).unwrap_err();
-    assert_eq!(err.status(), 503, "{err}");
+    assert_eq!(
+        (err.status(), err.kind()),
+        (503, ErrorKind::ModelFile),
+        "{err}"
+    );
     assert!(err.detail().contains("tokenizer.json"), "{err}");
     assert!(err.detail().contains("SHA-256"), "{err}");
     let left = files_under(cache.path());
@@ -234,13 +243,21 @@ fn a_hub_that_cannot_be_reached_or_is_forbidden_is_a_503_saying_what_to_do() {
         .cache_dir(cache.path())
         .offline(false);
     let err = MiniLm::load_from_hub(&hub).unwrap_err();
-    assert_eq!(err.status(), 503, "{err}");
+    assert_eq!(
+        (err.status(), err.kind()),
+        (503, ErrorKind::ModelFile),
+        "{err}"
+    );
     assert!(err.detail().contains("model.safetensors"), "{err}");
     assert!(err.detail().contains(&format!("127.0.0.1:{port}")), "{err}");
     assert!(err.detail().contains("MEMLANE_MODELS_DIR"), "{err}");
     // Offline with an empty cache: no request, and the reason.
     let err = MiniLm::load_from_hub(&hub.offline(true)).unwrap_err();
-    assert_eq!(err.status(), 503, "{err}");
+    assert_eq!(
+        (err.status(), err.kind()),
+        (503, ErrorKind::ModelFile),
+        "{err}"
+    );
     assert!(err.detail().contains("HF_HUB_OFFLINE"), "{err}");
     assert!(files_under(cache.path())
         .iter()

@@ -1,5 +1,6 @@
 //! How the pinned model is found and verified in a model cache.
 
+use memlane::ErrorKind;
 use memlane::MiniLm;
 
 #[test]
@@ -8,7 +9,7 @@ fn missing_or_altered_model_files_are_refused_with_a_way_out() {
     let dir = tempfile::tempdir().unwrap();
 
     let err = MiniLm::load_pinned(dir.path()).unwrap_err();
-    assert_eq!(err.status(), 503);
+    assert_eq!((err.status(), err.kind()), (503, ErrorKind::ModelFile));
     assert!(err.detail().contains("fetch-models.sh"), "{}", err.detail());
 
     let copy = dir.path().join("all-minilm-l6-v2");
@@ -25,7 +26,7 @@ fn missing_or_altered_model_files_are_refused_with_a_way_out() {
     tokenizer[100] ^= 1;
     std::fs::write(copy.join("tokenizer.json"), tokenizer).unwrap();
     let err = MiniLm::load_pinned(dir.path()).unwrap_err();
-    assert_eq!(err.status(), 503);
+    assert_eq!((err.status(), err.kind()), (503, ErrorKind::ModelFile));
     assert!(err.detail().contains("SHA-256"), "{}", err.detail());
 
     assert_eq!(

@@ -18,6 +18,7 @@ use memlane::{HashEmbedder, Memory, Message, SearchMode};
 use uuid::Uuid;
 
 use crate::common::{pg_database, pg_memory, pg_open, Rng};
+use memlane::ErrorKind;
 
 const DIM: usize = 32;
 
@@ -95,7 +96,7 @@ async fn projects_are_isolated_and_migrations_race_safely() {
     let Err(e) = newer else {
         panic!("a newer schema is opened")
     };
-    assert_eq!(e.status(), 503, "{e}");
+    assert_eq!((e.status(), e.kind()), (503, ErrorKind::Unavailable), "{e}");
     assert!(e.detail().contains("newer than this build"), "{e}");
     let versions: i64 = client
         .query_one("SELECT COUNT(*) FROM memlane_other.schema_version", &[])

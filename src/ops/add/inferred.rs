@@ -62,12 +62,16 @@ fn reconcile_scope(owners: &Owners) -> Owners {
 
 /// The configured language model, or the 503 of an `add` with inference without one.
 fn language_model(memory: &Memory) -> Result<Arc<dyn Llm>> {
-    memory.inner.llm.clone().ok_or_else(|| Error::Unavailable {
-        detail: "add with inference needs a language model, and none is configured; \
+    memory
+        .inner
+        .llm
+        .clone()
+        .ok_or_else(|| Error::NotConfigured {
+            detail: "add with inference needs a language model, and none is configured; \
                  configure one with Memory::builder().llm(…), or call .infer(false) to store \
                  the messages verbatim"
-            .into(),
-    })
+                .into(),
+        })
 }
 
 impl Memory {

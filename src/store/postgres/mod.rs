@@ -125,12 +125,13 @@ pub(crate) fn pg_err(e: tokio_postgres::Error) -> Error {
         None => e.is_closed() || caused_by_io(&e),
     };
     if retryable {
-        Error::Unavailable {
-            detail: format!(
+        Error::unreachable(
+            format!(
                 "the PostgreSQL server cannot serve the call now ({e}); nothing was written \
                  by a call that failed this way: retry it"
             ),
-        }
+            e,
+        )
     } else {
         let detail = match e.as_db_error() {
             Some(db) => format!(
@@ -159,8 +160,9 @@ fn caused_by_io(e: &(dyn std::error::Error + 'static)) -> bool {
 pub(crate) fn pool_err(e: deadpool_postgres::PoolError) -> Error {
     match e {
         deadpool_postgres::PoolError::Backend(e) => pg_err(e),
-        other => Error::Unavailable {
+        other => Error::Unreachable {
             detail: format!("no connection to the PostgreSQL server ({other}): retry"),
+            source: None,
         },
     }
 }

@@ -197,12 +197,13 @@ pub(super) async fn commit(
 fn at_commit(e: tokio_postgres::Error) -> Error {
     let cause = e.to_string();
     match pg_err(e) {
-        Error::Unavailable { .. } => Error::Unavailable {
+        Error::Unreachable { source, .. } => Error::Unreachable {
             detail: format!(
                 "the connection to PostgreSQL was lost while the call committed ({cause}), so \
                  it is either wholly written or not at all: read back what it wrote (get, \
                  list or the events) before retrying it"
             ),
+            source,
         },
         other => other,
     }
