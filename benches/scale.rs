@@ -53,7 +53,7 @@ fn text(i: usize) -> String {
 /// insertion beams (default: the library's).
 async fn open(path: &Path) -> Memory {
     let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
-    let mut params = memlane::index::IndexParams::default();
+    let mut params = memlane::IndexParams::default();
     if let Some(ef) = env("MEMLANE_SCALE_EF") {
         params = params.ef_search(ef);
     }

@@ -336,7 +336,7 @@ impl Error {
     }
 
     /// A 503 of a server that cannot be reached, wrapping its source.
-    pub(crate) fn unreachable(
+    pub fn unreachable(
         detail: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {

@@ -39,7 +39,7 @@
 //! - The [`Store`] (SQLite by default) is the source of truth. The vector index
 //!   is derived from it: persisted next to the database, reloaded on open, caught up or
 //!   rebuilt when it lags or is damaged.
-//! - Searches with filters that leave at most [`index::IndexParams::exact_search_max`] memories are
+//! - Searches with filters that leave at most [`IndexParams::exact_search_max`] memories are
 //!   ranked exactly; others walk the HNSW graph.
 //! - Every error has an HTTP-style [`status`](Error::status) and a `detail`.
 //!
@@ -105,7 +105,7 @@ pub mod filter;
 pub mod fuzzing;
 #[cfg(feature = "hub")]
 mod hub;
-pub mod index;
+mod index;
 mod infer;
 pub mod limits;
 pub mod llm;
@@ -125,16 +125,21 @@ pub mod text;
 // The common path. Everything else lives in its module: requests and results in `ops`,
 // records in `record`, project settings in `config` and `credits`, tenancy in `projects`,
 // bounds in `limits`, storage in `store`.
+#[cfg(any(test, feature = "test-util"))]
+pub use embed::HashEmbedder;
 #[cfg(feature = "local-embed")]
 pub use embed::MiniLm;
-pub use embed::{EmbedMode, Embedder, HashEmbedder};
+pub use embed::{EmbedMode, Embedder};
 pub use error::{Error, ErrorBody, ErrorKind, ProviderFailure, Result};
 pub use filter::Filter;
 #[cfg(feature = "hub")]
 pub use hub::Hub;
+pub use index::IndexParams;
 #[cfg(feature = "llama")]
 pub use llm::LlamaCppLlm;
-pub use llm::{Llm, ScriptedLlm};
+pub use llm::Llm;
+#[cfg(any(test, feature = "test-util"))]
+pub use llm::ScriptedLlm;
 #[cfg(feature = "local-llm")]
 pub use llm::{LocalLlm, LocalLlmStats};
 #[cfg(feature = "openai")]

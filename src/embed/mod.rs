@@ -5,10 +5,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
+#[cfg(any(test, feature = "test-util"))]
 mod hash;
 #[cfg(feature = "local-embed")]
 mod minilm;
 
+#[cfg(any(test, feature = "test-util"))]
 pub use hash::HashEmbedder;
 #[cfg(feature = "local-embed")]
 pub use minilm::MiniLm;

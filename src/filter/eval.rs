@@ -12,7 +12,7 @@ pub(crate) fn micros(t: DateTime<Utc>) -> i64 {
 }
 
 /// Follows a key path into caller metadata. JSON `null` counts as absent.
-pub fn lookup<'a>(metadata: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
+pub(crate) fn lookup<'a>(metadata: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
     let (first, rest) = path.split_first()?;
     let mut value = metadata.get(first)?;
     for key in rest {
@@ -22,12 +22,12 @@ pub fn lookup<'a>(metadata: &'a Map<String, Value>, path: &[String]) -> Option<&
 }
 
 /// Unicode case-insensitive substring test, shared by every store.
-pub fn icontains(haystack: &str, needle: &str) -> bool {
+pub(crate) fn icontains(haystack: &str, needle: &str) -> bool {
     haystack.to_lowercase().contains(&needle.to_lowercase())
 }
 
 /// The semantics of an operator on an optional text value.
-pub fn text_matches(value: Option<&str>, op: &Op<String>) -> bool {
+pub(crate) fn text_matches(value: Option<&str>, op: &Op<String>) -> bool {
     match op {
         Op::Eq(x) => value == Some(x.as_str()),
         Op::Ne(x) => value != Some(x.as_str()),
@@ -41,7 +41,7 @@ pub fn text_matches(value: Option<&str>, op: &Op<String>) -> bool {
 }
 
 /// The semantics of an operator on an optional timestamp (microseconds).
-pub fn time_matches(value: Option<i64>, op: &Op<TimeRange>) -> bool {
+pub(crate) fn time_matches(value: Option<i64>, op: &Op<TimeRange>) -> bool {
     let within = |v: i64, r: &TimeRange| r.start <= v && v < r.end;
     match (value, op) {
         (_, Op::Exists) => value.is_some(),
@@ -59,7 +59,7 @@ pub fn time_matches(value: Option<i64>, op: &Op<TimeRange>) -> bool {
 }
 
 /// The semantics of an operator on a list of categories.
-pub fn categories_match(categories: &[String], op: &Op<String>) -> bool {
+pub(crate) fn categories_match(categories: &[String], op: &Op<String>) -> bool {
     let has = |x: &String| categories.iter().any(|c| c == x);
     match op {
         Op::Eq(x) | Op::Contains(x) => has(x),
@@ -73,7 +73,7 @@ pub fn categories_match(categories: &[String], op: &Op<String>) -> bool {
 }
 
 /// JSON equality, with numbers compared by value (`1` equals `1.0`).
-pub fn json_eq(a: &Value, b: &Value) -> bool {
+pub(crate) fn json_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
             (Some(x), Some(y)) => x == y,
@@ -103,7 +103,7 @@ fn json_order(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
 }
 
 /// The semantics of an operator on an optional metadata value.
-pub fn metadata_matches(value: Option<&Value>, op: &Op<Value>) -> bool {
+pub(crate) fn metadata_matches(value: Option<&Value>, op: &Op<Value>) -> bool {
     use std::cmp::Ordering::*;
     let eq = |x: &Value| value.is_some_and(|v| json_eq(v, x));
     let ord = |x: &Value| value.and_then(|v| json_order(v, x));

@@ -52,8 +52,8 @@ mod parse;
 mod tests;
 
 pub(crate) use eval::micros;
-pub use eval::{
-    categories_match, icontains, json_eq, lookup, metadata_matches, text_matches, time_matches,
+pub(crate) use eval::{
+    categories_match, icontains, lookup, metadata_matches, text_matches, time_matches,
 };
 
 /// How deeply `AND` / `OR` / `NOT` may nest.
@@ -437,7 +437,7 @@ impl Condition {
     }
 }
 /// Whether a metadata key may be used in a filter path.
-pub fn valid_metadata_key(key: &str) -> bool {
+pub(crate) fn valid_metadata_key(key: &str) -> bool {
     (1..=64).contains(&key.len())
         && key
             .chars()

@@ -32,6 +32,7 @@ pub(crate) mod parse;
 mod prefixes;
 #[cfg(feature = "local-llm")]
 mod qwen2;
+#[cfg(any(test, feature = "test-util"))]
 mod scripted;
 
 #[cfg(feature = "local-llm")]
@@ -43,6 +44,7 @@ pub use local::LocalLlm;
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiEmbedder, OpenAiLlm};
 pub(crate) use parse::recover_json;
+#[cfg(any(test, feature = "test-util"))]
 pub use scripted::ScriptedLlm;
 
 /// A chat completion request.

@@ -6,16 +6,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use chrono::{Duration, Utc};
-use memlane::index::IndexParams;
 use memlane::progress::Task;
 use memlane::record::HistoryEvent;
 use memlane::store::{NewMemory, SqliteStore, Write, WriteBatch};
+use memlane::IndexParams;
 use memlane::{EmbedMode, Filter, HashEmbedder, Memory, MemoryRecord, Message, Owners, SearchMode};
 use serde_json::json;
 use uuid::Uuid;
 
 use crate::common::add;
-use memlane::ErrorKind;
 
 const DIM: usize = 384;
 
@@ -1105,7 +1104,7 @@ async fn without_a_local_embedder_the_default_is_a_503_that_says_what_to_configu
     let err = Memory::in_memory().await.unwrap_err();
     assert_eq!(
         (err.status(), err.kind()),
-        (503, ErrorKind::NotConfigured),
+        (503, memlane::ErrorKind::NotConfigured),
         "{err}"
     );
     assert!(err.detail().contains("embedder("), "{err}");

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use memlane::index::IndexParams;
+use memlane::IndexParams;
 use memlane::{HashEmbedder, Llm, Memory};
 use uuid::Uuid;
 

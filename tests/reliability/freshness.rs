@@ -8,7 +8,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
-use memlane::index::IndexParams;
+use memlane::IndexParams;
 use memlane::{Memory, SearchMode};
 use uuid::Uuid;
 
