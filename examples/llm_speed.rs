@@ -6,8 +6,8 @@
 //! `scripts/fetch-models.sh` and `scripts/llama-deps.sh`; without `--features llama`, candle
 //! only). For each provider in turn it loads the pinned model, then:
 //!
-//! 1. times, three times each and in turns, one call that reads a prompt of about 250
-//!    tokens and writes one token, and one that reads the same prompt and writes 64: the
+//! 1. times, three times each and in turns, one call that reads a prompt of about 400
+//!    tokens and writes one token, and one that reads the same prompt and writes up to 64: the
 //!    first is the prompt's reading, the difference the writing;
 //! 2. times the quickstart's two `add`s with inference (a first chat, then a move that
 //!    contradicts it), each run in a new store: `MEMLANE_LLM_RUNS` runs (default 5) on a

@@ -110,8 +110,8 @@ pub enum Error {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
-    /// 503: a component is not available for now (the store is being re-embedded, a model's
-    /// thread has ended, a store written by a newer memlane).
+    /// 503: a component is not available for now (the store is being re-embedded, the
+    /// database server is busy): retrying later may succeed.
     #[error("{detail}")]
     Unavailable {
         /// What is unavailable and what to do.
@@ -155,8 +155,8 @@ pub enum ProviderFailure {
     Unreachable,
     /// The provider asked to slow down (429, not an exhausted quota).
     RateLimited,
-    /// The provider refused the request as configured: a key, a model name or route, an
-    /// exhausted quota.
+    /// The provider refused or rejected the request as it was made: a key, a model name or
+    /// route, an exhausted quota, a request it does not take (another 4xx).
     Refused,
     /// Anything else: a server error, a reply that could not be read or kept breaking the
     /// answer's rules, a call cancelled.
@@ -199,7 +199,8 @@ pub enum ErrorKind {
     ProviderUnreachable,
     /// 502: the model provider asked to slow down.
     ProviderRateLimited,
-    /// 502: the model provider refused the request as configured (key, model, quota).
+    /// 502: the model provider refused or rejected the request (key, model, quota, another
+    /// 4xx).
     ProviderRefused,
     /// 502: the model provider failed otherwise.
     ProviderFailed,

@@ -31,8 +31,9 @@
 //!   `delete`, `delete_all`, `history`, `config` / `put_config`, `retrieve`, `embed`,
 //!   `consolidate` and `reembed`. Requests are builders you `.await`.
 //! - With a language model ([`Llm`]: [`OpenAiLlm`][openaillm] for any OpenAI-protocol server, or the
-//!   local model), `add` extracts facts and reconciles them with what the owner already
-//!   has: add, update, delete (a contradicted memory) or nothing, in one transaction.
+//!   local model), `add` extracts facts and relates them to what the owner already has:
+//!   each is added, supersedes a memory it leaves untrue (kept as history), or is nothing
+//!   new, in one transaction.
 //! - No model file is needed to start: [`MemoryBuilder::without_embedder`] stores memories
 //!   without vectors and searches them by keyword; [`Memory::reembed`] later embeds every
 //!   memory with an embedder (and moves a store from one embedding model to another).
@@ -66,8 +67,9 @@
 //!   scope as rig's `VectorStoreIndex`, tools to remember and recall, and any [`Llm`] as a
 //!   rig completion model; rig-core and rig-agent 0.44.0 exactly, re-exported. Needs Rust
 //!   1.95.
-//! - `test-util`: the store conformance suite (`store::conformance`), to test a `Store` of
-//!   your own.
+//! - `test-util`: test doubles (`ScriptedLlm`, a language model that replies from a script,
+//!   and `HashEmbedder`) and the store conformance suite (`store::conformance`), for tests
+//!   of your own.
 //! - `fuzzing`: entry points for the fuzz targets in `fuzz/` (not a stable API).
 //!
 // These types exist only with their features; without, the links lead to this list.

@@ -49,9 +49,7 @@ fn backend() -> Result<&'static LlamaBackend> {
                 .map_err(|e| e.to_string())
         })
         .as_ref()
-        .map_err(|e| Error::Unavailable {
-            detail: format!("llama.cpp did not start: {e}"),
-        })
+        .map_err(|e| Error::provider(format!("llama.cpp did not start: {e}"), false))
 }
 
 /// The pinned local model (or a Qwen2 GGUF of your own) run by llama.cpp.
@@ -426,11 +424,11 @@ impl Llm for LlamaCppLlm {
             cancelled: cancel.0.clone(),
             reply,
         };
-        self.jobs.send(job).map_err(|_| Error::Unavailable {
-            detail: "the llama.cpp model's thread has ended".into(),
-        })?;
-        let reply = answer.await.map_err(|_| Error::Unavailable {
-            detail: "the llama.cpp model's thread ended during the call".into(),
+        self.jobs
+            .send(job)
+            .map_err(|_| Error::provider("the llama.cpp model's thread has ended", false))?;
+        let reply = answer.await.map_err(|_| {
+            Error::provider("the llama.cpp model's thread ended during the call", false)
         })?;
         drop(cancel);
         reply

@@ -342,7 +342,7 @@ impl MemoryBuilder {
     /// Opens the store, checks it matches the embedder, and loads (or rebuilds) the index.
     pub async fn build(self) -> Result<Memory> {
         if tokio::runtime::Handle::try_current().is_err() {
-            return Err(Error::Unavailable {
+            return Err(Error::NotConfigured {
                 detail: "memlane runs its storage and index work on tokio's blocking pool: \
                          build and use Memory inside a tokio runtime"
                     .into(),

@@ -4,8 +4,9 @@
 //! # A tour
 //!
 //! Requests are builders: set what you need, then `.await` them. Every error is a
-//! [`crate::Error`] with an HTTP-style status. (A hashing embedder keeps this example free
-//! of model files; [`Memory::open`](crate::Memory::open) uses the local MiniLM.)
+//! [`crate::Error`] with an HTTP-style status. (A hashing embedder, feature `test-util`, keeps
+//! this example free of model files; [`Memory::open`](crate::Memory::open) uses the local
+//! MiniLM.)
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]

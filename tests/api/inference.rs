@@ -1,6 +1,6 @@
 //! `add` with inference, `extract`, project configuration and `consolidate`, through the
 //! public API on a real SQLite file and HNSW index, with a scripted language model (the
-//! logic under test is memlane's; `tests/local_llm.rs` runs the real local model).
+//! logic under test is memlane's; `tests/models/local_llm.rs` runs the real local model).
 
 use std::sync::{Arc, Mutex, OnceLock};
 

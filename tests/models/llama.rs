@@ -22,8 +22,6 @@ fn private() -> LlamaCppLlm {
     LlamaCppLlm::from_gguf(LocalLlm::default_path(), "qwen2.5-llama-private").unwrap()
 }
 
-/// llama.cpp reads the token ids of memlane's tokenizer (built from the GGUF) as its own:
-/// its greedy reply to a question is candle's, word for word.
 /// `warm_up` has the model read the fixed part of the two prompts of `add` with
 /// inference (extraction, for the project's own labels, and reconciliation), so that the
 /// first `add` reads only its conversation.

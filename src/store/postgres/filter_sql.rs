@@ -151,7 +151,7 @@ fn condition(c: &Condition, params: &mut Params) -> Option<String> {
             // Unicode case folding is the crate's own (see `crate::filter::icontains`).
             Op::Icontains(_) => return None,
         },
-        // Metadata comparisons follow `crate::filter::json_eq` and friends.
+        // Metadata comparisons follow the filter language's own (`Filter::matches`).
         Condition::Metadata(..) => return None,
     })
 }

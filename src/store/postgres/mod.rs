@@ -110,38 +110,57 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-/// A PostgreSQL error as the crate's: what the caller may retry (the connection, the
-/// server's availability, a serialisation failure) is a 503, the rest a 500.
+/// A PostgreSQL error as the crate's. A lost or refused connection, or a server shutting
+/// down, is [`Error::Unreachable`]; a transaction the server rolled back for a conflict or
+/// a lack of resources (serialisation failure, deadlock, too many connections) is a
+/// transient [`Error::Unavailable`]: both 503s a caller retries. The rest is a 500.
 pub(crate) fn pg_err(e: tokio_postgres::Error) -> Error {
-    let retryable = match e.as_db_error() {
+    enum Kind {
+        Unreachable,
+        Busy,
+        Failed,
+    }
+    let kind = match e.as_db_error() {
         Some(db) => {
             let code = db.code().code();
-            code.starts_with("08")
-                || code.starts_with("57P")
-                || matches!(code, "40001" | "40P01" | "53300" | "53400")
+            if code.starts_with("08") || code.starts_with("57P") {
+                Kind::Unreachable
+            } else if matches!(code, "40001" | "40P01" | "53300" | "53400") {
+                Kind::Busy
+            } else {
+                Kind::Failed
+            }
         }
         // No answer from the server: the connection closed or failed. Anything else (a
         // value the client could not encode, say) is not worth retrying.
-        None => e.is_closed() || caused_by_io(&e),
+        None if e.is_closed() || caused_by_io(&e) => Kind::Unreachable,
+        None => Kind::Failed,
     };
-    if retryable {
-        Error::unreachable(
+    match kind {
+        Kind::Unreachable => Error::unreachable(
             format!(
                 "the PostgreSQL server cannot serve the call now ({e}); nothing was written \
                  by a call that failed this way: retry it"
             ),
             e,
-        )
-    } else {
-        let detail = match e.as_db_error() {
-            Some(db) => format!(
-                "PostgreSQL failed: {} (SQLSTATE {})",
-                db.message(),
-                db.code().code()
+        ),
+        Kind::Busy => Error::Unavailable {
+            detail: format!(
+                "the PostgreSQL server rolled the call back ({e}); nothing was written: \
+                 retry it"
             ),
-            None => format!("PostgreSQL failed: {e}"),
-        };
-        Error::storage(detail, e)
+        },
+        Kind::Failed => {
+            let detail = match e.as_db_error() {
+                Some(db) => format!(
+                    "PostgreSQL failed: {} (SQLSTATE {})",
+                    db.message(),
+                    db.code().code()
+                ),
+                None => format!("PostgreSQL failed: {e}"),
+            };
+            Error::storage(detail, e)
+        }
     }
 }
 

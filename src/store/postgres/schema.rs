@@ -103,14 +103,17 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<()> {
          CREATE TABLE IF NOT EXISTS {schema}.schema_version (version integer NOT NULL);"
     ))
     .await
-    .map_err(|e| {
-        let detail = pg_err(e).detail();
-        Error::Unavailable {
+    .map_err(|e| match pg_err(e) {
+        // A server that cannot be reached says so; any other failure here is the server's
+        // setup, which retrying will not change.
+        unreachable @ Error::Unreachable { .. } => unreachable,
+        other => Error::NotConfigured {
             detail: format!(
-                "cannot prepare the memlane schema: {detail} (the pgvector extension must be \
-                 installed on the server, and the role must be allowed to create schemas)"
+                "cannot prepare the memlane schema: {} (the pgvector extension must be \
+                 installed on the server, and the role must be allowed to create schemas)",
+                other.detail()
             ),
-        }
+        },
     })?;
     let current: i32 = tx
         .query_one(
@@ -121,7 +124,7 @@ pub(super) async fn init(client: &mut Client, schema: &str) -> Result<()> {
         .map_err(pg_err)?
         .get(0);
     if current > VERSION {
-        return Err(Error::Unavailable {
+        return Err(Error::Conflict {
             detail: format!(
                 "this database's memlane schema is version {current}, newer than this build \
                  knows ({VERSION}): upgrade memlane"

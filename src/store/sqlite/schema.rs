@@ -322,7 +322,7 @@ pub(super) fn init(conn: &Connection) -> Result<()> {
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .map_err(sql_err)?;
     if version > VERSION {
-        return Err(Error::Unavailable {
+        return Err(Error::Conflict {
             detail: format!(
                 "the database has schema version {version}, newer than this memlane understands \
                  ({VERSION}); upgrade memlane"
