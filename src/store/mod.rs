@@ -96,6 +96,29 @@ impl Row {
         }
     }
 
+    /// A live row of a memory of this text said at `at`, owned by no one, at version 3, for
+    /// the unit tests of what reads rows.
+    #[cfg(test)]
+    pub(crate) fn of_text(text: &str, at: DateTime<Utc>, immutable: bool) -> Row {
+        let record = MemoryRecord {
+            id: uuid::Uuid::now_v7(),
+            memory: text.into(),
+            owners: crate::record::Owners::default(),
+            metadata: serde_json::Map::new(),
+            categories: Vec::new(),
+            immutable,
+            expiration_date: None,
+            created_at: at,
+            updated_at: at,
+            hash: crate::record::content_hash(text),
+            context: None,
+            valid_from: at,
+            valid_until: None,
+            superseded_by: None,
+        };
+        Row::new(record, 1, 3, 1, None)
+    }
+
     /// Whether the row is live (not deleted) and, unless `include_expired`, unexpired at `now`.
     pub fn visible(&self, now: DateTime<Utc>, include_expired: bool) -> bool {
         self.deleted_at.is_none() && (include_expired || !self.record.is_expired_at(now))

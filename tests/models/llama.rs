@@ -243,6 +243,17 @@ async fn dropping_a_call_stops_it_before_its_next_token() {
     .await;
 }
 
+/// A memory in `dir` on the real embedder and the shared llama.cpp model.
+async fn memory_on_llama(dir: &tempfile::TempDir) -> Memory {
+    Memory::builder()
+        .path(dir.path().join("m.db"))
+        .embedder(Arc::new(MiniLm::load_default().unwrap()))
+        .llm(Arc::new(shared()))
+        .build()
+        .await
+        .unwrap()
+}
+
 /// `add` with inference through llama.cpp, the real embedder, index and SQLite file keeps a
 /// compatible fact beside the memory: a second job ("nebenjob-de") supersedes nothing, and
 /// every fact stays current.
@@ -253,13 +264,7 @@ async fn a_compatible_case_keeps_every_fact_current() {
         .find(|c| c.id == "nebenjob-de")
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::builder()
-        .path(dir.path().join("m.db"))
-        .embedder(Arc::new(MiniLm::load_default().unwrap()))
-        .llm(Arc::new(shared()))
-        .build()
-        .await
-        .unwrap();
+    let memory = memory_on_llama(&dir).await;
     let (kept, changed) = crate::local_llm::add_case_changing(&memory, &case).await;
     assert_eq!(case.facts.len(), 3);
     for fact in &case.facts {
@@ -282,13 +287,7 @@ async fn add_with_inference_keeps_a_held_out_conversations_facts() {
         .find(|c| c.id == "pref-late-calls")
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let memory = Memory::builder()
-        .path(dir.path().join("m.db"))
-        .embedder(Arc::new(MiniLm::load_default().unwrap()))
-        .llm(Arc::new(shared()))
-        .build()
-        .await
-        .unwrap();
+    let memory = memory_on_llama(&dir).await;
     assert_eq!(case.turns.len(), 1);
     let stored = crate::local_llm::add_case(&memory, &case).await;
     let score = cases::Score::of(&stored, &case.facts, &case.stale);

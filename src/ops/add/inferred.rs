@@ -389,28 +389,10 @@ mod tests {
 
     use super::*;
     use crate::embed::HashEmbedder;
-    use crate::record::MemoryRecord;
 
     /// A stored memory of this text, as a search returns it.
     fn row(text: &str) -> Row {
-        let at = Utc::now();
-        let record = MemoryRecord {
-            id: Uuid::now_v7(),
-            memory: text.into(),
-            owners: Owners::default(),
-            metadata: serde_json::Map::new(),
-            categories: Vec::new(),
-            immutable: false,
-            expiration_date: None,
-            created_at: at,
-            updated_at: at,
-            hash: content_hash(text),
-            context: None,
-            valid_from: at,
-            valid_until: None,
-            superseded_by: None,
-        };
-        Row::new(record, 1, 1, 1, None)
+        Row::of_text(text, Utc::now(), false)
     }
 
     fn texts(items: &[&str]) -> Vec<String> {

@@ -3,24 +3,9 @@ use crate::record::now;
 
 /// A memory said long before the facts of the tests.
 fn memory(text: &str, immutable: bool) -> Row {
-    let at = now() - chrono::Duration::days(1000);
-    let record = MemoryRecord {
-        id: Uuid::now_v7(),
-        memory: text.into(),
-        owners: Owners::default(),
-        metadata: Map::new(),
-        categories: vec!["food".into()],
-        immutable,
-        expiration_date: None,
-        created_at: at,
-        updated_at: at,
-        hash: content_hash(text),
-        context: None,
-        valid_from: at,
-        valid_until: None,
-        superseded_by: None,
-    };
-    Row::new(record, 1, 3, 1, None)
+    let mut row = Row::of_text(text, now() - chrono::Duration::days(1000), immutable);
+    row.record.categories = vec!["food".into()];
+    row
 }
 
 fn fact(text: &str) -> Fact {
