@@ -24,18 +24,19 @@ pub(super) async fn supersede_and_restore(store: &dyn Store) {
     assert_eq!(live(store, said.id).await, Some(said.clone()));
     assert_eq!(live(store, past.id).await, Some(past.clone()));
 
-    let out = apply(
-        store,
+    // `said` superseded by the news, said at `at`.
+    let supersede = |at: i64, input: Vec<Message>| {
         batch(vec![Write::Supersede {
             id: said.id,
             by: news.id,
-            at: t(200),
-            input: vec![Message::user("the news")],
+            at: t(at),
+            input,
             expect: None,
-        }]),
-    )
-    .await
-    .unwrap();
+        }])
+    };
+    let out = apply(store, supersede(200, vec![Message::user("the news")]))
+        .await
+        .unwrap();
     assert_eq!(out.changes[0].event, HistoryEvent::Supersede);
     assert_eq!(out.changes[0].added_key, None, "the text and vector stay");
     let ended = live(store, said.id)
@@ -49,17 +50,7 @@ pub(super) async fn supersede_and_restore(store: &dyn Store) {
     assert_eq!(log.superseded_by, Some(news.id));
     assert_eq!(log.created_at, t(200));
     // Twice is a conflict, and writes nothing.
-    let again = apply(
-        store,
-        batch(vec![Write::Supersede {
-            id: said.id,
-            by: news.id,
-            at: t(300),
-            input: Vec::new(),
-            expect: None,
-        }]),
-    )
-    .await;
+    let again = apply(store, supersede(300, Vec::new())).await;
     assert!(
         matches!(again, Err(crate::Error::Conflict { .. })),
         "{again:?}"
