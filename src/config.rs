@@ -96,10 +96,10 @@ impl ProjectConfig {
                 ("extraction_policy", Value::Null) => next.extraction_policy.clear(),
                 ("extraction_policy", Value::String(s)) => next.extraction_policy = s.clone(),
                 ("extraction_policy", other) => {
-                    return Err(Error::invalid(format!(
-                        "extraction_policy must be a string, got {}",
-                        kind(other)
-                    )))
+                    return Err(Error::invalid_field(
+                        "extraction_policy",
+                        format!("extraction_policy must be a string, got {}", kind(other)),
+                    ))
                 }
                 ("label_taxonomy", Value::Null) => next.label_taxonomy.clear(),
                 ("label_taxonomy", Value::Array(items)) => {
@@ -110,11 +110,14 @@ impl ProjectConfig {
                         .collect::<Result<_>>()?;
                 }
                 ("label_taxonomy", other) => {
-                    return Err(Error::invalid(format!(
-                        "label_taxonomy must be a list of single-key objects such as \
+                    return Err(Error::invalid_field(
+                        "label_taxonomy",
+                        format!(
+                            "label_taxonomy must be a list of single-key objects such as \
                          [{{\"food\": \"what the user eats\"}}], got {}",
-                        kind(other)
-                    )))
+                            kind(other)
+                        ),
+                    ))
                 }
                 (other, _) => {
                     return Err(Error::invalid(format!(
@@ -132,29 +135,34 @@ impl ProjectConfig {
     /// Checks the limits and that label names are unique (400 otherwise).
     pub fn validate(&self) -> Result<()> {
         if self.extraction_policy.len() > MAX_POLICY_BYTES {
-            return Err(Error::TooLarge {
-                detail: format!(
+            return Err(Error::too_large(
+                "extraction_policy",
+                format!(
                     "extraction_policy is {} bytes; the limit is {MAX_POLICY_BYTES}",
                     self.extraction_policy.len()
                 ),
-            });
+            ));
         }
         if self.label_taxonomy.len() > MAX_LABELS {
-            return Err(Error::TooLarge {
-                detail: format!(
+            return Err(Error::too_large(
+                "label_taxonomy",
+                format!(
                     "label_taxonomy has {} labels; the limit is {MAX_LABELS}",
                     self.label_taxonomy.len()
                 ),
-            });
+            ));
         }
         let mut seen = std::collections::HashSet::new();
         for (i, label) in self.label_taxonomy.iter().enumerate() {
             check_label(i, &label.name, &label.description)?;
             if !seen.insert(label.name.as_str()) {
-                return Err(Error::invalid(format!(
-                    "label_taxonomy names {:?} twice; each label appears once",
-                    label.name
-                )));
+                return Err(Error::invalid_field(
+                    "label_taxonomy",
+                    format!(
+                        "label_taxonomy names {:?} twice; each label appears once",
+                        label.name
+                    ),
+                ));
             }
         }
         Ok(())
@@ -195,11 +203,14 @@ pub const DEFAULT_LABELS: &[(&str, &str)] = &[
 
 fn label_from_json(i: usize, item: &Value) -> Result<Label> {
     let shape = || {
-        Error::invalid(format!(
+        Error::invalid_field(
+            format!("label_taxonomy[{i}]"),
+            format!(
             "label_taxonomy[{i}] must be an object with exactly one key, the label, mapping to \
              its description (such as {{\"food\": \"what the user eats\"}}), got {}",
             excerpt(item)
-        ))
+        ),
+        )
     };
     let Value::Object(map) = item else {
         return Err(shape());
@@ -209,10 +220,13 @@ fn label_from_json(i: usize, item: &Value) -> Result<Label> {
         return Err(shape());
     };
     let Value::String(description) = description else {
-        return Err(Error::invalid(format!(
-            "label_taxonomy[{i}]: the description of {name:?} must be a string, got {}",
-            kind(description)
-        )));
+        return Err(Error::invalid_field(
+            format!("label_taxonomy[{i}]"),
+            format!(
+                "label_taxonomy[{i}]: the description of {name:?} must be a string, got {}",
+                kind(description)
+            ),
+        ));
     };
     check_label(i, name, description)?;
     Ok(Label::new(name.clone(), description.clone()))
@@ -221,17 +235,23 @@ fn label_from_json(i: usize, item: &Value) -> Result<Label> {
 fn check_label(i: usize, name: &str, description: &str) -> Result<()> {
     if name.trim().is_empty() || name.len() > MAX_LABEL_BYTES || name.chars().any(char::is_control)
     {
-        return Err(Error::invalid(format!(
+        return Err(Error::invalid_field(
+            format!("label_taxonomy[{i}]"),
+            format!(
             "label_taxonomy[{i}]: a label name is 1–{MAX_LABEL_BYTES} printable bytes, got {:?}",
             name.chars().take(80).collect::<String>()
-        )));
+        ),
+        ));
     }
     if description.len() > MAX_LABEL_DESCRIPTION_BYTES {
-        return Err(Error::invalid(format!(
-            "label_taxonomy[{i}]: the description of {name:?} is {} bytes; the limit is \
+        return Err(Error::invalid_field(
+            format!("label_taxonomy[{i}]"),
+            format!(
+                "label_taxonomy[{i}]: the description of {name:?} is {} bytes; the limit is \
              {MAX_LABEL_DESCRIPTION_BYTES}",
-            description.len()
-        )));
+                description.len()
+            ),
+        ));
     }
     Ok(())
 }

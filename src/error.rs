@@ -19,6 +19,8 @@ pub enum Error {
     /// 400: the request is malformed (a bad field, value, filter or parameter).
     #[error("{detail}")]
     InvalidInput {
+        /// The request field that is wrong, when the error is about one ([`Error::field`]).
+        field: Option<String>,
         /// What is wrong and how to fix it.
         detail: String,
     },
@@ -63,6 +65,9 @@ pub enum Error {
     /// 413: the request exceeds a documented size limit.
     #[error("{detail}")]
     TooLarge {
+        /// The request field that is too large, when the limit is one field's
+        /// ([`Error::field`]).
+        field: Option<String>,
         /// Which limit was exceeded.
         detail: String,
     },
@@ -291,10 +296,39 @@ impl Error {
         }
     }
 
-    /// A 400 with the given detail.
+    /// A 400 with the given detail, about the request as a whole (no one field).
     pub fn invalid(detail: impl Into<String>) -> Self {
         Error::InvalidInput {
+            field: None,
             detail: detail.into(),
+        }
+    }
+
+    /// A 400 about one request field, named as the service's requests name it.
+    pub fn invalid_field(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            field: Some(field.into()),
+            detail: detail.into(),
+        }
+    }
+
+    /// A 413 about one request field that exceeds its documented limit.
+    pub fn too_large(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Error::TooLarge {
+            field: Some(field.into()),
+            detail: detail.into(),
+        }
+    }
+
+    /// The request field a 400 or 413 is about, as the service's requests name it:
+    /// `"top_k"`, `"threshold"`, `"filters"`, `"metadata"`, `"user_id"`, a message's
+    /// `"messages[2].content"` or `"messages[2].role"`. `None` for other errors and for a
+    /// request that is wrong as a whole (no owner given, nothing to update), so that a
+    /// caller can point at the input without reading the `detail`.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Error::InvalidInput { field, .. } | Error::TooLarge { field, .. } => field.as_deref(),
+            _ => None,
         }
     }
 
@@ -313,10 +347,12 @@ impl Error {
     /// are returned as they are), so that an error in one item of a batch names the item.
     pub(crate) fn about(self, what: &str) -> Self {
         match self {
-            Error::InvalidInput { detail } => Error::InvalidInput {
+            Error::InvalidInput { field, detail } => Error::InvalidInput {
+                field,
                 detail: format!("{what}: {detail}"),
             },
-            Error::TooLarge { detail } => Error::TooLarge {
+            Error::TooLarge { field, detail } => Error::TooLarge {
+                field,
                 detail: format!("{what}: {detail}"),
             },
             Error::Unprocessable { detail } => Error::Unprocessable {
@@ -396,12 +432,7 @@ mod tests {
                 },
                 409,
             ),
-            (
-                Error::TooLarge {
-                    detail: "big".into(),
-                },
-                413,
-            ),
+            (Error::too_large("messages", "big"), 413),
             (
                 Error::DimensionMismatch {
                     expected: 384,

@@ -122,7 +122,7 @@ mod retrieve;
 #[cfg(feature = "rig")]
 pub mod rig;
 pub mod store;
-pub mod text;
+mod text;
 
 // The common path. Everything else lives in its module: requests and results in `ops`,
 // records in `record`, project settings in `config` and `credits`, tenancy in `projects`,

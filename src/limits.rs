@@ -34,20 +34,23 @@ pub const MAX_PAGE_SIZE: usize = 1_000;
 /// Default page size of a list.
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 
-/// Checks one text (memory, message or query): not blank, not too large.
-pub(crate) fn text(what: &str, text: &str) -> Result<()> {
+/// Checks one text (memory, message or query), the request's `field`: not blank, not too
+/// large.
+pub(crate) fn text(field: &str, text: &str) -> Result<()> {
     if text.trim().is_empty() {
-        return Err(Error::invalid(format!(
-            "{what} is empty; give it some text"
-        )));
+        return Err(Error::invalid_field(
+            field,
+            format!("{field} is empty; give it some text"),
+        ));
     }
     if text.len() > MAX_TEXT_BYTES {
-        return Err(Error::TooLarge {
-            detail: format!(
-                "{what} is {} bytes; the limit is {MAX_TEXT_BYTES} bytes: split it into smaller pieces",
+        return Err(Error::too_large(
+            field,
+            format!(
+                "{field} is {} bytes; the limit is {MAX_TEXT_BYTES} bytes: split it into smaller pieces",
                 text.len()
             ),
-        });
+        ));
     }
     Ok(())
 }
@@ -55,20 +58,25 @@ pub(crate) fn text(what: &str, text: &str) -> Result<()> {
 /// Checks one owner id.
 pub(crate) fn id(field: &str, id: &str) -> Result<()> {
     if id.trim().is_empty() {
-        return Err(Error::invalid(format!(
-            "{field} is empty; omit it or give an id"
-        )));
+        return Err(Error::invalid_field(
+            field,
+            format!("{field} is empty; omit it or give an id"),
+        ));
     }
     if id.len() > MAX_ID_BYTES {
-        return Err(Error::invalid(format!(
-            "{field} is {} bytes; ids are at most {MAX_ID_BYTES} bytes",
-            id.len()
-        )));
+        return Err(Error::invalid_field(
+            field,
+            format!(
+                "{field} is {} bytes; ids are at most {MAX_ID_BYTES} bytes",
+                id.len()
+            ),
+        ));
     }
     if id.chars().any(char::is_control) {
-        return Err(Error::invalid(format!(
-            "{field} contains control characters; ids must be printable"
-        )));
+        return Err(Error::invalid_field(
+            field,
+            format!("{field} contains control characters; ids must be printable"),
+        ));
     }
     Ok(())
 }
@@ -96,9 +104,10 @@ pub(crate) fn metadata_object(metadata: Option<Value>) -> Result<Map<String, Val
         None => Map::new(),
         Some(Value::Object(m)) => m,
         Some(other) => {
-            return Err(Error::invalid(format!(
-                "metadata must be a JSON object, got {other}"
-            )))
+            return Err(Error::invalid_field(
+                "metadata",
+                format!("metadata must be a JSON object, got {other}"),
+            ))
         }
     };
     self::metadata(&map)?;
@@ -107,7 +116,8 @@ pub(crate) fn metadata_object(metadata: Option<Value>) -> Result<Map<String, Val
 
 pub(crate) fn metadata(metadata: &Map<String, Value>) -> Result<()> {
     if metadata.contains_key("core") {
-        return Err(Error::invalid(
+        return Err(Error::invalid_field(
+            "metadata",
             "metadata key \"core\" is reserved for memlane's digest of the memory; rename it",
         ));
     }
@@ -115,9 +125,10 @@ pub(crate) fn metadata(metadata: &Map<String, Value>) -> Result<()> {
     let mut stack: Vec<(&Value, usize)> = metadata.values().map(|v| (v, 2)).collect();
     while let Some((value, depth)) = stack.pop() {
         if depth > MAX_METADATA_DEPTH {
-            return Err(Error::invalid(format!(
-                "metadata nests deeper than {MAX_METADATA_DEPTH} levels; flatten it"
-            )));
+            return Err(Error::invalid_field(
+                "metadata",
+                format!("metadata nests deeper than {MAX_METADATA_DEPTH} levels; flatten it"),
+            ));
         }
         match value {
             Value::Object(m) => stack.extend(m.values().map(|v| (v, depth + 1))),
@@ -129,11 +140,10 @@ pub(crate) fn metadata(metadata: &Map<String, Value>) -> Result<()> {
         .map(|s| s.len())
         .unwrap_or(usize::MAX);
     if size > MAX_METADATA_BYTES {
-        return Err(Error::TooLarge {
-            detail: format!(
-                "metadata is {size} bytes serialised; the limit is {MAX_METADATA_BYTES} bytes"
-            ),
-        });
+        return Err(Error::too_large(
+            "metadata",
+            format!("metadata is {size} bytes serialised; the limit is {MAX_METADATA_BYTES} bytes"),
+        ));
     }
     Ok(())
 }
@@ -141,17 +151,21 @@ pub(crate) fn metadata(metadata: &Map<String, Value>) -> Result<()> {
 /// Checks and normalises categories: no blanks, bounded, duplicates removed (order kept).
 pub(crate) fn categories(categories: &[String]) -> Result<Vec<String>> {
     if categories.len() > MAX_CATEGORIES {
-        return Err(Error::invalid(format!(
-            "{} categories given; a memory has at most {MAX_CATEGORIES}",
-            categories.len()
-        )));
+        return Err(Error::invalid_field(
+            "categories",
+            format!(
+                "{} categories given; a memory has at most {MAX_CATEGORIES}",
+                categories.len()
+            ),
+        ));
     }
     let mut out: Vec<String> = Vec::with_capacity(categories.len());
     for c in categories {
         if c.trim().is_empty() || c.len() > MAX_CATEGORY_BYTES {
-            return Err(Error::invalid(format!(
-                "category {c:?} must be 1–{MAX_CATEGORY_BYTES} bytes of text"
-            )));
+            return Err(Error::invalid_field(
+                "categories",
+                format!("category {c:?} must be 1–{MAX_CATEGORY_BYTES} bytes of text"),
+            ));
         }
         if !out.contains(c) {
             out.push(c.clone());
@@ -163,21 +177,23 @@ pub(crate) fn categories(categories: &[String]) -> Result<Vec<String>> {
 /// Checks the messages of a call: 1–1000 of them, each with a valid role and text.
 pub(crate) fn messages(messages: &[crate::record::Message]) -> Result<()> {
     if messages.is_empty() {
-        return Err(Error::invalid(
+        return Err(Error::invalid_field(
+            "messages",
             "messages is empty; give at least one message",
         ));
     }
     if messages.len() > MAX_MESSAGES {
-        return Err(Error::TooLarge {
-            detail: format!(
+        return Err(Error::too_large(
+            "messages",
+            format!(
                 "{} messages in one call; the limit is {MAX_MESSAGES}: send them in smaller batches",
                 messages.len(),
             ),
-        });
+        ));
     }
     for (i, m) in messages.iter().enumerate() {
         role(i, &m.role)?;
-        text(&format!("message {i}"), &m.content)?;
+        text(&format!("messages[{i}].content"), &m.content)?;
     }
     Ok(())
 }
@@ -185,10 +201,13 @@ pub(crate) fn messages(messages: &[crate::record::Message]) -> Result<()> {
 /// Checks a message role: 1–256 bytes, printable.
 pub(crate) fn role(index: usize, role: &str) -> Result<()> {
     if role.trim().is_empty() || role.len() > MAX_ROLE_BYTES || role.chars().any(char::is_control) {
-        return Err(Error::invalid(format!(
-            "message {index} has role {:?}; a role is 1–{MAX_ROLE_BYTES} printable bytes such as \"user\" or \"assistant\"",
-            role.chars().take(40).collect::<String>()
-        )));
+        return Err(Error::invalid_field(
+            format!("messages[{index}].role"),
+            format!(
+                "message {index} has role {:?}; a role is 1–{MAX_ROLE_BYTES} printable bytes such as \"user\" or \"assistant\"",
+                role.chars().take(40).collect::<String>()
+            ),
+        ));
     }
     Ok(())
 }
@@ -202,17 +221,23 @@ pub const MAX_CLOCK_SKEW_SECONDS: i64 = 300;
 pub(crate) fn timestamp(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Result<()> {
     let Some(at) = at else { return Ok(()) };
     if at.timestamp() > now.timestamp().saturating_add(MAX_CLOCK_SKEW_SECONDS) {
-        return Err(Error::invalid(format!(
-            "timestamp {} is in the future; give the time the conversation took place (now or \
-             earlier)",
-            at.to_rfc3339()
-        )));
+        return Err(Error::invalid_field(
+            "timestamp",
+            format!(
+                "timestamp {} is in the future; give the time the conversation took place (now \
+                 or earlier)",
+                at.to_rfc3339()
+            ),
+        ));
     }
     if at.timestamp() < EARLIEST_TIMESTAMP {
-        return Err(Error::invalid(format!(
-            "timestamp {} is out of range: conversations are dated from 1900-01-01 on",
-            at.to_rfc3339()
-        )));
+        return Err(Error::invalid_field(
+            "timestamp",
+            format!(
+                "timestamp {} is out of range: conversations are dated from 1900-01-01 on",
+                at.to_rfc3339()
+            ),
+        ));
     }
     Ok(())
 }
@@ -223,10 +248,13 @@ const EARLIEST_TIMESTAMP: i64 = -2_208_988_800;
 /// Checks an expiry: it must lie in the future.
 pub(crate) fn expiry(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Result<()> {
     match at {
-        Some(at) if at <= now => Err(Error::invalid(format!(
-            "expiry {} is not in the future; give a later time or none",
-            at.to_rfc3339()
-        ))),
+        Some(at) if at <= now => Err(Error::invalid_field(
+            "expiry",
+            format!(
+                "expiry {} is not in the future; give a later time or none",
+                at.to_rfc3339()
+            ),
+        )),
         _ => Ok(()),
     }
 }
@@ -254,51 +282,63 @@ pub(crate) fn record(
     caller.remove("core");
     metadata(&caller)?;
     if categories(&r.categories)?.len() != r.categories.len() {
-        return Err(Error::invalid("its categories repeat a label"));
+        return Err(Error::invalid_field(
+            "categories",
+            "its categories repeat a label",
+        ));
     }
     for h in history {
         if h.input.len() > MAX_MESSAGES {
-            return Err(Error::TooLarge {
-                detail: format!(
+            return Err(Error::too_large(
+                "history",
+                format!(
                     "history record {} has {} input messages; the limit is {MAX_MESSAGES}",
                     h.id,
                     h.input.len()
                 ),
-            });
+            ));
         }
         for (i, m) in h.input.iter().enumerate() {
-            role(i, &m.role).map_err(|e| e.about(&format!("history record {}", h.id)))?;
+            role(i, &m.role).map_err(|e| {
+                Error::invalid_field(
+                    "history",
+                    format!("history record {}: {}", h.id, e.detail()),
+                )
+            })?;
             if m.content.len() > MAX_TEXT_BYTES {
-                return Err(Error::TooLarge {
-                    detail: format!(
+                return Err(Error::too_large(
+                    "history",
+                    format!(
                         "history record {}: message {i} is {} bytes; the limit is {MAX_TEXT_BYTES}",
                         h.id,
                         m.content.len()
                     ),
-                });
+                ));
             }
         }
         for t in [&h.old_memory, &h.new_memory].into_iter().flatten() {
             if t.len() > MAX_TEXT_BYTES {
-                return Err(Error::TooLarge {
-                    detail: format!(
+                return Err(Error::too_large(
+                    "history",
+                    format!(
                         "history record {} holds a text of {} bytes; the limit is {MAX_TEXT_BYTES}",
                         h.id,
                         t.len()
                     ),
-                });
+                ));
             }
         }
     }
     if let Some(reason) = feedback_reason {
         if reason.len() > MAX_FEEDBACK_REASON_BYTES {
-            return Err(Error::TooLarge {
-                detail: format!(
+            return Err(Error::too_large(
+                "feedback_reason",
+                format!(
                     "its feedback reason is {} bytes; the limit is {}",
                     reason.len(),
                     MAX_FEEDBACK_REASON_BYTES
                 ),
-            });
+            ));
         }
     }
     Ok(())
@@ -307,9 +347,10 @@ pub(crate) fn record(
 /// Checks a `top_k` or `limit`.
 pub(crate) fn top_k(name: &str, k: usize) -> Result<()> {
     if !(1..=MAX_TOP_K).contains(&k) {
-        return Err(Error::invalid(format!(
-            "{name} must be 1–{MAX_TOP_K}, got {k}"
-        )));
+        return Err(Error::invalid_field(
+            name,
+            format!("{name} must be 1–{MAX_TOP_K}, got {k}"),
+        ));
     }
     Ok(())
 }
@@ -317,9 +358,13 @@ pub(crate) fn top_k(name: &str, k: usize) -> Result<()> {
 /// Checks a similarity threshold.
 pub(crate) fn threshold(t: f32) -> Result<()> {
     if !(0.0..=1.0).contains(&t) {
-        return Err(Error::invalid(format!(
-            "threshold must be a number from 0 to 1 (a score is the estimated probability that a memory is relevant), got {t}"
-        )));
+        return Err(Error::invalid_field(
+            "threshold",
+            format!(
+                "threshold must be a number from 0 to 1 (a score is the estimated probability \
+                 that a memory is relevant), got {t}"
+            ),
+        ));
     }
     Ok(())
 }

@@ -42,15 +42,6 @@ pub fn query_terms(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The stems of a text's [`keywords`] (English Snowball stemmer, no folding).
-pub fn stems(text: &str) -> Vec<String> {
-    let stemmer = stemmer();
-    keywords(text)
-        .iter()
-        .map(|w| stemmer.stem(w).into_owned())
-        .collect()
-}
-
 fn stemmer() -> rust_stemmers::Stemmer {
     rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English)
 }

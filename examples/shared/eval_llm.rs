@@ -149,9 +149,9 @@ pub fn language_model(args: &Args) -> memlane::Result<Model> {
             });
         }
         #[cfg(not(feature = "llama"))]
-        return Err(memlane::Error::InvalidInput {
-            detail: "--llama needs a build with --features llama".into(),
-        });
+        return Err(memlane::Error::invalid(
+            "--llama needs a build with --features llama",
+        ));
     }
     let mut local = LocalLlm::load_default()?.constrained(!args.unconstrained);
     if let Some(on) = args.lookup {

@@ -33,9 +33,10 @@ impl EmbedMode {
         match mode {
             "query" => Ok(EmbedMode::Query),
             "document" => Ok(EmbedMode::Document),
-            other => Err(Error::invalid(format!(
-                "unknown embedding mode {other:?}; use \"query\" or \"document\""
-            ))),
+            other => Err(Error::invalid_field(
+                "mode",
+                format!("unknown embedding mode {other:?}; use \"query\" or \"document\""),
+            )),
         }
     }
 }

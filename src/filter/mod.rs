@@ -217,9 +217,10 @@ impl Filter {
 
     fn check(&self, depth: usize, counts: &mut (usize, usize)) -> Result<()> {
         if depth > MAX_FILTER_DEPTH {
-            return Err(Error::invalid(format!(
-                "filter nests deeper than {MAX_FILTER_DEPTH} levels; flatten it"
-            )));
+            return Err(Error::invalid_field(
+                "filters",
+                format!("filter nests deeper than {MAX_FILTER_DEPTH} levels; flatten it"),
+            ));
         }
         match self {
             Filter::And(parts) | Filter::Or(parts) => {
@@ -230,14 +231,20 @@ impl Filter {
                 counts.0 += 1;
                 counts.1 += c.value_count();
                 if counts.0 > MAX_FILTER_CONDITIONS {
-                    return Err(Error::invalid(format!(
+                    return Err(Error::invalid_field(
+                        "filters",
+                        format!(
                         "filter holds more than {MAX_FILTER_CONDITIONS} conditions; split the query"
-                    )));
+                    ),
+                    ));
                 }
                 if counts.1 > MAX_FILTER_VALUES {
-                    return Err(Error::invalid(format!(
+                    return Err(Error::invalid_field(
+                        "filters",
+                        format!(
                         "filter holds more than {MAX_FILTER_VALUES} values in all; split the query"
-                    )));
+                    ),
+                    ));
                 }
                 match c {
                     Condition::Metadata(path, _)
@@ -245,18 +252,24 @@ impl Filter {
                             || path.len() > MAX_METADATA_PATH
                             || !path.iter().all(|k| valid_metadata_key(k)) =>
                     {
-                        Err(Error::invalid(format!(
+                        Err(Error::invalid_field(
+                            "filters",
+                            format!(
                             "metadata filter path {path:?}: 1–{MAX_METADATA_PATH} keys of 1–64 \
                              letters, digits, '_' or '-'"
-                        )))
+                        ),
+                        ))
                     }
                     Condition::Time(field, Op::In(rs) | Op::Nin(rs))
                         if rs.len() > MAX_TIME_VALUES =>
                     {
-                        Err(Error::invalid(format!(
-                            "{} in / nin holds more than {MAX_TIME_VALUES} dates",
-                            field.name()
-                        )))
+                        Err(Error::invalid_field(
+                            "filters",
+                            format!(
+                                "{} in / nin holds more than {MAX_TIME_VALUES} dates",
+                                field.name()
+                            ),
+                        ))
                     }
                     c => c.check_operator(),
                 }
@@ -486,7 +499,7 @@ fn op_name<T>(op: &Op<T>) -> &'static str {
 }
 
 fn not_applicable(op: &str, field: &str) -> Error {
-    Error::invalid(format!(
+    Error::invalid_field("filters", format!(
         "operator {} does not apply to {field}; see the filter documentation for which operators each field takes",
         if op == "*" { "\"*\"" } else { op }
     ))

@@ -50,15 +50,19 @@ fn json_kind(v: &Value) -> &'static str {
 impl Parser {
     fn filter(&mut self, value: &Value, depth: usize) -> Result<Filter> {
         if depth > MAX_FILTER_DEPTH {
-            return Err(Error::invalid(format!(
-                "filter nests deeper than {MAX_FILTER_DEPTH} levels; flatten it"
-            )));
+            return Err(Error::invalid_field(
+                "filters",
+                format!("filter nests deeper than {MAX_FILTER_DEPTH} levels; flatten it"),
+            ));
         }
         let Value::Object(map) = value else {
-            return Err(Error::invalid(format!(
-                "a filter must be a JSON object such as {{\"user_id\": \"alice\"}}, got {}",
-                json_kind(value)
-            )));
+            return Err(Error::invalid_field(
+                "filters",
+                format!(
+                    "a filter must be a JSON object such as {{\"user_id\": \"alice\"}}, got {}",
+                    json_kind(value)
+                ),
+            ));
         };
         let mut parts = Vec::with_capacity(map.len());
         for (key, value) in map {
@@ -72,15 +76,16 @@ impl Parser {
 
     fn list(&mut self, key: &str, value: &Value, depth: usize) -> Result<Vec<Filter>> {
         let Value::Array(items) = value else {
-            return Err(Error::invalid(format!(
-                "{key} takes an array of filters, got {}",
-                json_kind(value)
-            )));
+            return Err(Error::invalid_field(
+                "filters",
+                format!("{key} takes an array of filters, got {}", json_kind(value)),
+            ));
         };
         if items.is_empty() {
-            return Err(Error::invalid(format!(
-                "{key} needs at least one filter in its array"
-            )));
+            return Err(Error::invalid_field(
+                "filters",
+                format!("{key} needs at least one filter in its array"),
+            ));
         }
         items.iter().map(|v| self.filter(v, depth + 1)).collect()
     }
@@ -98,13 +103,17 @@ impl Parser {
             }
             "metadata" => {
                 let Value::Object(map) = value else {
-                    return Err(Error::invalid(format!(
-                        "metadata in a filter takes an object of key → value, got {}",
-                        json_kind(value)
-                    )));
+                    return Err(Error::invalid_field(
+                        "filters",
+                        format!(
+                            "metadata in a filter takes an object of key → value, got {}",
+                            json_kind(value)
+                        ),
+                    ));
                 };
                 if map.is_empty() {
-                    return Err(Error::invalid(
+                    return Err(Error::invalid_field(
+                        "filters",
                         "metadata in a filter needs at least one key",
                     ));
                 }
@@ -134,7 +143,7 @@ impl Parser {
                     "categories" => Field::Categories,
                     "keywords" => Field::Keywords,
                     other => {
-                        return Err(Error::invalid(format!(
+                        return Err(Error::invalid_field("filters", format!(
                             "unknown filter field {other:?}; fields are user_id, agent_id, app_id, run_id, \
                              created_at, updated_at, expiration_date, valid_from, valid_until, categories, \
                              keywords, metadata.<key>, \
@@ -150,16 +159,20 @@ impl Parser {
     fn metadata(&mut self, key: &str, path: &str, value: &Value) -> Result<Filter> {
         let segments: Vec<String> = path.split('.').map(str::to_owned).collect();
         if segments.len() > MAX_METADATA_PATH {
-            return Err(Error::invalid(format!(
-                "filter field {key:?} has more than {MAX_METADATA_PATH} path segments"
-            )));
+            return Err(Error::invalid_field(
+                "filters",
+                format!("filter field {key:?} has more than {MAX_METADATA_PATH} path segments"),
+            ));
         }
         for s in &segments {
             if !valid_metadata_key(s) {
-                return Err(Error::invalid(format!(
+                return Err(Error::invalid_field(
+                    "filters",
+                    format!(
                     "filter field {key:?}: metadata keys in filters must be 1–64 characters of \
                      letters, digits, '_' or '-'"
-                )));
+                ),
+                ));
             }
         }
         self.field(key, Field::Metadata(segments), value)
@@ -176,7 +189,7 @@ impl Parser {
                     .find(|k| !OPERATORS.contains(&k.as_str()))
                     .cloned()
                     .unwrap_or_default();
-                return Err(Error::invalid(format!(
+                return Err(Error::invalid_field("filters", format!(
                     "unknown operator {unknown:?} on {key}; operators are eq, ne, in, nin, gt, gte, \
                      lt, lte, contains, icontains, and the value \"*\" for any non-null value \
                      (to compare with an object, write {{\"eq\": {{…}}}})"
@@ -192,9 +205,12 @@ impl Parser {
         for (op, operand) in ops {
             self.conditions += 1;
             if self.conditions > MAX_FILTER_CONDITIONS {
-                return Err(Error::invalid(format!(
+                return Err(Error::invalid_field(
+                    "filters",
+                    format!(
                     "filter holds more than {MAX_FILTER_CONDITIONS} conditions; split the query"
-                )));
+                ),
+                ));
             }
             parts.push(Filter::Condition(condition(key, &field, &op, &operand)?));
         }
@@ -241,15 +257,16 @@ fn build_op<T>(
 ) -> Result<Op<T>> {
     let list = |v: &Value| -> Result<Vec<T>> {
         let Value::Array(items) = v else {
-            return Err(Error::invalid(format!(
-                "{op} on {key} takes an array, got {}",
-                json_kind(v)
-            )));
+            return Err(Error::invalid_field(
+                "filters",
+                format!("{op} on {key} takes an array, got {}", json_kind(v)),
+            ));
         };
         if items.len() > MAX_IN_VALUES {
-            return Err(Error::invalid(format!(
-                "{op} on {key} holds more than {MAX_IN_VALUES} values"
-            )));
+            return Err(Error::invalid_field(
+                "filters",
+                format!("{op} on {key} holds more than {MAX_IN_VALUES} values"),
+            ));
         }
         items.iter().map(|i| parse(key, i)).collect()
     };
@@ -266,17 +283,21 @@ fn build_op<T>(
         "icontains" => match operand {
             Value::String(s) => Op::Icontains(s.clone()),
             other => {
-                return Err(Error::invalid(format!(
-                    "icontains on {key} takes a string, got {}",
-                    json_kind(other)
-                )))
+                return Err(Error::invalid_field(
+                    "filters",
+                    format!(
+                        "icontains on {key} takes a string, got {}",
+                        json_kind(other)
+                    ),
+                ))
             }
         },
         "*" => Op::Exists,
         other => {
-            return Err(Error::invalid(format!(
-                "unknown operator {other:?} on {key}"
-            )))
+            return Err(Error::invalid_field(
+                "filters",
+                format!("unknown operator {other:?} on {key}"),
+            ))
         }
     })
 }
@@ -284,16 +305,16 @@ fn build_op<T>(
 fn string_operand(key: &str, v: &Value) -> Result<String> {
     match v {
         Value::String(s) => Ok(s.clone()),
-        other => Err(Error::invalid(format!(
-            "{key} compares with strings, got {}",
-            json_kind(other)
-        ))),
+        other => Err(Error::invalid_field(
+            "filters",
+            format!("{key} compares with strings, got {}", json_kind(other)),
+        )),
     }
 }
 
 fn json_operand(key: &str, v: &Value) -> Result<Value> {
     match v {
-        Value::Null => Err(Error::invalid(format!(
+        Value::Null => Err(Error::invalid_field("filters", format!(
             "{key}: null is not a comparable value; use \"*\" for any value or NOT with \"*\" for none"
         ))),
         other => Ok(other.clone()),
@@ -303,10 +324,13 @@ fn json_operand(key: &str, v: &Value) -> Result<Value> {
 /// Parses a date filter operand: an RFC 3339 instant or a `YYYY-MM-DD` day (UTC).
 pub(crate) fn time_operand(key: &str, v: &Value) -> Result<TimeRange> {
     let Value::String(s) = v else {
-        return Err(Error::invalid(format!(
-            "{key} compares with a date string (RFC 3339 or YYYY-MM-DD), got {}",
-            json_kind(v)
-        )));
+        return Err(Error::invalid_field(
+            "filters",
+            format!(
+                "{key} compares with a date string (RFC 3339 or YYYY-MM-DD), got {}",
+                json_kind(v)
+            ),
+        ));
     };
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         let start = t.with_timezone(&Utc).timestamp_micros();
@@ -322,7 +346,8 @@ pub(crate) fn time_operand(key: &str, v: &Value) -> Result<TimeRange> {
             end: start.saturating_add(86_400_000_000),
         });
     }
-    Err(Error::invalid(format!(
-        "{key}: {s:?} is not a date; use RFC 3339 (2024-07-01T12:00:00Z) or YYYY-MM-DD"
-    )))
+    Err(Error::invalid_field(
+        "filters",
+        format!("{key}: {s:?} is not a date; use RFC 3339 (2024-07-01T12:00:00Z) or YYYY-MM-DD"),
+    ))
 }

@@ -289,11 +289,9 @@ impl Core {
         // object instead of an introduction to it. A reply with a schema is also decoded
         // under it, from that start where the schema allows it.
         let mut matcher = match &request.schema {
-            Some(schema) if decoding.constrained => Some(
-                self.grammars
-                    .matcher(schema)
-                    .map_err(|detail| Error::InvalidInput { detail })?,
-            ),
+            Some(schema) if decoding.constrained => {
+                Some(self.grammars.matcher(schema).map_err(Error::invalid)?)
+            }
             _ => None,
         };
         let mut prefill = if request.json { "{\"" } else { "" };

@@ -138,21 +138,28 @@ impl OpenAiConfig {
 
     fn client(&self) -> Result<Client<OpenAIConfig>> {
         if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
-            return Err(Error::invalid(format!(
-                "base URL {:?} is not an http:// or https:// address",
-                self.base_url
-            )));
+            return Err(Error::invalid_field(
+                "base_url",
+                format!(
+                    "base URL {:?} is not an http:// or https:// address",
+                    self.base_url
+                ),
+            ));
         }
         if self.model.trim().is_empty() {
-            return Err(Error::invalid("the model name is empty"));
+            return Err(Error::invalid_field("model", "the model name is empty"));
         }
         if self.timeout.is_zero() {
-            return Err(Error::invalid("the timeout must be above zero"));
+            return Err(Error::invalid_field(
+                "timeout",
+                "the timeout must be above zero",
+            ));
         }
         let key = self.api_key.clone().unwrap_or_default();
         // The key becomes a header value: anything but visible ASCII would not be one.
         if !key.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(Error::invalid(
+            return Err(Error::invalid_field(
+                "api_key",
                 "the API key holds spaces, control or non-ASCII characters; copy it again \
                  without surrounding whitespace",
             ));
@@ -478,7 +485,10 @@ impl OpenAiEmbedder {
     /// (1536 for OpenAI's `text-embedding-3-small`). A vector of another length is a 422.
     pub fn new(config: OpenAiConfig, dimension: usize) -> Result<Self> {
         if dimension == 0 {
-            return Err(Error::invalid("an embedding dimension must be above zero"));
+            return Err(Error::invalid_field(
+                "dimension",
+                "an embedding dimension must be above zero",
+            ));
         }
         let client = config.client()?;
         let model_id = format!("openai:{}", config.model);

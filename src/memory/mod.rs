@@ -184,7 +184,7 @@ impl MemoryId {
         match self {
             MemoryId::Uuid(u) => Ok(u),
             MemoryId::Text(t) => Uuid::parse_str(t.trim()).map_err(|_| {
-                Error::invalid(format!(
+                Error::invalid_field("memory_id", format!(
                     "memory id {:?} is not a UUID (expected the form 123e4567-e89b-12d3-a456-426614174000)",
                     t.chars().take(64).collect::<String>()
                 ))

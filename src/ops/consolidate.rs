@@ -157,11 +157,14 @@ impl<'a> ConsolidateRequest<'a> {
 
     async fn send(self) -> Result<ConsolidateResult> {
         if !(0.5..=1.0).contains(&self.threshold) {
-            return Err(Error::invalid(format!(
+            return Err(Error::invalid_field(
+                "threshold",
+                format!(
                 "threshold must be 0.5–1 (a cosine similarity; {DEFAULT_CONSOLIDATE_THRESHOLD} \
                  by default), got {}",
                 self.threshold
-            )));
+            ),
+            ));
         }
         let memory = self.memory;
         // Near-duplicates are found by their vectors, and merged texts embedded.

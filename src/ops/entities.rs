@@ -107,7 +107,8 @@ fn decode_cursor(cursor: &str) -> Result<(EntityKind, String)> {
         .split_once(':')
         .and_then(|(kind, id)| Some((EntityKind::parse(kind)?, id.to_string())))
         .ok_or_else(|| {
-            Error::invalid(
+            Error::invalid_field(
+                "cursor",
                 "cursor is not one this service issued; pass pagination.next_cursor unchanged",
             )
         })

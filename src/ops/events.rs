@@ -158,9 +158,10 @@ impl Memory {
     #[tracing::instrument(name = "events_after", target = "memlane", level = "info", skip_all, fields(project = self.inner.project.as_deref(), count = tracing::field::Empty, k = tracing::field::Empty))]
     pub async fn events_after(&self, cursor: u64, limit: usize) -> Result<EventPage> {
         if !(1..=MAX_EVENTS_PAGE).contains(&limit) {
-            return Err(Error::invalid(format!(
-                "limit must be between 1 and {MAX_EVENTS_PAGE}, got {limit}"
-            )));
+            return Err(Error::invalid_field(
+                "limit",
+                format!("limit must be between 1 and {MAX_EVENTS_PAGE}, got {limit}"),
+            ));
         }
         let results: Vec<Event> = self
             .inner

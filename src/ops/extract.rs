@@ -152,10 +152,13 @@ impl<'a> ExtractRequest<'a> {
         let at = now();
         limits::timestamp(self.timestamp, at)?;
         if let Some(name) = &self.extension {
-            return Err(Error::invalid(format!(
-                "unknown extension {:?}: this build has no extensions; leave extension unset",
-                name.chars().take(64).collect::<String>()
-            )));
+            return Err(Error::invalid_field(
+                "extension",
+                format!(
+                    "unknown extension {:?}: this build has no extensions; leave extension unset",
+                    name.chars().take(64).collect::<String>()
+                ),
+            ));
         }
         let mut metadata = limits::metadata_object(self.metadata)?;
         if self.store && self.owners.is_empty() {

@@ -48,12 +48,13 @@ impl Memory {
         let reason = reason.map(str::trim).filter(|r| !r.is_empty());
         if let Some(r) = reason {
             if r.len() > MAX_FEEDBACK_REASON_BYTES {
-                return Err(Error::TooLarge {
-                    detail: format!(
+                return Err(Error::too_large(
+                    "feedback_reason",
+                    format!(
                         "feedback_reason is {} bytes; the limit is {MAX_FEEDBACK_REASON_BYTES}",
                         r.len()
                     ),
-                });
+                ));
             }
         }
         let record = Feedback {

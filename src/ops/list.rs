@@ -45,7 +45,8 @@ impl<'a> ListRequest<'a> {
         let after = match &self.cursor {
             None => None,
             Some(c) => Some(ScanCursor::parse(c).ok_or_else(|| {
-                Error::invalid(
+                Error::invalid_field(
+                    "cursor",
                     "cursor is not one this service issued; pass pagination.next_cursor unchanged",
                 )
             })?),

@@ -270,10 +270,10 @@ macro_rules! paging_setters {
 /// Checks a page size (400 outside 1–[`limits::MAX_PAGE_SIZE`]).
 pub(crate) fn check_page_size(n: usize) -> Result<()> {
     if !(1..=limits::MAX_PAGE_SIZE).contains(&n) {
-        return Err(Error::invalid(format!(
-            "page_size must be 1–{}, got {n}",
-            limits::MAX_PAGE_SIZE
-        )));
+        return Err(Error::invalid_field(
+            "page_size",
+            format!("page_size must be 1–{}, got {n}", limits::MAX_PAGE_SIZE),
+        ));
     }
     Ok(())
 }
@@ -334,9 +334,10 @@ impl Scope {
         let mut all = owner_filter(&self.owners);
         if let Some(m) = &self.metadata {
             if !m.is_object() {
-                return Err(Error::invalid(format!(
-                    "the metadata filter must be a JSON object, got {m}"
-                )));
+                return Err(Error::invalid_field(
+                    "metadata",
+                    format!("the metadata filter must be a JSON object, got {m}"),
+                ));
             }
             all = all.and(Filter::from_json(&serde_json::json!({ "metadata": m }))?);
         }

@@ -88,9 +88,10 @@ impl<'a> UpdateRequest<'a> {
                 Some(m)
             }
             Some(other) => {
-                return Err(Error::invalid(format!(
-                    "metadata must be a JSON object, got {other}"
-                )))
+                return Err(Error::invalid_field(
+                    "metadata",
+                    format!("metadata must be a JSON object, got {other}"),
+                ))
             }
         };
         let categories = self

@@ -429,9 +429,12 @@ fn unauthorized(detail: &str) -> Error {
 fn check_name(what: &str, name: &str) -> Result<String> {
     let name = name.trim();
     if name.is_empty() || name.len() > MAX_NAME_BYTES || name.chars().any(char::is_control) {
-        return Err(Error::invalid(format!(
-            "a {what} name is 1 to {MAX_NAME_BYTES} bytes of text without control characters"
-        )));
+        return Err(Error::invalid_field(
+            "name",
+            format!(
+                "a {what} name is 1 to {MAX_NAME_BYTES} bytes of text without control characters"
+            ),
+        ));
     }
     Ok(name.to_string())
 }

@@ -129,7 +129,8 @@ impl Memory {
                 let v = crate::embed::normalize(v, dimension)?;
                 self.vector_ranked(&v, among, k, None).await?
             }
-            (_, Query::Vector(_)) => return Err(Error::invalid(
+            (_, Query::Vector(_)) => return Err(Error::invalid_field(
+                "query",
                 "keyword and hybrid search need a text query; search_vector ranks by vector only",
             )),
             (SearchMode::Keyword, Query::Text(text)) => {

@@ -47,7 +47,7 @@ pub trait CandidateSource: Send + Sync + std::fmt::Debug {
         k: usize,
     ) -> Result<Vec<Vec<(VectorKey, f32)>>>;
 
-    /// For each query's terms (see [`crate::text::query_terms`]), the `k` best BM25 matches
+    /// For each query's terms (see [`query_terms`](crate::store::query_terms)), the `k` best BM25 matches
     /// among the memories (see [`crate::store::keyword`] for the scores), the terms weighed
     /// as if the store held at least `min_rows` memories ([`KeywordQuery::min_rows`]).
     ///

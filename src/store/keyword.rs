@@ -1,4 +1,4 @@
-//! Keyword search: BM25 over the crate's own terms ([`crate::text`]), the same formula and
+//! Keyword search: BM25 over the crate's own terms ([`terms`](crate::store::terms)), the same formula and
 //! statistics in every store.
 //!
 //! A memory is a document of three parts: the terms of its text, of its context (weighted
@@ -39,7 +39,7 @@ pub(crate) const DROPPED_WORD_MIN_ROWS: i64 = 1_000;
 /// Keyword searches sharing one filter.
 #[derive(Debug, Clone, Copy)]
 pub struct KeywordQuery<'a> {
-    /// Each search's terms (see [`crate::text::query_terms`]).
+    /// Each search's terms (see [`query_terms`](crate::store::query_terms)).
     pub queries: &'a [Vec<String>],
     /// Which memories.
     pub filter: &'a Filter,

@@ -47,6 +47,9 @@ pub(crate) mod postgres;
 mod records;
 mod sqlite;
 
+/// The crate's tokenizer, for a store of your own: index a text's [`terms`] and match a
+/// query's [`query_terms`], so that it scores keyword search as every other store does.
+pub use crate::text::{query_terms, terms, MAX_QUERY_WORDS};
 pub use batch::{apply, Change, MemoryUpdate, NewMemory, Write, WriteBatch, WriteOutcome};
 pub(crate) use batch::{immutable_error, owner_filter};
 pub use candidates::{Among, CandidateSource};

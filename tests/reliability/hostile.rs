@@ -1,5 +1,5 @@
-//! Hostile and bad input, one table: each case expects a specific status and words of its
-//! `detail`, and leaves the stored data exactly as it was (memories, vectors, history,
+//! Hostile and bad input, one table: each case expects a specific status, words of its
+//! `detail` and the request field it names, and leaves the stored data exactly as it was (memories, vectors, history,
 //! feedback, events, credits and configuration).
 
 use std::sync::Arc;
@@ -19,92 +19,205 @@ struct Case {
     name: &'static str,
     status: u16,
     detail: &'static str,
+    /// The request field the error names (`Error::field`), if any.
+    field: Option<&'static str>,
 }
 
-const fn case(name: &'static str, status: u16, detail: &'static str) -> Case {
+const fn case(
+    name: &'static str,
+    status: u16,
+    detail: &'static str,
+    field: Option<&'static str>,
+) -> Case {
     Case {
         name,
         status,
         detail,
+        field,
     }
 }
 
 const CASES: &[Case] = &[
     // add
-    case("add_empty_text", 400, "empty"),
-    case("add_blank_text", 400, "empty"),
-    case("add_huge_text", 413, "limit"),
-    case("add_too_many_messages", 413, "messages"),
-    case("add_no_owner", 400, "user_id"),
-    case("add_empty_owner", 400, "user_id is empty"),
-    case("add_long_owner", 400, "at most 256 bytes"),
-    case("add_control_char_owner", 400, "control characters"),
-    case("add_empty_role", 400, "role"),
-    case("add_metadata_array", 400, "JSON object"),
-    case("add_metadata_core_key", 400, "reserved"),
-    case("add_metadata_too_deep", 400, "deep"),
-    case("add_metadata_too_big", 413, "metadata"),
-    case("add_too_many_categories", 400, "categories"),
-    case("add_expiry_in_the_past", 400, "not in the future"),
-    case("add_timestamp_at_the_end_of_time", 400, "timestamp"),
-    case("add_timestamp_at_the_start_of_time", 400, "timestamp"),
-    case("add_inferred_timestamp_in_the_future", 400, "in the future"),
-    case("add_inference_without_model", 503, "language model"),
+    case("add_empty_text", 400, "empty", Some("messages[0].content")),
+    case("add_blank_text", 400, "empty", Some("messages[0].content")),
+    case("add_huge_text", 413, "limit", Some("messages[0].content")),
+    case("add_too_many_messages", 413, "messages", Some("messages")),
+    case("add_no_owner", 400, "user_id", None),
+    case("add_empty_owner", 400, "user_id is empty", Some("user_id")),
+    case("add_long_owner", 400, "at most 256 bytes", Some("user_id")),
+    case(
+        "add_control_char_owner",
+        400,
+        "control characters",
+        Some("user_id"),
+    ),
+    case("add_empty_role", 400, "role", Some("messages[0].role")),
+    case("add_metadata_array", 400, "JSON object", Some("metadata")),
+    case("add_metadata_core_key", 400, "reserved", Some("metadata")),
+    case("add_metadata_too_deep", 400, "deep", Some("metadata")),
+    case("add_metadata_too_big", 413, "metadata", Some("metadata")),
+    case(
+        "add_too_many_categories",
+        400,
+        "categories",
+        Some("categories"),
+    ),
+    case(
+        "add_expiry_in_the_past",
+        400,
+        "not in the future",
+        Some("expiry"),
+    ),
+    case(
+        "add_timestamp_at_the_end_of_time",
+        400,
+        "timestamp",
+        Some("timestamp"),
+    ),
+    case(
+        "add_timestamp_at_the_start_of_time",
+        400,
+        "timestamp",
+        Some("timestamp"),
+    ),
+    case(
+        "add_inferred_timestamp_in_the_future",
+        400,
+        "in the future",
+        Some("timestamp"),
+    ),
+    case("add_inference_without_model", 503, "language model", None),
     // search
-    case("search_top_k_zero", 400, "top_k"),
-    case("search_top_k_absurd", 400, "top_k"),
-    case("search_threshold_negative", 400, "threshold"),
-    case("search_threshold_above_one", 400, "threshold"),
-    case("search_threshold_nan", 400, "threshold"),
-    case("search_empty_query", 400, "empty"),
-    case("search_huge_query", 413, "limit"),
-    case("search_unknown_field", 400, "unknown"),
-    case("search_unknown_operator", 400, "operator"),
-    case("search_filter_too_deep", 400, "deep"),
-    case("search_filter_too_many_conditions", 400, "conditions"),
-    case("search_filter_too_many_values", 400, "values"),
-    case("search_filters_not_an_object", 400, "object"),
-    case("search_sql_in_metadata_key", 400, "metadata key"),
-    case("search_vector_wrong_length", 422, "dimension"),
-    case("search_vector_nan", 422, "finite"),
-    case("search_vector_zero", 422, "zero"),
-    case("search_vector_in_keyword_mode", 400, "text query"),
+    case("search_top_k_zero", 400, "top_k", Some("top_k")),
+    case("search_top_k_absurd", 400, "top_k", Some("top_k")),
+    case(
+        "search_threshold_negative",
+        400,
+        "threshold",
+        Some("threshold"),
+    ),
+    case(
+        "search_threshold_above_one",
+        400,
+        "threshold",
+        Some("threshold"),
+    ),
+    case("search_threshold_nan", 400, "threshold", Some("threshold")),
+    case("search_empty_query", 400, "empty", Some("query")),
+    case("search_huge_query", 413, "limit", Some("query")),
+    case("search_unknown_field", 400, "unknown", Some("filters")),
+    case("search_unknown_operator", 400, "operator", Some("filters")),
+    case("search_filter_too_deep", 400, "deep", Some("filters")),
+    case(
+        "search_filter_too_many_conditions",
+        400,
+        "conditions",
+        Some("filters"),
+    ),
+    case(
+        "search_filter_too_many_values",
+        400,
+        "values",
+        Some("filters"),
+    ),
+    case(
+        "search_filters_not_an_object",
+        400,
+        "object",
+        Some("filters"),
+    ),
+    case(
+        "search_sql_in_metadata_key",
+        400,
+        "metadata key",
+        Some("filters"),
+    ),
+    case("search_vector_wrong_length", 422, "dimension", None),
+    case("search_vector_nan", 422, "finite", None),
+    case("search_vector_zero", 422, "zero", None),
+    case(
+        "search_vector_in_keyword_mode",
+        400,
+        "text query",
+        Some("query"),
+    ),
     // list
-    case("list_page_size_zero", 400, "page_size"),
-    case("list_page_size_absurd", 400, "page_size"),
-    case("list_forged_cursor", 400, "cursor"),
+    case("list_page_size_zero", 400, "page_size", Some("page_size")),
+    case("list_page_size_absurd", 400, "page_size", Some("page_size")),
+    case("list_forged_cursor", 400, "cursor", Some("cursor")),
     // get, update, delete, history
-    case("get_invalid_uuid", 400, "is not a UUID"),
-    case("get_unknown", 404, "not found"),
-    case("update_deleted", 404, "not found"),
-    case("update_immutable", 409, "immutable"),
-    case("update_nothing", 400, "nothing to update"),
-    case("update_huge_text", 413, "limit"),
-    case("delete_twice", 404, "not found"),
-    case("delete_all_without_owner", 400, "refused"),
-    case("history_invalid_uuid", 400, "is not a UUID"),
+    case("get_invalid_uuid", 400, "is not a UUID", Some("memory_id")),
+    case("get_unknown", 404, "not found", None),
+    case("update_deleted", 404, "not found", None),
+    case("update_immutable", 409, "immutable", None),
+    case("update_nothing", 400, "nothing to update", None),
+    case("update_huge_text", 413, "limit", Some("text")),
+    case("delete_twice", 404, "not found", None),
+    case("delete_all_without_owner", 400, "refused", None),
+    case(
+        "history_invalid_uuid",
+        400,
+        "is not a UUID",
+        Some("memory_id"),
+    ),
     // configuration
-    case("config_taxonomy_string", 400, "label_taxonomy"),
-    case("config_taxonomy_two_keys", 400, "one key"),
-    case("config_taxonomy_too_many", 413, "the limit is 100"),
-    case("config_policy_too_big", 413, "extraction_policy"),
-    case("config_unknown_field", 400, "unknown"),
-    case("config_description_not_text", 400, "string"),
+    case(
+        "config_taxonomy_string",
+        400,
+        "label_taxonomy",
+        Some("label_taxonomy"),
+    ),
+    case(
+        "config_taxonomy_two_keys",
+        400,
+        "one key",
+        Some("label_taxonomy[0]"),
+    ),
+    case(
+        "config_taxonomy_too_many",
+        413,
+        "the limit is 100",
+        Some("label_taxonomy"),
+    ),
+    case(
+        "config_policy_too_big",
+        413,
+        "extraction_policy",
+        Some("extraction_policy"),
+    ),
+    case("config_unknown_field", 400, "unknown", None),
+    case(
+        "config_description_not_text",
+        400,
+        "string",
+        Some("label_taxonomy[0]"),
+    ),
     // engine
-    case("retrieve_limit_zero", 400, "limit"),
-    case("embed_empty", 400, "empty"),
-    case("embed_unknown_mode", 400, "mode"),
+    case("retrieve_limit_zero", 400, "limit", Some("limit")),
+    case("embed_empty", 400, "empty", Some("text")),
+    case("embed_unknown_mode", 400, "mode", Some("mode")),
     // events, entities, feedback, import
-    case("events_limit_zero", 400, "limit"),
-    case("entities_page_size_zero", 400, "page_size"),
-    case("entities_forged_cursor", 400, "cursor"),
-    case("delete_entity_empty_id", 400, "empty"),
-    case("delete_entity_unknown", 404, "owns any memory"),
-    case("feedback_unknown_memory", 404, "not found"),
-    case("feedback_reason_too_big", 413, "feedback_reason"),
-    case("import_wrong_format", 400, "not a memlane export"),
-    case("import_existing_ids", 409, "already exists"),
-    case("credits_exhausted", 402, "credit"),
+    case("events_limit_zero", 400, "limit", Some("limit")),
+    case(
+        "entities_page_size_zero",
+        400,
+        "page_size",
+        Some("page_size"),
+    ),
+    case("entities_forged_cursor", 400, "cursor", Some("cursor")),
+    case("delete_entity_empty_id", 400, "empty", Some("user_id")),
+    case("delete_entity_unknown", 404, "owns any memory", None),
+    case("feedback_unknown_memory", 404, "not found", None),
+    case(
+        "feedback_reason_too_big",
+        413,
+        "feedback_reason",
+        Some("feedback_reason"),
+    ),
+    case("import_wrong_format", 400, "not a memlane export", None),
+    case("import_existing_ids", 409, "already exists", None),
+    case("credits_exhausted", 402, "credit", None),
 ];
 
 fn nested(depth: usize) -> Value {
@@ -471,14 +584,17 @@ async fn every_case(m: &Memory) {
         match outcome {
             Ok(()) => failures.push(format!("{}: succeeded", c.name)),
             Err(e) => {
-                if e.status() != c.status || !e.detail().contains(c.detail) {
+                if e.status() != c.status || !e.detail().contains(c.detail) || e.field() != c.field
+                {
                     failures.push(format!(
-                        "{}: got {} {:?}, want {} containing {:?}",
+                        "{}: got {} {:?} about {:?}, want {} containing {:?} about {:?}",
                         c.name,
                         e.status(),
                         e.detail(),
+                        e.field(),
                         c.status,
-                        c.detail
+                        c.detail,
+                        c.field
                     ));
                 }
                 // The body is the spec's: one `detail` string.

@@ -166,7 +166,7 @@ async fn keyword_scores_equal_sqlite() {
         "what food should I avoid",
     ]
     .iter()
-    .map(|q| memlane::text::query_terms(q))
+    .map(|q| memlane::store::query_terms(q))
     .collect();
     let mut compared = 0;
     // Both paths: the filter's rows read by its indexes (default), and the terms' index

@@ -33,7 +33,7 @@ async fn keyword(
     filter: &Filter,
     now: DateTime<Utc>,
 ) -> Vec<(u64, KeywordScore)> {
-    let queries = [memlane::text::query_terms(query)];
+    let queries = [memlane::store::query_terms(query)];
     let index = store.keyword_index().unwrap();
     let mut hits = index
         .search(KeywordQuery {

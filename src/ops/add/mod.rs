@@ -242,22 +242,27 @@ impl<'a> AddRequest<'a> {
         let infer = self.infer.unwrap_or(self.memory.llm().is_some());
         let given = match self.vectors {
             Some(_) if infer => {
-                return Err(Error::invalid(
+                return Err(Error::invalid_field(
+                    "vectors",
                     "vectors can be given only with .infer(false): with inference, the stored \
                      facts are not the messages",
                 ))
             }
             Some(vectors) if vectors.len() != self.messages.len() => {
-                return Err(Error::invalid(format!(
-                    "{} vectors for {} messages: give one vector per message",
-                    vectors.len(),
-                    self.messages.len()
-                )))
+                return Err(Error::invalid_field(
+                    "vectors",
+                    format!(
+                        "{} vectors for {} messages: give one vector per message",
+                        vectors.len(),
+                        self.messages.len()
+                    ),
+                ))
             }
             Some(vectors) => {
                 let dimension = self.memory.space().dimension;
                 if dimension == 0 {
-                    return Err(Error::invalid(
+                    return Err(Error::invalid_field(
+                        "vectors",
                         "this store has no embedding model, so it keeps no vectors: add \
                          without vectors, or give it a model first with reembed",
                     ));
