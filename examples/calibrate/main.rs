@@ -25,6 +25,11 @@
 //! data of your own the same way: label, for some queries, which of the candidates your
 //! searches consider are relevant, and give `Logistic::fit` the signals and labels.
 //!
+//! With `--bfcl <dir>` (the directory `scripts/fetch-eval-data.sh` prints), it also stores
+//! the BFCL memory set twice, as conversations (turns) and as a store of facts (sentences,
+//! each on its own; see `examples/shared/bfcl.rs`), and measures each kind with the models
+//! fitted on the other: any@5, all@5, any@10, all@10 and MRR per mode, beside plain BM25.
+//!
 //! With `--levers` after the path, it measures instead the ways of re-ranking the top 50
 //! that were tried for a deeper search and not kept (see `levers.rs`).
 
@@ -34,6 +39,8 @@ use locomo::{category_name, Question, Score};
 use memlane::{Calibration, Logistic, Memory, SearchMode, Signals};
 use serde_json::Value;
 
+#[path = "../shared/bfcl.rs"]
+mod bfcl;
 mod levers;
 #[path = "../shared/locomo.rs"]
 mod locomo;
@@ -185,7 +192,18 @@ fn fit_model(
         Model::Threaded => Logistic::fit_threaded(samples),
         _ => Logistic::fit(mode, samples),
     };
-    let mut fitted = fit(&samples(Scorer::Before))?;
+    let first = samples(Scorer::Before);
+    if first.is_empty() {
+        // Data without conversations (or without words in common) says nothing of the
+        // model: it keeps the one it has.
+        return Ok(match model {
+            Model::Vector => calibration.vector,
+            Model::Keyword => calibration.keyword,
+            Model::Hybrid => calibration.hybrid,
+            Model::Threaded => calibration.threaded,
+        });
+    }
+    let mut fitted = fit(&first)?;
     for _ in 0..2 {
         fitted = fit(&samples(Scorer::Fitted(with(calibration, model, fitted))))?;
     }
@@ -280,23 +298,14 @@ fn measure(
     (overall, per_category, outcomes)
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args().nth(1).ok_or(
-        "usage: calibrate <path to locomo10.json>  (e.g. ../shared/data/locomo/locomo10.json)",
-    )?;
-    let data: Value = serde_json::from_slice(&std::fs::read(&path)?)?;
-    let samples = data
-        .as_array()
-        .ok_or("locomo10.json should hold an array of conversations")?;
-    let with_levers = std::env::args().any(|a| a == "--levers");
-    let memory = Memory::in_memory().await?;
-    let corpus = locomo::ingest(&memory, samples).await?;
-
-    // Every turn of each question's conversation, with its signals (and, for the levers,
-    // the text it was indexed with).
+/// Every turn of each question's conversation, with its signals (and, with `texts`, the
+/// text it was indexed with).
+async fn pools_of(
+    memory: &Memory,
+    corpus: &locomo::Corpus,
+    mut texts: Option<&mut HashMap<(String, String), String>>,
+) -> Result<Vec<Pool>, memlane::Error> {
     let mut pools = Vec::with_capacity(corpus.questions.len());
-    let mut texts: HashMap<(String, String), String> = HashMap::new();
     for (i, q) in corpus.questions.iter().enumerate() {
         let hits = memory
             .search(q.question.as_str())
@@ -309,7 +318,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .iter()
             .filter_map(|h| {
                 let turn = corpus.turn_of.get(&h.record.id)?.clone();
-                if with_levers {
+                if let Some(texts) = texts.as_deref_mut() {
                     texts
                         .entry((q.conversation.clone(), turn.clone()))
                         .or_insert_with(|| h.record.indexed_text());
@@ -329,6 +338,33 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             locomo::progress("signals", i + 1, corpus.questions.len());
         }
     }
+    Ok(pools)
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let path = args.get(1).filter(|a| !a.starts_with("--")).ok_or(
+        "usage: calibrate <path to locomo10.json> [--bfcl <dir>] [--levers]  (e.g. \
+         ../shared/data/locomo/locomo10.json --bfcl \"$(scripts/fetch-eval-data.sh)\")",
+    )?;
+    let data: Value = serde_json::from_slice(&std::fs::read(path)?)?;
+    let samples = data
+        .as_array()
+        .ok_or("locomo10.json should hold an array of conversations")?;
+    let with_levers = args.iter().any(|a| a == "--levers");
+    let bfcl_dir = args
+        .iter()
+        .position(|a| a == "--bfcl")
+        .map(|i| {
+            args.get(i + 1)
+                .ok_or("--bfcl needs the directory of the set")
+        })
+        .transpose()?;
+    let memory = Memory::in_memory().await?;
+    let corpus = locomo::ingest(&memory, samples).await?;
+    let mut texts: HashMap<(String, String), String> = HashMap::new();
+    let pools = pools_of(&memory, &corpus, with_levers.then_some(&mut texts)).await?;
 
     // Two folds by conversation: the first five and the last five.
     let half = corpus.conversations.len() / 2;
@@ -435,6 +471,64 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Fitted on all ten: the calibration to ship.
     let all: Vec<&Pool> = pools.iter().collect();
-    println!("\nFitted on all ten conversations:\n\n{:#?}", fit(&all)?);
+    let locomo_fit = fit(&all)?;
+    if let Some(dir) = bfcl_dir {
+        // The BFCL memory set twice: as conversations (turns), and as facts (sentences, each
+        // on its own).
+        let mut sets = Vec::new();
+        for unit in [bfcl::Unit::Turn, bfcl::Unit::Sentence] {
+            let (samples, left_out) = bfcl::as_locomo(std::path::Path::new(dir), unit)?;
+            let corpus = locomo::ingest(&memory, &samples).await?;
+            let pools = pools_of(&memory, &corpus, None).await?;
+            sets.push((unit, corpus, pools, left_out));
+        }
+        let bfcl_all: Vec<&Pool> = sets.iter().flat_map(|s| s.2.iter()).collect();
+        let bfcl_fit = fit(&bfcl_all)?;
+
+        println!(
+            "\nFitted on one kind of data, measured on another: LoCoMo ({} questions), and \
+             the BFCL memory set stored as turns and as facts ({} questions of {}; {} turns, \
+             {} sentences)\n",
+            pools.len(),
+            sets[0].2.len(),
+            sets[0].2.len() + sets[0].3,
+            sets[0].1.turns,
+            sets[1].1.turns,
+        );
+        println!(
+            "| measured on | mode | fitted on | questions | any@5 | all@5 | any@10 | all@10 | \
+             MRR | ECE |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|---|");
+        let (turns, facts) = (&sets[0], &sets[1]);
+        let turns_pools: Vec<&Pool> = turns.2.iter().collect();
+        let facts_pools: Vec<&Pool> = facts.2.iter().collect();
+        for (name, test, corpus, other, other_name) in [
+            ("LoCoMo", &all, &corpus, bfcl_fit, "BFCL"),
+            ("BFCL turns", &turns_pools, &turns.1, locomo_fit, "LoCoMo"),
+            ("BFCL facts", &facts_pools, &facts.1, locomo_fit, "LoCoMo"),
+        ] {
+            let mut rows: Vec<(String, Scorer, SearchMode)> =
+                vec![("bm25".into(), Scorer::Before, SearchMode::Keyword)];
+            for mode in MODES {
+                rows.push((
+                    format!("{mode:?}").to_lowercase(),
+                    Scorer::Fitted(other),
+                    mode,
+                ));
+            }
+            for (mode_name, scorer, mode) in rows {
+                let (score, _, outcomes) = measure(mode, scorer, test, &corpus.questions);
+                let fitted_on = match scorer {
+                    Scorer::Before => "–",
+                    Scorer::Fitted(_) => other_name,
+                };
+                let row = score.any_all_row(&format!("{name} | {mode_name} | {fitted_on}"));
+                println!("{row} {:.3} |", outcomes.ece());
+            }
+        }
+        println!("\nFitted on the BFCL memory set:\n\n{bfcl_fit:#?}");
+    }
+    println!("\nFitted on all ten conversations:\n\n{locomo_fit:#?}");
     Ok(())
 }

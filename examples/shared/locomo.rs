@@ -60,6 +60,10 @@ pub struct Score {
     pub recall: [f64; 4],
     pub all_at_10: f64,
     pub reciprocal_rank: f64,
+    /// Questions with any of their evidence in the top 5, and in the top 10.
+    pub any_at: [f64; 2],
+    /// Questions with all their evidence in the top 5.
+    pub all_at_5: f64,
 }
 
 impl Score {
@@ -81,6 +85,16 @@ impl Score {
         if top10 == evidence.len() {
             self.all_at_10 += 1.0;
         }
+        let top5 = ranked
+            .iter()
+            .take(5)
+            .filter(|d| evidence.contains(*d))
+            .count();
+        if top5 == evidence.len() {
+            self.all_at_5 += 1.0;
+        }
+        self.any_at[0] += f64::from(u8::from(top5 > 0));
+        self.any_at[1] += f64::from(u8::from(top10 > 0));
         if let Some(rank) = ranked.iter().position(|d| evidence.contains(d)) {
             self.reciprocal_rank += 1.0 / (rank + 1) as f64;
         }
@@ -94,6 +108,24 @@ impl Score {
         }
         self.all_at_10 += other.all_at_10;
         self.reciprocal_rank += other.reciprocal_rank;
+        self.all_at_5 += other.all_at_5;
+        for (a, b) in self.any_at.iter_mut().zip(other.any_at) {
+            *a += b;
+        }
+    }
+
+    /// `| name | questions | any@5 | all@5 | any@10 | all@10 | MRR |`, in percent but MRR.
+    pub fn any_all_row(&self, name: &str) -> String {
+        let n = self.questions.max(1) as f64;
+        format!(
+            "| {name} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} |",
+            self.questions,
+            100.0 * self.any_at[0] / n,
+            100.0 * self.all_at_5 / n,
+            100.0 * self.any_at[1] / n,
+            100.0 * self.all_at_10 / n,
+            self.reciprocal_rank / n
+        )
     }
 
     pub fn row(&self, name: &str) -> String {
@@ -364,6 +396,7 @@ mod tests {
         s.add(&ranked, &evidence);
         assert_eq!(s.recall, [0.5, 0.5, 0.5, 1.0]);
         assert_eq!(s.all_at_10, 0.0);
+        assert_eq!((s.all_at_5, s.any_at), (0.0, [1.0, 1.0]));
         assert!((s.reciprocal_rank - 1.0 / 3.0).abs() < 1e-9);
     }
 }

@@ -1,6 +1,10 @@
 //! Calibrated scores: from a candidate's signals (its cosine, how it matches the query's
 //! words) to an estimate that it is relevant, by a logistic model per search mode, and the
 //! fitting of such models on labelled candidates.
+//!
+//! Every model is monotone in the evidence: its weights on the cosine, the keyword match,
+//! the neighbours' match and a memory stored in the time the query names are never
+//! negative, and a signal that is absent counts as the least of its values.
 
 use serde::{Deserialize, Serialize};
 
@@ -111,7 +115,9 @@ impl Signals {
     }
 
     /// The model's inputs: `[1, cosine, relative, coverage, the neighbours' cosine and
-    /// coverage, in the period, out of it]`, an absent or non-finite signal as 0.
+    /// coverage, in the period, out of it]`, an absent or non-finite signal as 0. The
+    /// keyword match and the neighbours' signals count from 0 up (a negative cosine of a
+    /// neighbour as 0): being absent is their least value.
     fn inputs(&self) -> [f64; INPUTS] {
         let finite = |x: f32| if x.is_finite() { f64::from(x) } else { 0.0 };
         let k = self.keyword.unwrap_or_default();
@@ -119,10 +125,10 @@ impl Signals {
         [
             1.0,
             finite(self.cosine.unwrap_or(0.0)),
-            finite(k.relative),
-            finite(k.coverage),
-            finite(n.cosine),
-            finite(n.coverage),
+            finite(k.relative).max(0.0),
+            finite(k.coverage).max(0.0),
+            finite(n.cosine).max(0.0),
+            finite(n.coverage).max(0.0),
             f64::from(u8::from(self.period == Some(true))),
             f64::from(u8::from(self.period == Some(false))),
         ]
@@ -147,6 +153,10 @@ impl Signals {
 /// whatever the store's size, so a memory competing with fewer others is likelier to be
 /// one of them. Among 8 memories, a memory scores the odds it would score among 800,
 /// times 100.
+///
+/// A model is monotone in the evidence when `c`, `r`, `v`, `nc`, `nv` and `i` are at least
+/// 0 and `o` at most 0 ([`is_monotone`](Self::is_monotone)): [`fit`](Self::fit) fits such
+/// models, and a [`Calibration`] takes no other.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Logistic {
@@ -237,8 +247,10 @@ impl Logistic {
 
     /// Fits the model of `mode` to labelled candidates, `(signals, relevant)`: logistic
     /// regression by Newton's method, with a small ridge penalty on the weights (not the
-    /// bias) so that a signal that separates the labels perfectly keeps a finite weight.
-    /// A mode's model uses only the signals its searches have: the cosine for
+    /// bias) so that a signal that separates the labels perfectly keeps a finite weight, and
+    /// the weights held to the signs that keep the model monotone in the evidence (see
+    /// [`is_monotone`](Self::is_monotone)): a signal that would take a weight of the wrong
+    /// sign gets none. A mode's model uses only the signals its searches have: the cosine for
     /// [`SearchMode::Vector`], the keyword match for [`SearchMode::Keyword`], both for
     /// [`SearchMode::Hybrid`].
     ///
@@ -255,7 +267,7 @@ impl Logistic {
     ///     })
     ///     .collect();
     /// let model = Logistic::fit(SearchMode::Vector, &samples)?;
-    /// assert!(model.cosine > 0.0);
+    /// assert!(model.cosine > 0.0 && model.is_monotone());
     /// # Ok::<(), memlane::Error>(())
     /// ```
     pub fn fit(mode: SearchMode, samples: &[(Signals, bool)]) -> Result<Logistic> {
@@ -267,6 +279,16 @@ impl Logistic {
     /// with their query and have neighbours.
     pub fn fit_threaded(samples: &[(Signals, bool)]) -> Result<Logistic> {
         Logistic::fit_inputs(samples, Signals::inputs)
+    }
+
+    /// Whether the model is monotone in the evidence: no negative weight on the cosine, the
+    /// keyword match, the neighbours' match or a memory stored in the time the query names,
+    /// and no positive one on a memory stored outside it.
+    pub fn is_monotone(&self) -> bool {
+        self.weights()
+            .iter()
+            .zip(SIGNS)
+            .all(|(w, sign)| sign.admits(f64::from(*w)))
     }
 
     fn fit_inputs(
@@ -281,51 +303,49 @@ impl Logistic {
                 samples.len()
             )));
         }
-        let rows: Vec<([f64; INPUTS], f64, f64)> = samples
-            .iter()
-            .map(|(s, y)| (features(s), s.offset(), f64::from(u8::from(*y))))
-            .collect();
         if samples.iter().any(|(s, _)| !s.is_finite()) {
             return Err(Error::invalid(
                 "fitting a calibration needs finite signals; a candidate has a NaN or infinite one",
             ));
         }
-        // Start from the base rate, so that the first steps are short.
-        let n = rows.len() as f64;
-        let rate = positives as f64 / n;
-        let mean_offset = rows.iter().map(|r| r.1).sum::<f64>() / n;
-        let mut w = [0.0f64; INPUTS];
-        w[0] = (rate / (1.0 - rate)).ln() - mean_offset;
-        for _ in 0..200 {
-            let mut gradient = [0.0f64; INPUTS];
-            let mut hessian = [[0.0f64; INPUTS]; INPUTS];
-            for (x, offset, y) in &rows {
-                let z: f64 = w.iter().zip(x).map(|(w, x)| w * x).sum::<f64>() + offset;
-                let p = 1.0 / (1.0 + (-z).exp());
-                for i in 0..INPUTS {
-                    gradient[i] += (p - y) * x[i];
-                    for j in 0..INPUTS {
-                        hessian[i][j] += p * (1.0 - p) * x[i] * x[j];
-                    }
+        let rows: Vec<Row> = samples
+            .iter()
+            .map(|(s, y)| (features(s), s.offset(), f64::from(u8::from(*y))))
+            .collect();
+        // Active sets: fit the free weights; a weight that comes out with the wrong sign is
+        // held at 0 and the rest fitted again; a weight held at 0 is freed again when the
+        // likelihood would rise by moving it the way its sign allows. Each round holds or
+        // frees one weight.
+        let mut held = [false; INPUTS];
+        let mut w = newton(&rows, &held, positives)?;
+        for _ in 0..4 * INPUTS {
+            let wrong = (1..INPUTS)
+                .filter(|&i| !held[i] && !SIGNS[i].admits(w[i]))
+                .max_by(|&i, &j| w[i].abs().total_cmp(&w[j].abs()));
+            if let Some(i) = wrong {
+                held[i] = true;
+                w = newton(&rows, &held, positives)?;
+                continue;
+            }
+            let ascent = gradient(&rows, &w);
+            let freed = (1..INPUTS)
+                .filter(|&i| {
+                    held[i]
+                        && SIGNS[i].admits(ascent[i])
+                        && ascent[i].abs() > 1e-6 * rows.len() as f64
+                })
+                .max_by(|&i, &j| ascent[i].abs().total_cmp(&ascent[j].abs()));
+            match freed {
+                Some(i) => {
+                    held[i] = false;
+                    w = newton(&rows, &held, positives)?;
                 }
+                None => break,
             }
-            // The ridge; it also keeps at 0 the weight of a signal the mode does not
-            // have (its input is always 0).
-            for i in 1..INPUTS {
-                gradient[i] += RIDGE * w[i];
-                hessian[i][i] += RIDGE;
-            }
-            let step = solve(hessian, gradient).ok_or_else(|| {
-                Error::invalid("fitting a calibration failed: the signals do not vary")
-            })?;
-            // Newton's steps, at most 2 long in any weight: a far start cannot overshoot.
-            let largest = step.iter().fold(0.0f64, |m, s| m.max(s.abs()));
-            let scale = (2.0 / largest).min(1.0);
-            for (w, step) in w.iter_mut().zip(step) {
-                *w -= scale * step;
-            }
-            if largest < 1e-9 {
-                break;
+        }
+        for i in 1..INPUTS {
+            if !SIGNS[i].admits(w[i]) {
+                w[i] = 0.0;
             }
         }
         let model = Logistic::from_weights(w.map(|w| w as f32));
@@ -386,18 +406,26 @@ impl Calibration {
     pub const FITTED: Calibration = Calibration {
         vector: Logistic::from_weights([-2.116, 9.318, 0.0, 0.0, 0.0, 0.0, 1.555, -1.848]),
         keyword: Logistic::from_weights([-0.114, 0.0, 6.014, 3.139, 0.0, 0.0, 2.245, -0.297]),
-        hybrid: Logistic::from_weights([-0.811, 3.051, 5.456, 2.467, 0.0, 0.0, 1.916, -0.091]),
-        threaded: Logistic::from_weights([-1.704, 0.745, 5.073, 0.659, 3.419, 2.262, 2.209, 0.027]),
+        hybrid: Logistic::from_weights([-0.811, 3.052, 5.456, 2.467, 0.0, 0.0, 1.916, -0.089]),
+        threaded: Logistic::from_weights([-1.703, 0.746, 5.072, 0.659, 3.419, 2.261, 2.208, 0.0]),
     };
 
-    /// Models of your own, one per mode.
-    pub fn new(vector: Logistic, keyword: Logistic, hybrid: Logistic, threaded: Logistic) -> Self {
-        Calibration {
+    /// Models of your own: 400 unless each is monotone in the evidence
+    /// ([`Logistic::is_monotone`]) and its weights are finite.
+    pub fn new(
+        vector: Logistic,
+        keyword: Logistic,
+        hybrid: Logistic,
+        threaded: Logistic,
+    ) -> Result<Self> {
+        let calibration = Calibration {
             vector,
             keyword,
             hybrid,
             threaded,
-        }
+        };
+        calibration.check()?;
+        Ok(calibration)
     }
 
     /// The score of signals in a mode, in (0, 1). In hybrid mode, a memory that shares no
@@ -415,17 +443,132 @@ impl Calibration {
         model.probability(signals)
     }
 
-    /// Checks that every weight is a finite number.
+    /// Checks that every weight is a finite number and every model monotone in the
+    /// evidence.
     pub(crate) fn check(&self) -> Result<()> {
-        self.vector.check("vector")?;
-        self.keyword.check("keyword")?;
-        self.threaded.check("threaded")?;
-        self.hybrid.check("hybrid")
+        for (mode, model) in [
+            ("vector", &self.vector),
+            ("keyword", &self.keyword),
+            ("hybrid", &self.hybrid),
+            ("threaded", &self.threaded),
+        ] {
+            model.check(mode)?;
+            if !model.is_monotone() {
+                return Err(Error::invalid(format!(
+                    "the {mode} calibration is not monotone in the evidence: a weight on the \
+                     cosine, the keyword match, the neighbours or a memory in the period is \
+                     negative, or the one on a memory outside the period positive: {model:?}"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
 /// The ridge penalty of [`Logistic::fit`] on each weight.
 const RIDGE: f64 = 1e-3;
+
+/// A candidate for fitting: its inputs, its prior's offset and its label (1 relevant).
+type Row = ([f64; INPUTS], f64, f64);
+
+/// The sign a weight may take in a model monotone in the evidence.
+#[derive(Clone, Copy)]
+enum Sign {
+    Any,
+    AtLeastZero,
+    AtMostZero,
+}
+
+impl Sign {
+    fn admits(self, w: f64) -> bool {
+        match self {
+            Sign::Any => true,
+            Sign::AtLeastZero => w >= 0.0,
+            Sign::AtMostZero => w <= 0.0,
+        }
+    }
+}
+
+/// The signs of the weights, in the order of [`Signals::inputs`]: the bias is free; out of
+/// the period named is evidence against.
+const SIGNS: [Sign; INPUTS] = [
+    Sign::Any,
+    Sign::AtLeastZero,
+    Sign::AtLeastZero,
+    Sign::AtLeastZero,
+    Sign::AtLeastZero,
+    Sign::AtLeastZero,
+    Sign::AtLeastZero,
+    Sign::AtMostZero,
+];
+
+/// The gradient of the penalised log-likelihood at `w` (the direction that raises it).
+fn gradient(rows: &[Row], w: &[f64; INPUTS]) -> [f64; INPUTS] {
+    let mut g = [0.0f64; INPUTS];
+    for (x, offset, y) in rows {
+        let z: f64 = w.iter().zip(x).map(|(w, x)| w * x).sum::<f64>() + offset;
+        let p = 1.0 / (1.0 + (-z).exp());
+        for i in 0..INPUTS {
+            g[i] += (y - p) * x[i];
+        }
+    }
+    for i in 1..INPUTS {
+        g[i] -= RIDGE * w[i];
+    }
+    g
+}
+
+/// Logistic regression by Newton's method with the ridge, the `held` weights kept at 0.
+fn newton(rows: &[Row], held: &[bool; INPUTS], positives: usize) -> Result<[f64; INPUTS]> {
+    // Start from the base rate, so that the first steps are short.
+    let n = rows.len() as f64;
+    let rate = positives as f64 / n;
+    let mean_offset = rows.iter().map(|r| r.1).sum::<f64>() / n;
+    let mut w = [0.0f64; INPUTS];
+    w[0] = (rate / (1.0 - rate)).ln() - mean_offset;
+    for _ in 0..200 {
+        let mut gradient = [0.0f64; INPUTS];
+        let mut hessian = [[0.0f64; INPUTS]; INPUTS];
+        for (x, offset, y) in rows {
+            let z: f64 = w.iter().zip(x).map(|(w, x)| w * x).sum::<f64>() + offset;
+            let p = 1.0 / (1.0 + (-z).exp());
+            for i in 0..INPUTS {
+                gradient[i] += (p - y) * x[i];
+                for j in 0..INPUTS {
+                    hessian[i][j] += p * (1.0 - p) * x[i] * x[j];
+                }
+            }
+        }
+        // The ridge; it also keeps at 0 the weight of a signal the mode does not have (its
+        // input is always 0). A held weight has no gradient and a unit curvature: its step
+        // is 0.
+        for i in 1..INPUTS {
+            gradient[i] += RIDGE * w[i];
+            hessian[i][i] += RIDGE;
+            if held[i] {
+                gradient[i] = 0.0;
+                hessian[i] = [0.0; INPUTS];
+                for row in hessian.iter_mut() {
+                    row[i] = 0.0;
+                }
+                hessian[i][i] = 1.0;
+            }
+        }
+        let step = solve(hessian, gradient).ok_or_else(|| {
+            Error::invalid("fitting a calibration failed: the signals do not vary")
+        })?;
+        // Newton's steps, at most 2 long in any weight: a far start cannot overshoot.
+        let largest = step.iter().fold(0.0f64, |m, s| m.max(s.abs()));
+        let scale = (2.0 / largest).min(1.0);
+        for (w, step) in w.iter_mut().zip(step) {
+            *w -= scale * step;
+        }
+        if largest < 1e-9 {
+            break;
+        }
+    }
+    Ok(w)
+}
 
 /// A candidate's inputs to a mode's model (see [`Signals::inputs`]), with the signals the
 /// mode does not use at 0.
@@ -507,7 +650,7 @@ mod tests {
 
     #[test]
     fn fitting_recovers_the_model_that_drew_the_samples() {
-        let truth = Logistic::new(2.0, 3.0, 1.5, -1.0).with_period(2.0, -1.0);
+        let truth = Logistic::new(2.0, 3.0, 1.5, 1.0).with_period(2.0, -1.0);
         let fitted = Logistic::fit(SearchMode::Hybrid, &drawn(&truth, 40_000)).unwrap();
         for (got, want) in [
             (fitted.bias, truth.bias),
@@ -605,6 +748,34 @@ mod tests {
         // Beyond MAX_SCOPE, and at 0 or 1, the prior stops moving.
         assert_eq!(odds(Signals::MAX_SCOPE), odds(10 * Signals::MAX_SCOPE));
         assert_eq!(odds(0), odds(1));
+    }
+
+    /// A signal whose weight would come out negative gets none, and the others are fitted
+    /// without it: the model stays monotone.
+    #[test]
+    fn fitting_holds_a_weight_of_the_wrong_sign_at_zero() {
+        let truth = Logistic::new(1.0, 3.0, 2.0, -2.0).with_period(-1.0, 1.0);
+        let fitted = Logistic::fit(SearchMode::Hybrid, &drawn(&truth, 20_000)).unwrap();
+        assert!(fitted.is_monotone(), "{fitted:?}");
+        assert_eq!(
+            (fitted.coverage, fitted.in_period, fitted.out_of_period),
+            (0.0, 0.0, 0.0)
+        );
+        assert!(fitted.cosine > 2.0 && fitted.relative > 0.5, "{fitted:?}");
+        assert!(!truth.is_monotone());
+    }
+
+    #[test]
+    fn a_calibration_takes_only_monotone_models() {
+        let c = Calibration::FITTED;
+        assert!(Calibration::new(c.vector, c.keyword, c.hybrid, c.threaded).is_ok());
+        let against = Logistic::new(0.0, 1.0, -0.5, 1.0);
+        let e = Calibration::new(c.vector, c.keyword, against, c.threaded).unwrap_err();
+        assert_eq!(e.status(), 400);
+        let odd = c.threaded.with_period(1.0, 0.5);
+        assert!(Calibration::new(c.vector, c.keyword, c.hybrid, odd).is_err());
+        let away = c.threaded.with_neighbours(-1.0, 1.0);
+        assert!(Calibration::new(c.vector, c.keyword, c.hybrid, away).is_err());
     }
 
     #[test]
