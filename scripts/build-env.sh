@@ -6,7 +6,10 @@
 if ! command -v ld.lld >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get install -y -q lld >/dev/null 2>&1 || true
 fi
-if command -v ld.lld >/dev/null; then
+# Sourced twice (by .ci/run, then by the test scripts it runs), it adds the flags once: the
+# flags are part of what cargo reuses a build by, and the same flags written twice would
+# build everything again.
+if command -v ld.lld >/dev/null && [[ "${RUSTFLAGS:-}" != *-fuse-ld=lld* ]]; then
   # RUSTFLAGS replaces .cargo/config.toml's flags, so the target CPU is repeated here.
   export RUSTFLAGS="${RUSTFLAGS:-} -C target-cpu=x86-64-v3 -C link-arg=-fuse-ld=lld"
 fi
