@@ -171,7 +171,8 @@ pub fn as_locomo(
     Ok((samples, left_out))
 }
 
-/// The words of a text, lowercased, with typographic quotes and dashes as plain ones.
+/// The words of a text: lowercased runs of letters and digits (quotes, dashes and other
+/// punctuation, typographic or plain, only separate them).
 fn words(text: &str) -> Vec<String> {
     text.to_lowercase()
         .split(|c: char| !c.is_alphanumeric())

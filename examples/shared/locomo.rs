@@ -69,27 +69,20 @@ pub struct Score {
 impl Score {
     pub fn add(&mut self, ranked: &[String], evidence: &HashSet<String>) {
         self.questions += 1;
-        for (i, k) in KS.iter().enumerate() {
-            let found = ranked
+        let found = |k: usize| {
+            ranked
                 .iter()
-                .take(*k)
+                .take(k)
                 .filter(|d| evidence.contains(*d))
-                .count();
-            self.recall[i] += found as f64 / evidence.len() as f64;
+                .count()
+        };
+        for (i, k) in KS.iter().enumerate() {
+            self.recall[i] += found(*k) as f64 / evidence.len() as f64;
         }
-        let top10 = ranked
-            .iter()
-            .take(10)
-            .filter(|d| evidence.contains(*d))
-            .count();
+        let (top5, top10) = (found(5), found(10));
         if top10 == evidence.len() {
             self.all_at_10 += 1.0;
         }
-        let top5 = ranked
-            .iter()
-            .take(5)
-            .filter(|d| evidence.contains(*d))
-            .count();
         if top5 == evidence.len() {
             self.all_at_5 += 1.0;
         }

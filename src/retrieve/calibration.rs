@@ -502,12 +502,17 @@ const SIGNS: [Sign; INPUTS] = [
     Sign::AtMostZero,
 ];
 
+/// The probability weights `w` give a candidate with inputs `x` and the prior's `offset`.
+fn predicted(w: &[f64; INPUTS], x: &[f64; INPUTS], offset: f64) -> f64 {
+    let z: f64 = w.iter().zip(x).map(|(w, x)| w * x).sum::<f64>() + offset;
+    1.0 / (1.0 + (-z).exp())
+}
+
 /// The gradient of the penalised log-likelihood at `w` (the direction that raises it).
 fn gradient(rows: &[Row], w: &[f64; INPUTS]) -> [f64; INPUTS] {
     let mut g = [0.0f64; INPUTS];
     for (x, offset, y) in rows {
-        let z: f64 = w.iter().zip(x).map(|(w, x)| w * x).sum::<f64>() + offset;
-        let p = 1.0 / (1.0 + (-z).exp());
+        let p = predicted(w, x, *offset);
         for i in 0..INPUTS {
             g[i] += (y - p) * x[i];
         }
@@ -530,8 +535,7 @@ fn newton(rows: &[Row], held: &[bool; INPUTS], positives: usize) -> Result<[f64;
         let mut gradient = [0.0f64; INPUTS];
         let mut hessian = [[0.0f64; INPUTS]; INPUTS];
         for (x, offset, y) in rows {
-            let z: f64 = w.iter().zip(x).map(|(w, x)| w * x).sum::<f64>() + offset;
-            let p = 1.0 / (1.0 + (-z).exp());
+            let p = predicted(&w, x, *offset);
             for i in 0..INPUTS {
                 gradient[i] += (p - y) * x[i];
                 for j in 0..INPUTS {
