@@ -1,7 +1,7 @@
 //! Reconciliation: for each new fact, whether it adds to, updates, contradicts or repeats
 //! the owner's similar memories, as the model decides it under a schema that allows one
-//! decision per fact. The looks at one memory and one fact that check its decisions are in
-//! [`super::looks`].
+//! decision per fact. What the decisions then do (and the checks that make them safe) is
+//! `ops::add::plan`'s.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -101,7 +101,20 @@ pub(super) fn decisions_schema(facts: usize, memories: usize) -> Value {
 /// the memory untrue (UPDATE); a repeat is NONE; a fact about something else, or one that
 /// leaves the memory true beside it (a visit, a second hobby or job, someone else's news,
 /// a remark), is ADDed, and every memory stays as it was. None is from an evaluation set.
-const RECONCILE_EXAMPLES: [(&[&str], &[&str], &str); 3] = [
+///
+/// A small model copies the pattern of the examples it has read, most of all for the first
+/// fact of a question (which is often its only one): the examples' first decisions differ
+/// (two updates, an addition beside a memory still true), and the first example is a
+/// question of one fact. With every example opening on an addition, the local model added
+/// the first fact beside the memory it changed far more often (the tuned and dev halves'
+/// updates: 18.8% and 36.4% consistent, against 31.2% and 59.1% with these, compatible
+/// cases unchanged; see `docs/temporal-memory.md`).
+const RECONCILE_EXAMPLES: [(&[&str], &[&str], &str); 4] = [
+    (
+        &["Mon cours de yoga est le lundi", "J'ai une fille, Inès"],
+        &["En fait, le yoga c'est le mercredi"],
+        r#"{"decisions": [{"fact": 0, "memory": 0, "memory_still_true": false, "event": "UPDATE"}]}"#,
+    ),
     (
         &[
             "I live in Hull",
@@ -109,20 +122,20 @@ const RECONCILE_EXAMPLES: [(&[&str], &[&str], &str); 3] = [
             "I'm allergic to nuts",
         ],
         &[
-            "I'm spending a few days with my niece in Kilkenny",
             "I sold my car and bought a Kia Niro",
+            "I'm spending a few days with my niece in Kilkenny",
             "I am allergic to nuts",
         ],
-        r#"{"decisions": [{"fact": 0, "memory": 0, "memory_still_true": true, "event": "ADD"}, {"fact": 1, "memory": 1, "memory_still_true": false, "event": "UPDATE"}, {"fact": 2, "memory": 2, "memory_still_true": true, "event": "NONE"}]}"#,
+        r#"{"decisions": [{"fact": 0, "memory": 1, "memory_still_true": false, "event": "UPDATE"}, {"fact": 1, "memory": 0, "memory_still_true": true, "event": "ADD"}, {"fact": 2, "memory": 2, "memory_still_true": true, "event": "NONE"}]}"#,
     ),
     (
         &["Juego al ajedrez los martes", "Trabajo de cartero en Lugo"],
         &[
-            "Menudo atasco había esta mañana",
-            "También hago boxeo",
             "Ahora trabajo de bombero",
+            "También hago boxeo",
+            "Menudo atasco había esta mañana",
         ],
-        r#"{"decisions": [{"fact": 0, "memory": null, "event": "ADD"}, {"fact": 1, "memory": 0, "memory_still_true": true, "event": "ADD"}, {"fact": 2, "memory": 1, "memory_still_true": false, "event": "UPDATE"}]}"#,
+        r#"{"decisions": [{"fact": 0, "memory": 1, "memory_still_true": false, "event": "UPDATE"}, {"fact": 1, "memory": 0, "memory_still_true": true, "event": "ADD"}, {"fact": 2, "memory": null, "event": "ADD"}]}"#,
     ),
     (
         &[
@@ -320,6 +333,27 @@ mod tests {
         );
         assert!(question.contains(r#"{"memory":0,"text":"Lives in Oslo","fixed":true}"#));
         assert!(question.contains(r#"{"fact":0,"text":"Visits Rome"}"#));
+    }
+
+    /// Every worked example is an answer the checks accept, and the examples do not all
+    /// answer their first fact alike: a small model answers a question's first fact (often
+    /// its only one) as the examples answer theirs.
+    #[test]
+    fn the_worked_examples_are_valid_answers_and_their_first_decisions_vary() {
+        let mut first = Vec::new();
+        for (memories, facts, answer) in RECONCILE_EXAMPLES {
+            let parsed: Decisions = serde_json::from_str(answer).unwrap();
+            check_decisions(&parsed.decisions, facts.len(), memories.len()).unwrap();
+            assert_eq!(parsed.decisions.len(), facts.len(), "{answer}");
+            first.push(parsed.decisions[0].event);
+        }
+        assert_eq!(first.len(), RECONCILE_EXAMPLES.len());
+        assert!(first.iter().any(|&e| e != first[0]), "{first:?}");
+        assert_eq!(
+            RECONCILE_EXAMPLES[0].1.len(),
+            1,
+            "the first example has one fact"
+        );
     }
 
     /// Decisions name real facts and memories, and an UPDATE or DELETE only a memory the
