@@ -235,14 +235,11 @@ impl Logistic {
     ///
     /// A signal that is not a finite number counts as absent.
     pub fn probability(&self, signals: &Signals) -> f32 {
-        let z = self
-            .weights()
-            .iter()
-            .zip(signals.inputs())
-            .map(|(w, x)| f64::from(*w) * x)
-            .sum::<f64>()
-            + signals.offset();
-        (1.0 / (1.0 + (-z).exp())) as f32
+        predicted(
+            &self.weights().map(f64::from),
+            &signals.inputs(),
+            signals.offset(),
+        ) as f32
     }
 
     /// Fits the model of `mode` to labelled candidates, `(signals, relevant)`: logistic
@@ -502,7 +499,8 @@ const SIGNS: [Sign; INPUTS] = [
     Sign::AtMostZero,
 ];
 
-/// The probability weights `w` give a candidate with inputs `x` and the prior's `offset`.
+/// The probability weights `w` give a candidate with inputs `x` and the prior's `offset`:
+/// a model's score ([`Logistic::probability`]) and its fit's prediction alike.
 fn predicted(w: &[f64; INPUTS], x: &[f64; INPUTS], offset: f64) -> f64 {
     let z: f64 = w.iter().zip(x).map(|(w, x)| w * x).sum::<f64>() + offset;
     1.0 / (1.0 + (-z).exp())
