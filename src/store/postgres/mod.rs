@@ -3,6 +3,8 @@
 //! that opens it. Searches run in the database; there is no in-process index to go stale.
 //!
 //! - `schema.rs`: one schema per project, migrated on open under an advisory lock;
+//! - `errors.rs`: the server's errors as the crate's (what may be retried);
+//! - `rows.rs`: the columns of a memory row and their decoding;
 //! - `filter_sql.rs`: filters compiled to SQL;
 //! - `write.rs`: the transaction, with every precondition checked inside it;
 //! - `search.rs`: the candidate source (nearest vectors, BM25) in SQL.
@@ -18,19 +20,22 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use serde_json::{Map, Value};
 use tokio_postgres::{IsolationLevel, NoTls};
 use uuid::Uuid;
 
+mod errors;
 mod filter_sql;
 mod listen;
+mod rows;
 mod schema;
 mod search;
 mod write;
 
+use errors::corrupt;
+pub(crate) use errors::{pg_err, pool_err};
 use filter_sql::{visible, Params};
+use rows::{big, row_at, rows, time, COLUMNS};
 pub(crate) use schema::MIGRATION_LOCK;
 
 use super::{
@@ -38,7 +43,7 @@ use super::{
     Scan, ScanPage, Store, StoredVector, Transaction, VectorKey, VectorQuery,
 };
 use crate::error::{Error, Result};
-use crate::record::{HistoryRecord, MemoryRecord, Owners};
+use crate::record::HistoryRecord;
 
 type Client = deadpool_postgres::Client;
 
@@ -47,12 +52,6 @@ pub const DEFAULT_PROJECT: &str = "default";
 
 /// Connections a store opens at most, unless told otherwise.
 const DEFAULT_CONNECTIONS: usize = 16;
-
-/// The columns of a memory row, in the order [`row`] reads them.
-const COLUMNS: &str = "m.id, m.memory, m.user_id, m.agent_id, m.app_id, m.run_id, \
-     m.metadata, m.categories, m.immutable, m.expiration_date, m.created_at, m.updated_at, \
-     m.hash, m.context, m.vector_key, m.version, m.seq, m.deleted_at, m.valid_from, \
-     m.valid_until, m.superseded_by";
 
 /// A store on PostgreSQL with pgvector: one schema per project (`memlane_<project>`), many
 /// processes and hosts at once.
@@ -110,149 +109,6 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-/// A PostgreSQL error as the crate's. A lost or refused connection, or a server shutting
-/// down, is [`Error::Unreachable`]; a transaction the server rolled back for a conflict or
-/// a lack of resources (serialisation failure, deadlock, too many connections) is a
-/// transient [`Error::Unavailable`]: both 503s a caller retries. The rest is a 500.
-pub(crate) fn pg_err(e: tokio_postgres::Error) -> Error {
-    enum Kind {
-        Unreachable,
-        Busy,
-        Failed,
-    }
-    let kind = match e.as_db_error() {
-        Some(db) => {
-            let code = db.code().code();
-            if code.starts_with("08") || code.starts_with("57P") {
-                Kind::Unreachable
-            } else if matches!(code, "40001" | "40P01" | "53300" | "53400") {
-                Kind::Busy
-            } else {
-                Kind::Failed
-            }
-        }
-        // No answer from the server: the connection closed or failed. Anything else (a
-        // value the client could not encode, say) is not worth retrying.
-        None if e.is_closed() || caused_by_io(&e) => Kind::Unreachable,
-        None => Kind::Failed,
-    };
-    match kind {
-        Kind::Unreachable => Error::unreachable(
-            format!(
-                "the PostgreSQL server cannot serve the call now ({e}); nothing was written \
-                 by a call that failed this way: retry it"
-            ),
-            e,
-        ),
-        Kind::Busy => Error::Unavailable {
-            detail: format!(
-                "the PostgreSQL server rolled the call back ({e}); nothing was written: \
-                 retry it"
-            ),
-        },
-        Kind::Failed => {
-            let detail = match e.as_db_error() {
-                Some(db) => format!(
-                    "PostgreSQL failed: {} (SQLSTATE {})",
-                    db.message(),
-                    db.code().code()
-                ),
-                None => format!("PostgreSQL failed: {e}"),
-            };
-            Error::storage(detail, e)
-        }
-    }
-}
-
-/// Whether an input/output error is among the causes of `e`.
-fn caused_by_io(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        if c.is::<std::io::Error>() {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
-}
-
-pub(crate) fn pool_err(e: deadpool_postgres::PoolError) -> Error {
-    match e {
-        deadpool_postgres::PoolError::Backend(e) => pg_err(e),
-        other => Error::Unreachable {
-            detail: format!("no connection to the PostgreSQL server ({other}): retry"),
-            source: None,
-        },
-    }
-}
-
-fn corrupt(what: &str) -> Error {
-    Error::Storage {
-        detail: format!("the database holds a malformed {what}"),
-        source: None,
-    }
-}
-
-fn time(micros: i64) -> Result<DateTime<Utc>> {
-    DateTime::from_timestamp_micros(micros).ok_or_else(|| corrupt("timestamp"))
-}
-
-/// A count or cursor as PostgreSQL's bigint, clamped to its range.
-fn big(n: impl TryInto<i64>) -> i64 {
-    n.try_into().unwrap_or(i64::MAX)
-}
-
-/// A memory row read with [`COLUMNS`].
-fn row(r: &tokio_postgres::Row) -> Result<Row> {
-    row_at(r, 0)
-}
-
-/// A memory row read with [`COLUMNS`] from column `at` on.
-fn row_at(r: &tokio_postgres::Row, at: usize) -> Result<Row> {
-    let metadata: String = r.try_get(at + 6).map_err(pg_err)?;
-    let categories: Value = r.try_get(at + 7).map_err(pg_err)?;
-    let record = MemoryRecord {
-        id: r.try_get(at).map_err(pg_err)?,
-        memory: r.try_get(at + 1).map_err(pg_err)?,
-        owners: Owners {
-            user_id: r.try_get(at + 2).map_err(pg_err)?,
-            agent_id: r.try_get(at + 3).map_err(pg_err)?,
-            app_id: r.try_get(at + 4).map_err(pg_err)?,
-            run_id: r.try_get(at + 5).map_err(pg_err)?,
-        },
-        metadata: serde_json::from_str::<Map<String, Value>>(&metadata)
-            .map_err(|_| corrupt("metadata object"))?,
-        categories: serde_json::from_value(categories).map_err(|_| corrupt("category list"))?,
-        immutable: r.try_get(at + 8).map_err(pg_err)?,
-        expiration_date: r
-            .try_get::<_, Option<i64>>(at + 9)
-            .map_err(pg_err)?
-            .map(time)
-            .transpose()?,
-        created_at: time(r.try_get(at + 10).map_err(pg_err)?)?,
-        updated_at: time(r.try_get(at + 11).map_err(pg_err)?)?,
-        hash: r.try_get(at + 12).map_err(pg_err)?,
-        context: r.try_get(at + 13).map_err(pg_err)?,
-        valid_from: time(r.try_get(at + 18).map_err(pg_err)?)?,
-        valid_until: r
-            .try_get::<_, Option<i64>>(at + 19)
-            .map_err(pg_err)?
-            .map(time)
-            .transpose()?,
-        superseded_by: r.try_get(at + 20).map_err(pg_err)?,
-    };
-    Ok(Row::new(
-        record,
-        r.try_get::<_, i64>(at + 14).map_err(pg_err)?.max(0) as VectorKey,
-        r.try_get::<_, i64>(at + 15).map_err(pg_err)?.max(0) as u64,
-        r.try_get::<_, i64>(at + 16).map_err(pg_err)?.max(0) as u64,
-        r.try_get::<_, Option<i64>>(at + 17)
-            .map_err(pg_err)?
-            .map(time)
-            .transpose()?,
-    ))
-}
-
 /// Runs `sql` as a statement each connection prepares once (the pool's statement cache):
 /// one round trip per call instead of two, and no parsing.
 pub(super) async fn run(
@@ -262,10 +118,6 @@ pub(super) async fn run(
 ) -> Result<Vec<tokio_postgres::Row>> {
     let statement = client.prepare_cached(sql).await.map_err(pg_err)?;
     client.query(&statement, params).await.map_err(pg_err)
-}
-
-fn rows(found: &[tokio_postgres::Row]) -> Result<Vec<Row>> {
-    found.iter().map(row).collect()
 }
 
 /// Whether a project id can name a schema: 1 to 40 ASCII lowercase letters, digits, `_`.
