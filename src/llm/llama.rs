@@ -122,7 +122,7 @@ impl LlamaCppLlm {
         let mut file = std::fs::File::open(path).map_err(|e| unavailable(e.to_string()))?;
         let content = gguf_file::Content::read(&mut file)
             .map_err(|e| unavailable(format!("not a GGUF file ({e})")))?;
-        super::decoding::check_architecture(&content).map_err(unavailable)?;
+        super::gguf::check_architecture(&content).map_err(unavailable)?;
         let core = Arc::new(Core::from_gguf(&content.metadata, model_id).map_err(unavailable)?);
         drop(file);
         let backend = backend()?;

@@ -9,9 +9,7 @@ use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device};
 use tokenizers::Tokenizer;
 
-use super::decoding::{
-    check_architecture, Backend, CancelOnDrop, Core, Decoding, Keep, LocalLlmStats, PREFIXES,
-};
+use super::decoding::{Backend, CancelOnDrop, Core, Decoding, Keep, LocalLlmStats, PREFIXES};
 use super::prefixes::Prefixes;
 use super::qwen2::{Cache, Qwen2};
 use super::{ChatRequest, ChatResponse, Llm};
@@ -161,7 +159,7 @@ impl LocalLlm {
         let mut file = std::fs::File::open(path).map_err(|e| unavailable(e.to_string()))?;
         let content = gguf_file::Content::read(&mut file)
             .map_err(|e| unavailable(format!("not a GGUF file ({e})")))?;
-        check_architecture(&content).map_err(unavailable)?;
+        super::gguf::check_architecture(&content).map_err(unavailable)?;
         let core = Core::from_gguf(&content.metadata, model_id).map_err(unavailable)?;
         let device = Device::Cpu;
         let model = Qwen2::from_gguf(&content, &mut file, &device, progress)

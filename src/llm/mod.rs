@@ -18,6 +18,8 @@ use crate::record::Message;
 #[cfg(feature = "local-llm")]
 mod decoding;
 #[cfg(feature = "local-llm")]
+mod gguf;
+#[cfg(feature = "local-llm")]
 pub(crate) mod grammar;
 #[cfg(feature = "llama")]
 mod llama;
