@@ -130,47 +130,14 @@ fn search(
     ranked
 }
 
-/// The four models of a calibration.
-#[derive(Clone, Copy, PartialEq)]
-enum Model {
-    Vector,
-    Keyword,
-    /// Hybrid, for memories that share a word with the query.
-    Hybrid,
-    /// Hybrid, for those of them that are part of a conversation.
-    Threaded,
-}
-
-impl Model {
-    fn mode(self) -> SearchMode {
-        match self {
-            Model::Vector => SearchMode::Vector,
-            Model::Keyword => SearchMode::Keyword,
-            _ => SearchMode::Hybrid,
-        }
-    }
-
-    /// Whether a candidate is scored by this model in its mode's searches.
-    fn scores(self, s: &Signals) -> bool {
-        match self {
-            Model::Vector | Model::Keyword => true,
-            Model::Hybrid => s.keyword.is_some() && s.neighbours.is_none(),
-            Model::Threaded => s.keyword.is_some() && s.neighbours.is_some(),
-        }
-    }
-}
-
-/// Fits a model on some pools, beside the other models of `calibration`: on what its mode
-/// considers at first, then twice more on the top 50 of its own ranking, where thresholds
-/// are applied; each time on the candidates it scores. The hybrid model, which scores
-/// memories that are not part of a conversation, is fitted on every candidate that shares
-/// a word with the question, its neighbours left out: LoCoMo has few of the others.
+/// Fits the model of a mode on some pools, beside the other models of `calibration`: on
+/// what the mode considers at first, then twice more on the top 50 of its own ranking,
+/// where thresholds are applied.
 fn fit_model(
-    model: Model,
+    mode: SearchMode,
     pools: &[&Pool],
     calibration: Calibration,
 ) -> Result<Logistic, memlane::Error> {
-    let mode = model.mode();
     let samples = |scorer: Scorer| -> Vec<(Signals, bool)> {
         pools
             .iter()
@@ -181,31 +148,15 @@ fn fit_model(
                     .map(|(c, _)| c)
                     .collect(),
             })
-            .filter(|c| match model {
-                Model::Hybrid => c.signals.keyword.is_some(),
-                _ => model.scores(&c.signals),
-            })
             .map(|c| (c.signals, c.relevant))
             .collect()
     };
-    let fit = |samples: &[(Signals, bool)]| match model {
-        Model::Threaded => Logistic::fit_threaded(samples),
-        _ => Logistic::fit(mode, samples),
-    };
-    let first = samples(Scorer::Before);
-    if first.is_empty() {
-        // Data without conversations (or without words in common) says nothing of the
-        // model: it keeps the one it has.
-        return Ok(match model {
-            Model::Vector => calibration.vector,
-            Model::Keyword => calibration.keyword,
-            Model::Hybrid => calibration.hybrid,
-            Model::Threaded => calibration.threaded,
-        });
-    }
-    let mut fitted = fit(&first)?;
+    let mut fitted = Logistic::fit(mode, &samples(Scorer::Before))?;
     for _ in 0..2 {
-        fitted = fit(&samples(Scorer::Fitted(with(calibration, model, fitted))))?;
+        fitted = Logistic::fit(
+            mode,
+            &samples(Scorer::Fitted(with(calibration, mode, fitted))),
+        )?;
     }
     Ok(fitted)
 }
@@ -213,25 +164,19 @@ fn fit_model(
 /// Every model, fitted on some pools.
 fn fit(pools: &[&Pool]) -> Result<Calibration, memlane::Error> {
     let mut c = Calibration::FITTED;
-    for model in [
-        Model::Vector,
-        Model::Keyword,
-        Model::Hybrid,
-        Model::Threaded,
-    ] {
-        let fitted = fit_model(model, pools, c)?;
-        c = with(c, model, fitted);
+    for mode in MODES {
+        let fitted = fit_model(mode, pools, c)?;
+        c = with(c, mode, fitted);
     }
     Ok(c)
 }
 
-/// A calibration with one model replaced.
-fn with(mut c: Calibration, model: Model, fitted: Logistic) -> Calibration {
-    match model {
-        Model::Vector => c.vector = fitted,
-        Model::Keyword => c.keyword = fitted,
-        Model::Hybrid => c.hybrid = fitted,
-        Model::Threaded => c.threaded = fitted,
+/// A calibration with one mode's model replaced.
+fn with(mut c: Calibration, mode: SearchMode, fitted: Logistic) -> Calibration {
+    match mode {
+        SearchMode::Vector => c.vector = fitted,
+        SearchMode::Keyword => c.keyword = fitted,
+        _ => c.hybrid = fitted,
     }
     c
 }
@@ -475,9 +420,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(dir) = bfcl_dir {
         // The BFCL memory set twice: as conversations (turns), and as facts (sentences, each
         // on its own).
+        let dir = std::path::Path::new(dir);
+        let units = [bfcl::Unit::Turn, bfcl::Unit::Sentence];
         let mut sets = Vec::new();
-        for unit in [bfcl::Unit::Turn, bfcl::Unit::Sentence] {
-            let (samples, left_out) = bfcl::as_locomo(std::path::Path::new(dir), unit)?;
+        for unit in units {
+            let (samples, left_out) = bfcl::as_locomo(dir, unit)?;
             let corpus = locomo::ingest(&memory, &samples).await?;
             let pools = pools_of(&memory, &corpus, None).await?;
             sets.push((unit, corpus, pools, left_out));
@@ -485,29 +432,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let bfcl_all: Vec<&Pool> = sets.iter().flat_map(|s| s.2.iter()).collect();
         let bfcl_fit = fit(&bfcl_all)?;
 
+        let kinds: Vec<String> = sets
+            .iter()
+            .map(|(unit, corpus, ..)| format!("{} as {unit:?}", corpus.turns).to_lowercase())
+            .collect();
         println!(
             "\nFitted on one kind of data, measured on another: LoCoMo ({} questions), and \
-             the BFCL memory set stored as turns and as facts ({} questions of {}; {} turns, \
-             {} sentences)\n",
+             the BFCL memory set ({} questions of {}; memories: {})\n",
             pools.len(),
             sets[0].2.len(),
             sets[0].2.len() + sets[0].3,
-            sets[0].1.turns,
-            sets[1].1.turns,
+            kinds.join(", "),
         );
         println!(
             "| measured on | mode | fitted on | questions | any@5 | all@5 | any@10 | all@10 | \
              MRR | ECE |"
         );
         println!("|---|---|---|---|---|---|---|---|---|---|");
-        let (turns, facts) = (&sets[0], &sets[1]);
-        let turns_pools: Vec<&Pool> = turns.2.iter().collect();
-        let facts_pools: Vec<&Pool> = facts.2.iter().collect();
-        for (name, test, corpus, other, other_name) in [
-            ("LoCoMo", &all, &corpus, bfcl_fit, "BFCL"),
-            ("BFCL turns", &turns_pools, &turns.1, locomo_fit, "LoCoMo"),
-            ("BFCL facts", &facts_pools, &facts.1, locomo_fit, "LoCoMo"),
-        ] {
+        let mut measured = vec![("LoCoMo", all.clone(), &corpus, bfcl_fit, "BFCL")];
+        for (unit, corpus, pools, _) in &sets {
+            let name = match unit {
+                bfcl::Unit::Turn => "BFCL turns",
+                bfcl::Unit::Sentence => "BFCL facts",
+            };
+            measured.push((name, pools.iter().collect(), corpus, locomo_fit, "LoCoMo"));
+        }
+        for (name, test, corpus, other, other_name) in measured {
             let mut rows: Vec<(String, Scorer, SearchMode)> =
                 vec![("bm25".into(), Scorer::Before, SearchMode::Keyword)];
             for mode in MODES {
@@ -518,7 +468,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ));
             }
             for (mode_name, scorer, mode) in rows {
-                let (score, _, outcomes) = measure(mode, scorer, test, &corpus.questions);
+                let (score, _, outcomes) = measure(mode, scorer, &test, &corpus.questions);
                 let fitted_on = match scorer {
                     Scorer::Before => "–",
                     Scorer::Fitted(_) => other_name,

@@ -2,9 +2,11 @@
 //! words) to an estimate that it is relevant, by a logistic model per search mode, and the
 //! fitting of such models on labelled candidates.
 //!
-//! Every model is monotone in the evidence: its weights on the cosine, the keyword match,
-//! the neighbours' match and a memory stored in the time the query names are never
-//! negative, and a signal that is absent counts as the least of its values.
+//! Every model is monotone in the evidence: its weights on the cosine, its lead over the
+//! query's fifth-nearest memory, the keyword match, the neighbours' match and a memory
+//! stored in the time the query names are never negative, and a signal that is absent
+//! counts as the least of its values. Hybrid search scores every candidate with one model,
+//! so a word in common or a neighbour can only add to what a memory's meaning earns it.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +20,9 @@ use crate::store::KeywordScore;
 /// in keyword mode); `keyword` how the memory matches the query's words (absent in vector
 /// mode, and in hybrid mode when the memory shares no word with the query or ranks below
 /// the keyword candidates a search takes); `scope` how many memories the search ranked
-/// among (those its filters admit, counted up to [`Signals::MAX_SCOPE`]).
+/// among (those its filters admit, counted up to [`Signals::MAX_SCOPE`]); `fifth_nearest`
+/// how near the query the search's fifth-nearest memory is, which tells how far this one
+/// stands out from the rest.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Signals {
@@ -31,6 +35,14 @@ pub struct Signals {
     /// How many memories the search ranked among, at most [`Signals::MAX_SCOPE`].
     #[serde(default)]
     pub scope: usize,
+    /// The cosine of the query with the fifth most similar memory the search's filters
+    /// admit (among fewer than five, a missing memory counts as unrelated: a cosine of 0):
+    /// the same for every candidate of a query. A memory's cosine is evidence by itself, and more so by how far it
+    /// stands above this, its *lead* (see [`Logistic`]): among unrelated facts a cosine of
+    /// 0.3 stands out, among hundreds of turns about the same two people it does not.
+    /// Absent in keyword mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fifth_nearest: Option<f32>,
     /// How the memories stored just before and after it (in the search's scope) match the
     /// query: hybrid searches only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,6 +94,7 @@ impl Signals {
             cosine,
             keyword,
             scope: scope.min(Signals::MAX_SCOPE),
+            fifth_nearest: None,
             neighbours: None,
             period: None,
         }
@@ -90,6 +103,26 @@ impl Signals {
     /// These signals with their neighbours'.
     pub fn with_neighbours(mut self, neighbours: Neighbours) -> Self {
         self.neighbours = Some(neighbours);
+        self
+    }
+
+    /// Which of a query's nearest memories [`Signals::fifth_nearest`] is: the fifth.
+    pub(crate) const REFERENCE_RANK: usize = 5;
+
+    /// The fifth largest of `cosines`, a query's with the nearest memories a search admits,
+    /// a memory missing among fewer than five counting as unrelated (a cosine of 0):
+    /// [`Signals::fifth_nearest`].
+    pub(crate) fn fifth_of(cosines: impl IntoIterator<Item = f32>) -> f32 {
+        let mut best: Vec<f32> = cosines.into_iter().filter(|c| c.is_finite()).collect();
+        best.resize(best.len().max(Signals::REFERENCE_RANK), 0.0);
+        best.sort_unstable_by(|a, b| b.total_cmp(a));
+        best[Signals::REFERENCE_RANK - 1]
+    }
+
+    /// These signals with the cosine of the query's fifth-nearest memory
+    /// ([`Signals::fifth_nearest`]).
+    pub fn with_fifth_nearest(mut self, cosine: f32) -> Self {
+        self.fifth_nearest = Some(cosine);
         self
     }
 
@@ -105,6 +138,7 @@ impl Signals {
         let n = self.neighbours.unwrap_or_default();
         [
             self.cosine.unwrap_or(0.0),
+            self.fifth_nearest.unwrap_or(0.0),
             k.relative,
             k.coverage,
             n.cosine,
@@ -115,22 +149,35 @@ impl Signals {
     }
 
     /// The model's inputs: `[1, cosine, relative, coverage, the neighbours' cosine and
-    /// coverage, in the period, out of it]`, an absent or non-finite signal as 0. The
-    /// keyword match and the neighbours' signals count from 0 up (a negative cosine of a
-    /// neighbour as 0): being absent is their least value.
+    /// coverage, in the period, out of it, the lead, the neighbours' lead]`, an absent or
+    /// non-finite signal as 0. The keyword match and the neighbours' signals count from 0
+    /// up (a negative cosine of a neighbour as 0): being absent is their least value. A
+    /// lead is how far a cosine stands above [`Signals::fifth_nearest`], 0 when it does not
+    /// (or either is absent).
     fn inputs(&self) -> [f64; INPUTS] {
-        let finite = |x: f32| if x.is_finite() { f64::from(x) } else { 0.0 };
+        let finite = |x: Option<f32>| x.filter(|x| x.is_finite()).map(f64::from);
         let k = self.keyword.unwrap_or_default();
-        let n = self.neighbours.unwrap_or_default();
+        let n = self
+            .neighbours
+            .map(|n| (finite(Some(n.cosine)), n.coverage));
+        let cosine = finite(self.cosine);
+        let fifth = finite(self.fifth_nearest);
+        let lead = |c: Option<f64>| match (c, fifth) {
+            (Some(c), Some(fifth)) => (c - fifth).max(0.0),
+            _ => 0.0,
+        };
+        let neighbour_cosine = n.and_then(|n| n.0);
         [
             1.0,
-            finite(self.cosine.unwrap_or(0.0)),
-            finite(k.relative).max(0.0),
-            finite(k.coverage).max(0.0),
-            finite(n.cosine).max(0.0),
-            finite(n.coverage).max(0.0),
+            cosine.unwrap_or(0.0),
+            finite(Some(k.relative)).unwrap_or(0.0).max(0.0),
+            finite(Some(k.coverage)).unwrap_or(0.0).max(0.0),
+            neighbour_cosine.unwrap_or(0.0).max(0.0),
+            n.and_then(|n| finite(Some(n.1))).unwrap_or(0.0).max(0.0),
             f64::from(u8::from(self.period == Some(true))),
             f64::from(u8::from(self.period == Some(false))),
+            lead(cosine),
+            lead(neighbour_cosine.map(|c| c.max(0.0))),
         ]
     }
 
@@ -141,22 +188,26 @@ impl Signals {
 }
 
 /// A logistic model of relevance: `1 / (1 + e^−z)` with
-/// `z = bias + cosine · c + relative · r + coverage · v + neighbour_cosine · nc +
-/// neighbour_coverage · nv + in_period · i + out_of_period · o − ln(scope)`, where `c` is
-/// the memory's cosine with the query (0 when absent), `r` its [`KeywordScore::relative`]
-/// and `v` its [`KeywordScore::coverage`] (both 0 when it has no keyword match), `nc` and
-/// `nv` its [`Neighbours`]' (0 without), `i` and `o` 1 when the query names a time and the
-/// memory was stored in it, or not ([`Signals::period`]; both 0 when the query names none),
-/// and `scope` how many memories the search ranked among ([`Signals::scope`]).
+/// `z = bias + cosine · c + lead · max(0, c − f) + relative · r + coverage · v +
+/// neighbour_cosine · nc + neighbour_lead · max(0, nc − f) + neighbour_coverage · nv +
+/// in_period · i + out_of_period · o − ln(scope)`, where `c` is the memory's cosine with
+/// the query (0 when absent), `f` the cosine of the query's fifth-nearest memory
+/// ([`Signals::fifth_nearest`]; no lead without it), `r` the memory's
+/// [`KeywordScore::relative`] and `v` its [`KeywordScore::coverage`] (both 0 when it has
+/// no keyword match), `nc` and `nv` its [`Neighbours`]' (0 without), `i` and `o` 1 when the
+/// query names a time and the memory was stored in it, or not ([`Signals::period`]; both 0
+/// when the query names none), and `scope` how many memories the search ranked among
+/// ([`Signals::scope`]).
 ///
 /// The last term is the prior: a query is taken to have about as many relevant memories
 /// whatever the store's size, so a memory competing with fewer others is likelier to be
 /// one of them. Among 8 memories, a memory scores the odds it would score among 800,
 /// times 100.
 ///
-/// A model is monotone in the evidence when `c`, `r`, `v`, `nc`, `nv` and `i` are at least
-/// 0 and `o` at most 0 ([`is_monotone`](Self::is_monotone)): [`fit`](Self::fit) fits such
-/// models, and a [`Calibration`] takes no other.
+/// A model is monotone in the evidence when every weight but the bias is at least 0 and
+/// `out_of_period` at most 0 ([`is_monotone`](Self::is_monotone)): then no signal of more
+/// evidence (a higher cosine, a word in common, a neighbour) lowers a score.
+/// [`fit`](Self::fit) fits such models, and a [`Calibration`] takes no other.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Logistic {
@@ -180,21 +231,37 @@ pub struct Logistic {
     /// Weight of a memory stored outside the time the query names.
     #[serde(default)]
     pub out_of_period: f32,
+    /// Weight of the cosine's lead over the query's fifth-nearest memory.
+    #[serde(default)]
+    pub lead: f32,
+    /// Weight of the neighbours' lead over the query's fifth-nearest memory.
+    #[serde(default)]
+    pub neighbour_lead: f32,
 }
 
 /// How many inputs a model has, the constant 1 of the bias included.
-const INPUTS: usize = 8;
+const INPUTS: usize = 10;
 
 impl Logistic {
     /// A model from its bias and weights (none on the neighbours).
     pub fn new(bias: f32, cosine: f32, relative: f32, coverage: f32) -> Self {
-        Logistic::from_weights([bias, cosine, relative, coverage, 0.0, 0.0, 0.0, 0.0])
+        Logistic::from_weights([
+            bias, cosine, relative, coverage, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+        ])
     }
 
     /// This model with weights on the neighbours' cosine and coverage.
     pub fn with_neighbours(mut self, cosine: f32, coverage: f32) -> Self {
         self.neighbour_cosine = cosine;
         self.neighbour_coverage = coverage;
+        self
+    }
+
+    /// This model with weights on the leads of a memory's cosine and its neighbours' over
+    /// the query's fifth-nearest memory.
+    pub fn with_leads(mut self, lead: f32, neighbour_lead: f32) -> Self {
+        self.lead = lead;
+        self.neighbour_lead = neighbour_lead;
         self
     }
 
@@ -215,6 +282,8 @@ impl Logistic {
             neighbour_coverage: w[5],
             in_period: w[6],
             out_of_period: w[7],
+            lead: w[8],
+            neighbour_lead: w[9],
         }
     }
 
@@ -228,6 +297,8 @@ impl Logistic {
             self.neighbour_coverage,
             self.in_period,
             self.out_of_period,
+            self.lead,
+            self.neighbour_lead,
         ]
     }
 
@@ -247,8 +318,10 @@ impl Logistic {
     /// bias) so that a signal that separates the labels perfectly keeps a finite weight, and
     /// the weights held to the signs that keep the model monotone in the evidence (see
     /// [`is_monotone`](Self::is_monotone)): a signal that would take a weight of the wrong
-    /// sign gets none. A mode's model uses only the signals its searches have: the cosine for
-    /// [`SearchMode::Vector`], the keyword match for [`SearchMode::Keyword`], both for
+    /// sign gets none. A mode's model uses only some signals: the cosine for
+    /// [`SearchMode::Vector`] (its lead too makes a model that, fitted on LoCoMo, scores
+    /// unrelated facts of a small store too high), the keyword match for
+    /// [`SearchMode::Keyword`], every signal, the neighbours' too, for
     /// [`SearchMode::Hybrid`].
     ///
     /// Fit on the candidates your searches consider (the best 50, say, of each labelled
@@ -271,16 +344,9 @@ impl Logistic {
         Logistic::fit_inputs(samples, |s| features(mode, s))
     }
 
-    /// Fits the [`threaded`](Calibration::threaded) model: [`fit`](Self::fit) in hybrid
-    /// mode, with the neighbours' signals too. Give it the candidates that share a word
-    /// with their query and have neighbours.
-    pub fn fit_threaded(samples: &[(Signals, bool)]) -> Result<Logistic> {
-        Logistic::fit_inputs(samples, Signals::inputs)
-    }
-
-    /// Whether the model is monotone in the evidence: no negative weight on the cosine, the
-    /// keyword match, the neighbours' match or a memory stored in the time the query names,
-    /// and no positive one on a memory stored outside it.
+    /// Whether the model is monotone in the evidence: no negative weight on the cosine, its
+    /// lead, the keyword match, the neighbours' match or lead, or a memory stored in the
+    /// time the query names, and no positive one on a memory stored outside it.
     pub fn is_monotone(&self) -> bool {
         self.weights()
             .iter()
@@ -366,28 +432,20 @@ impl Logistic {
 /// A score is the model's estimate that the memory is relevant to the query, among the
 /// candidates a search considers. The default models are fitted on LoCoMo's question →
 /// evidence labels (see `docs/retrieval.md` and `examples/calibrate/main.rs`, which
-/// shows how to fit models on labelled searches of your own). The hybrid model scores the
-/// memories that share a word with the query; the others are scored by the vector model
-/// (see [`score`](Self::score)).
+/// shows how to fit models on labelled searches of your own). Each mode scores every
+/// candidate with its one model, so a score never falls when the evidence grows: a word in
+/// common, a neighbour that matches or a higher cosine can only raise it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Calibration {
-    /// The model of vector searches (only its bias and cosine weight matter).
+    /// The model of vector searches (only its bias and its weights on the cosine, its lead
+    /// and the period matter; the default weighs no lead).
     pub vector: Logistic,
-    /// The model of keyword searches (its cosine weight does not matter).
+    /// The model of keyword searches (its weights on the cosine and the neighbours do not
+    /// matter).
     pub keyword: Logistic,
-    /// The model of hybrid searches, for memories that share a word with the query (its
-    /// neighbour weights do not matter).
+    /// The model of hybrid searches.
     pub hybrid: Logistic,
-    /// The model of hybrid searches for memories that share a word with the query and are
-    /// part of a conversation: they replied to a message stored beside them, or were
-    /// replied to (see [`Neighbours`]).
-    #[serde(default = "threaded_default")]
-    pub threaded: Logistic,
-}
-
-fn threaded_default() -> Logistic {
-    Calibration::FITTED.threaded
 }
 
 impl Default for Calibration {
@@ -401,41 +459,36 @@ impl Calibration {
     /// (`cargo run --release --example calibrate -- locomo10.json` prints them), for the
     /// default embedder, all-MiniLM-L6-v2.
     pub const FITTED: Calibration = Calibration {
-        vector: Logistic::from_weights([-2.116, 9.318, 0.0, 0.0, 0.0, 0.0, 1.555, -1.848]),
-        keyword: Logistic::from_weights([-0.114, 0.0, 6.014, 3.139, 0.0, 0.0, 2.245, -0.297]),
-        hybrid: Logistic::from_weights([-0.811, 3.052, 5.456, 2.467, 0.0, 0.0, 1.916, -0.089]),
-        threaded: Logistic::from_weights([-1.703, 0.746, 5.072, 0.659, 3.419, 2.261, 2.208, 0.0]),
+        vector: Logistic::from_weights([
+            -2.116, 9.318, 0.0, 0.0, 0.0, 0.0, 1.555, -1.848, 0.0, 0.0,
+        ]),
+        keyword: Logistic::from_weights([
+            -0.114, 0.0, 6.014, 3.139, 0.0, 0.0, 2.245, -0.297, 0.0, 0.0,
+        ]),
+        hybrid: Logistic::from_weights([
+            -0.809, 0.269, 5.230, 0.603, 1.995, 1.938, 2.047, 0.0, 4.750, 7.654,
+        ]),
     };
 
     /// Models of your own: 400 unless each is monotone in the evidence
     /// ([`Logistic::is_monotone`]) and its weights are finite.
-    pub fn new(
-        vector: Logistic,
-        keyword: Logistic,
-        hybrid: Logistic,
-        threaded: Logistic,
-    ) -> Result<Self> {
+    pub fn new(vector: Logistic, keyword: Logistic, hybrid: Logistic) -> Result<Self> {
         let calibration = Calibration {
             vector,
             keyword,
             hybrid,
-            threaded,
         };
         calibration.check()?;
         Ok(calibration)
     }
 
-    /// The score of signals in a mode, in (0, 1). In hybrid mode, a memory that shares no
-    /// word with the query is scored by its cosine alone, with the vector model (a strong
-    /// match of meaning scores as high as in a vector search); one that does, by the
-    /// threaded model when it has neighbours and by the hybrid model otherwise.
+    /// The score of signals in a mode, in (0, 1): the mode's model's
+    /// [`probability`](Logistic::probability).
     pub fn score(&self, mode: SearchMode, signals: &Signals) -> f32 {
-        let words = signals.keyword.is_some();
-        let model = match (mode, words, signals.neighbours.is_some()) {
-            (SearchMode::Vector, ..) | (SearchMode::Hybrid, false, _) => &self.vector,
-            (SearchMode::Keyword, ..) => &self.keyword,
-            (SearchMode::Hybrid, true, false) => &self.hybrid,
-            (SearchMode::Hybrid, true, true) => &self.threaded,
+        let model = match mode {
+            SearchMode::Vector => &self.vector,
+            SearchMode::Keyword => &self.keyword,
+            SearchMode::Hybrid => &self.hybrid,
         };
         model.probability(signals)
     }
@@ -447,14 +500,14 @@ impl Calibration {
             ("vector", &self.vector),
             ("keyword", &self.keyword),
             ("hybrid", &self.hybrid),
-            ("threaded", &self.threaded),
         ] {
             model.check(mode)?;
             if !model.is_monotone() {
                 return Err(Error::invalid(format!(
                     "the {mode} calibration is not monotone in the evidence: a weight on the \
-                     cosine, the keyword match, the neighbours or a memory in the period is \
-                     negative, or the one on a memory outside the period positive: {model:?}"
+                     cosine, its lead, the keyword match, the neighbours or a memory in the \
+                     period is negative, or the one on a memory outside the period positive: \
+                     {model:?}"
                 )));
             }
         }
@@ -497,6 +550,8 @@ const SIGNS: [Sign; INPUTS] = [
     Sign::AtLeastZero,
     Sign::AtLeastZero,
     Sign::AtMostZero,
+    Sign::AtLeastZero,
+    Sign::AtLeastZero,
 ];
 
 /// The probability weights `w` give a candidate with inputs `x` and the prior's `offset`:
@@ -577,9 +632,9 @@ fn newton(rows: &[Row], held: &[bool; INPUTS], positives: usize) -> Result<[f64;
 fn features(mode: SearchMode, s: &Signals) -> [f64; INPUTS] {
     let mut x = s.inputs();
     let unused: &[usize] = match mode {
-        SearchMode::Vector => &[2, 3, 4, 5],
-        SearchMode::Keyword => &[1, 4, 5],
-        SearchMode::Hybrid => &[4, 5],
+        SearchMode::Vector => &[2, 3, 4, 5, 8, 9],
+        SearchMode::Keyword => &[1, 4, 5, 8, 9],
+        SearchMode::Hybrid => &[],
     };
     for &i in unused {
         x[i] = 0.0;
@@ -616,6 +671,8 @@ fn solve<const N: usize>(mut a: [[f64; N]; N], mut b: [f64; N]) -> Option<[f64; 
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     /// Samples drawn from a known model, with a fixed pseudo-random sequence.
@@ -770,33 +827,140 @@ mod tests {
     #[test]
     fn a_calibration_takes_only_monotone_models() {
         let c = Calibration::FITTED;
-        assert!(Calibration::new(c.vector, c.keyword, c.hybrid, c.threaded).is_ok());
+        assert!(Calibration::new(c.vector, c.keyword, c.hybrid).is_ok());
         let against = Logistic::new(0.0, 1.0, -0.5, 1.0);
-        let e = Calibration::new(c.vector, c.keyword, against, c.threaded).unwrap_err();
+        let e = Calibration::new(c.vector, c.keyword, against).unwrap_err();
         assert_eq!(e.status(), 400);
-        let odd = c.threaded.with_period(1.0, 0.5);
-        assert!(Calibration::new(c.vector, c.keyword, c.hybrid, odd).is_err());
-        let away = c.threaded.with_neighbours(-1.0, 1.0);
-        assert!(Calibration::new(c.vector, c.keyword, c.hybrid, away).is_err());
+        for odd in [
+            c.hybrid.with_period(1.0, 0.5),
+            c.hybrid.with_neighbours(-1.0, 1.0),
+            c.hybrid.with_leads(1.0, -0.1),
+            c.vector.with_leads(-1.0, 0.0),
+        ] {
+            assert!(
+                Calibration::new(c.vector, c.keyword, odd).is_err(),
+                "{odd:?}"
+            );
+        }
+    }
+
+    /// Signals as a search gives them: any cosine and fifth-nearest, a keyword match or
+    /// none, neighbours or none, a period named or not.
+    fn signals() -> impl Strategy<Value = Signals> {
+        let keyword = (0.0f32..1.0, 0.0f32..=1.0).prop_map(|(relative, coverage)| KeywordScore {
+            bm25: relative * 10.0,
+            relative,
+            coverage,
+        });
+        (
+            -1.0f32..=1.0,
+            proptest::option::of(-1.0f32..=1.0),
+            proptest::option::of(keyword),
+            proptest::option::of((-1.0f32..=1.0, 0.0f32..=1.0)),
+            proptest::option::of(any::<bool>()),
+            0usize..2_000,
+        )
+            .prop_map(|(cosine, fifth, keyword, neighbours, period, scope)| {
+                let mut s = Signals::new(Some(cosine), keyword, scope);
+                s.fifth_nearest = fifth;
+                s.neighbours = neighbours.map(|(c, v)| Neighbours::new(c, v));
+                s.period = period;
+                s
+            })
+    }
+
+    /// More evidence, one signal at a time: `s` with `step` (in [0, 1]) more of one signal,
+    /// or with a signal it lacked.
+    fn more(s: Signals, which: u8, step: f32) -> Signals {
+        let mut t = s;
+        let k = s.keyword.unwrap_or_default();
+        let n = s.neighbours.unwrap_or_default();
+        match which % 8 {
+            0 => t.cosine = s.cosine.map(|c| (c + 2.0 * step).min(1.0)),
+            1 => {
+                t.keyword = Some(KeywordScore {
+                    relative: (k.relative + step).min(0.999),
+                    ..k
+                })
+            }
+            2 => {
+                t.keyword = Some(KeywordScore {
+                    coverage: (k.coverage + step).min(1.0),
+                    ..k
+                })
+            }
+            3 => {
+                t.neighbours = Some(Neighbours::new(
+                    (n.cosine + 2.0 * step).min(1.0),
+                    n.coverage,
+                ))
+            }
+            4 => t.neighbours = Some(Neighbours::new(n.cosine, (n.coverage + step).min(1.0))),
+            5 => {
+                // A word in common with the same cosine.
+                t.keyword = Some(s.keyword.unwrap_or(KeywordScore {
+                    bm25: step,
+                    relative: step / 10.0,
+                    coverage: step,
+                }))
+            }
+            6 => {
+                t.period = if s.period == Some(false) {
+                    None
+                } else {
+                    Some(true)
+                }
+            }
+            _ => {
+                t.period = if s.period.is_none() {
+                    Some(true)
+                } else {
+                    s.period
+                }
+            }
+        }
+        t
+    }
+
+    proptest! {
+        /// No mode's score falls when a memory has more evidence: a higher cosine, a
+        /// better keyword match, a word in common where it had none, neighbours that match
+        /// better, or a time the query names that it was stored in.
+        #[test]
+        fn a_score_never_falls_with_more_evidence(
+            s in signals(),
+            which in 0u8..8,
+            step in 0.0f32..=1.0,
+        ) {
+            let t = more(s, which, step);
+            for mode in [SearchMode::Vector, SearchMode::Keyword, SearchMode::Hybrid] {
+                let (before, after) = (
+                    Calibration::FITTED.score(mode, &s),
+                    Calibration::FITTED.score(mode, &t),
+                );
+                prop_assert!(after >= before, "{mode:?}: {before} -> {after}\n{s:?}\n{t:?}");
+            }
+        }
     }
 
     #[test]
-    fn hybrid_scores_a_memory_without_shared_words_by_its_meaning() {
+    fn a_memorys_lead_over_the_fifth_nearest_raises_its_score() {
         let c = Calibration::FITTED;
-        let meaning = Signals::new(Some(0.8), None, 10);
-        assert_eq!(
-            c.score(SearchMode::Hybrid, &meaning),
-            c.score(SearchMode::Vector, &meaning)
+        let plain = Signals::new(Some(0.4), None, 100);
+        let ahead = plain.with_fifth_nearest(0.2);
+        let behind = plain.with_fifth_nearest(0.5);
+        let (p, a, b) = (
+            c.score(SearchMode::Hybrid, &plain),
+            c.score(SearchMode::Hybrid, &ahead),
+            c.score(SearchMode::Hybrid, &behind),
         );
-        let words = KeywordScore {
-            bm25: 3.0,
-            relative: 0.5,
-            coverage: 1.0,
-        };
-        let both = Signals::new(Some(0.8), Some(words), 10);
-        assert_eq!(
-            c.score(SearchMode::Hybrid, &both),
-            c.hybrid.probability(&both)
+        assert!(a > p && p == b, "{a} {p} {b}");
+        // Among unrelated facts a cosine of 0.3 stands out; among near ones it does not.
+        let stands_out = Signals::new(Some(0.3), None, 8).with_fifth_nearest(0.1);
+        let among_near = Signals::new(Some(0.3), None, 8).with_fifth_nearest(0.3);
+        assert!(
+            c.score(SearchMode::Hybrid, &stands_out)
+                > 2.0 * c.score(SearchMode::Hybrid, &among_near)
         );
     }
 }

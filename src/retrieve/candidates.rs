@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use tracing::Instrument;
 
 use super::clock;
-use super::fusion::{Prior, Ranked};
+use super::fusion::{Prior, Ranked, Scoring};
 use super::period::Period;
 use super::SearchMode;
 use super::Signals;
@@ -145,19 +145,30 @@ impl Memory {
             self.check_space(&space),
             space
                 .candidates
-                .nearest(vec![query.to_vec()], among, k)
+                .nearest(vec![query.to_vec()], among, k.max(Signals::REFERENCE_RANK))
                 .instrument(tracing::debug_span!("index", queries = 1)),
             self.scope(among),
         );
         check?;
         let (mut ranked, scope) = (ranked?, scope?);
         let nearest = ranked.pop().unwrap_or_default();
+        let fifth = Signals::fifth_of(nearest.iter().map(|n| n.1));
         let candidates = nearest
             .into_iter()
-            .map(|(key, c)| (key, Signals::cosine(c, scope)))
+            .map(|(key, c)| {
+                let mut signals = Signals::cosine(c, scope);
+                signals.fifth_nearest = Some(fifth);
+                (key, signals)
+            })
             .collect();
-        self.scored(SearchMode::Vector, candidates, k, among, period)
-            .await
+        self.scored(
+            Scoring::Search(SearchMode::Vector),
+            candidates,
+            k,
+            among,
+            period,
+        )
+        .await
     }
 
     /// Keyword ranking: the best BM25 matches, scored (the score also weighs how much of
@@ -186,8 +197,14 @@ impl Memory {
             .into_iter()
             .map(|(key, m)| (key, Signals::keyword(m, scope)))
             .collect();
-        self.scored(SearchMode::Keyword, candidates, k, among, period)
-            .await
+        self.scored(
+            Scoring::Search(SearchMode::Keyword),
+            candidates,
+            k,
+            among,
+            period,
+        )
+        .await
     }
 
     /// Hybrid ranking: for each text with its vector, the vector and keyword candidates

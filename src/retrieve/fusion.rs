@@ -20,12 +20,12 @@ pub(crate) struct Ranked {
 }
 
 impl Memory {
-    /// Scores candidates in a mode, best first (ties by key), and keeps `k`. With a
-    /// `period` the query names, each candidate's signals say whether it was stored in it
-    /// (one read of the candidates' keys).
+    /// Scores candidates, best first (ties by key), and keeps `k`. With a `period` the
+    /// query names, each candidate's signals say whether it was stored in it (one read of
+    /// the candidates' keys).
     pub(crate) async fn scored(
         &self,
-        mode: SearchMode,
+        scoring: Scoring,
         candidates: Vec<(VectorKey, Signals)>,
         k: usize,
         among: Among<'_>,
@@ -52,7 +52,12 @@ impl Memory {
             .into_iter()
             .map(|(key, signals)| Ranked {
                 key,
-                score: calibration.score(mode, &signals),
+                score: match scoring {
+                    Scoring::Search(mode) => calibration.score(mode, &signals),
+                    Scoring::Related => calibration
+                        .score(SearchMode::Vector, &signals)
+                        .max(calibration.score(SearchMode::Hybrid, &signals)),
+                },
                 signals,
             })
             .collect();
@@ -76,6 +81,9 @@ impl Memory {
         prior: Prior,
         period: Option<&Period>,
     ) -> Result<Vec<Ranked>> {
+        // The vector candidates are the nearest memories the search admits: the fifth of
+        // them is every candidate's reference.
+        let fifth = Signals::fifth_of(vector.iter().map(|v| v.1));
         let mut cosine: HashMap<VectorKey, f32> = vector.into_iter().collect();
         // The best `fetch` keyword matches are candidates; the rest only tell the vector
         // candidates' keyword match (one pass, looking keys up in the small map).
@@ -93,6 +101,10 @@ impl Memory {
             }
         }
         let pool: HashSet<VectorKey> = cosine.keys().chain(&missing).copied().collect();
+        let scoring = match prior {
+            Prior::Search(_) => Scoring::Search(SearchMode::Hybrid),
+            Prior::Among(_) => Scoring::Related,
+        };
         let (scope, pairs) = match prior {
             Prior::Search(scope) => {
                 let (pairs, outside) = self.replies_around(&pool, among).await?;
@@ -132,11 +144,11 @@ impl Memory {
                 let cos = *cosine.get(&key)?;
                 let mut signals = Signals::new(Some(cos), words.get(&key).copied(), scope);
                 signals.neighbours = of.get(&key).copied();
+                signals.fifth_nearest = Some(fifth);
                 Some((key, signals))
             })
             .collect();
-        self.scored(SearchMode::Hybrid, candidates, k, among, period)
-            .await
+        self.scored(scoring, candidates, k, among, period).await
     }
 
     /// The candidates' neighbours: the reply pairs (see `Store::replies`) that join a
@@ -175,6 +187,18 @@ impl Memory {
         pairs.retain(|(a, b)| known(a) && known(b));
         Ok((pairs, admitted))
     }
+}
+
+/// What a ranking's scores estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scoring {
+    /// A search's: the relevance to its query, by its mode's model.
+    Search(SearchMode),
+    /// Reconciling's: how related a new fact is to a memory, the greater of what their
+    /// meaning alone (the vector model) and every signal (the hybrid model) make it. Both
+    /// are monotone in the evidence, and so is the greater: a memory shown for its meaning
+    /// is still shown when it shares a word with the fact too.
+    Related,
 }
 
 /// The prior of a hybrid ranking's scores.

@@ -511,7 +511,7 @@ async fn neighbours_are_the_replies_of_one_conversation_within_the_filter() {
     let scored = memlane::Calibration::FITTED;
     assert_eq!(
         hits.iter().find(|h| h.record.id == answer).unwrap().score,
-        scored.threaded.probability(&a)
+        scored.hybrid.probability(&a)
     );
     // Only Ana's own messages: the answer (Ben's) is filtered out, so it is no neighbour.
     let hers = memory
@@ -527,4 +527,66 @@ async fn neighbours_are_the_replies_of_one_conversation_within_the_filter() {
     assert_eq!(q.signals.neighbours, None, "{:?}", q.signals);
     let t = hers.iter().find(|h| h.record.id == thanks);
     assert!(t.is_none_or(|t| t.signals.neighbours.is_none()));
+}
+
+/// Every candidate of a query carries the cosine of the fifth-nearest memory its filters
+/// admit, whatever the `top_k` and the mode that takes the cosine: the same in vector and
+/// hybrid mode, read off the five nearest (among fewer, a missing memory counts as a
+/// cosine of 0), and other users' memories are not among them.
+#[tokio::test]
+async fn the_fifth_nearest_is_the_same_whatever_the_top_k() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(&dir.path().join("fifth.db")).await;
+    for i in 0..12 {
+        add(
+            &memory,
+            "ana",
+            &format!("note {i} about gardens and tomatoes {}", "x".repeat(i)),
+        )
+        .await;
+    }
+    add(&memory, "ana", "tomatoes tomatoes tomatoes").await;
+    for i in 0..30 {
+        add(&memory, "bob", &format!("tomatoes {i}")).await;
+    }
+    let query = "tomatoes in the garden";
+    let all = memory
+        .search(query)
+        .user("ana")
+        .mode(SearchMode::Vector)
+        .top_k(13)
+        .await
+        .unwrap()
+        .results;
+    assert_eq!(all.len(), 13);
+    let fifth = all[4].signals.cosine.unwrap();
+    for mode in [SearchMode::Vector, SearchMode::Hybrid] {
+        for k in [1, 3, 5, 13] {
+            let hits = memory
+                .search(query)
+                .user("ana")
+                .mode(mode)
+                .top_k(k)
+                .await
+                .unwrap()
+                .results;
+            assert_eq!(hits.len(), k);
+            for h in &hits {
+                assert_eq!(h.signals.fifth_nearest, Some(fifth), "{mode:?} top_k {k}");
+            }
+        }
+    }
+    // Among fewer than five memories, the missing ones count as unrelated.
+    add(&memory, "cy", "tomatoes").await;
+    let few = memory.search(query).user("cy").await.unwrap().results;
+    assert_eq!(few[0].signals.fifth_nearest, Some(0.0));
+    // Keyword mode has no cosine, and so no reference.
+    let words = memory
+        .search(query)
+        .user("ana")
+        .mode(SearchMode::Keyword)
+        .await
+        .unwrap()
+        .results;
+    assert!(words.iter().all(|h| h.signals.fifth_nearest.is_none()));
 }

@@ -45,9 +45,10 @@ const CANDIDATES_PER_FACT: usize = 5;
 /// Most existing memories shown to the model in one call.
 const MAX_EXISTING: usize = 30;
 /// The least relevance to a fact, scored among its [`CANDIDATES_PER_FACT`] nearest memories
-/// (the hybrid score with a scope of 5, whatever the store's size), of a memory worth
-/// showing the model with it: a memory that shares no word with the fact needs a cosine of
-/// about 0.33; one that shares a name with it, much less.
+/// (the greater of the vector and hybrid scores with a scope of 5, whatever the store's
+/// size), of a memory worth showing the model with it: a memory that shares no word with
+/// the fact needs a cosine of about 0.33, or a little less when it stands far above the
+/// fact's fifth-nearest memory; one that shares a name with it, much less.
 const MIN_RELEVANCE: f32 = 0.3;
 
 /// The owners a fact is reconciled against: the same user, agent and app in any session;
