@@ -29,6 +29,10 @@
 //! the BFCL memory set twice, as conversations (turns) and as a store of facts (sentences,
 //! each on its own; see `examples/shared/bfcl.rs`), and measures each kind with the models
 //! fitted on the other: any@5, all@5, any@10, all@10 and MRR per mode, beside plain BM25.
+//! `--dialogue` adds a third kind: the turns as a user–assistant chat, each followed by a
+//! reply the language model writes (the local one, on llama.cpp with `--features llama`
+//! and `--llama`, or a server's with `OPENAI_BASE_URL`), kept beside the set so that a
+//! second run writes none.
 //!
 //! With `--levers` after the path, it measures instead the ways of re-ranking the top 50
 //! that were tried for a deeper search and not kept (see `levers.rs`).
@@ -41,6 +45,8 @@ use serde_json::Value;
 
 #[path = "../shared/bfcl.rs"]
 mod bfcl;
+#[path = "../shared/eval_llm.rs"]
+mod eval_llm;
 mod levers;
 #[path = "../shared/locomo.rs"]
 mod locomo;
@@ -290,14 +296,16 @@ async fn pools_of(
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let path = args.get(1).filter(|a| !a.starts_with("--")).ok_or(
-        "usage: calibrate <path to locomo10.json> [--bfcl <dir>] [--levers]  (e.g. \
-         ../shared/data/locomo/locomo10.json --bfcl \"$(scripts/fetch-eval-data.sh)\")",
+        "usage: calibrate <path to locomo10.json> [--bfcl <dir> [--dialogue [--llama]]] \
+         [--levers]  (e.g. ../shared/data/locomo/locomo10.json --bfcl \
+         \"$(scripts/fetch-eval-data.sh)\")",
     )?;
     let data: Value = serde_json::from_slice(&std::fs::read(path)?)?;
     let samples = data
         .as_array()
         .ok_or("locomo10.json should hold an array of conversations")?;
     let with_levers = args.iter().any(|a| a == "--levers");
+    let with_dialogue = args.iter().any(|a| a == "--dialogue");
     let bfcl_dir = args
         .iter()
         .position(|a| a == "--bfcl")
@@ -419,12 +427,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let locomo_fit = fit(&all)?;
     if let Some(dir) = bfcl_dir {
         // The BFCL memory set twice: as conversations (turns), and as facts (sentences, each
-        // on its own).
+        // on its own); with `--dialogue`, a third time, as user–assistant chats.
         let dir = std::path::Path::new(dir);
-        let units = [bfcl::Unit::Turn, bfcl::Unit::Sentence];
+        let mut units = vec![bfcl::Unit::Turn, bfcl::Unit::Sentence];
+        let replies = if with_dialogue {
+            let model = eval_llm::language_model(&eval_llm::Args::parse())?;
+            let name = model.name.split(',').next().unwrap_or_default().to_owned();
+            let cache = bfcl::replies_path(dir, &name);
+            eprintln!("assistant replies: {name}, kept in {}", cache.display());
+            units.push(bfcl::Unit::Dialogue);
+            Some(bfcl::replies(dir, &*model.llm, &cache).await?)
+        } else {
+            None
+        };
         let mut sets = Vec::new();
         for unit in units {
-            let (samples, left_out) = bfcl::as_locomo(dir, unit)?;
+            let (samples, left_out) = bfcl::as_locomo(dir, unit, replies.as_ref())?;
             let corpus = locomo::ingest(&memory, &samples).await?;
             let pools = pools_of(&memory, &corpus, None).await?;
             sets.push((unit, corpus, pools, left_out));
@@ -454,6 +472,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let name = match unit {
                 bfcl::Unit::Turn => "BFCL turns",
                 bfcl::Unit::Sentence => "BFCL facts",
+                bfcl::Unit::Dialogue => "BFCL dialogues",
             };
             measured.push((name, pools.iter().collect(), corpus, locomo_fit, "LoCoMo"));
         }

@@ -22,11 +22,19 @@
 //! person `bfcl-facts-customer`, …; the evidence is the sentences of the evidence turn that
 //! hold the passage (at least half of their words are the passage's; the one that holds most
 //! of it when none does).
+//!
+//! [`Unit::Dialogue`] stores the turns as a conversation of two roles: after each of the
+//! user's turns, the assistant's reply, written by a language model from that turn alone
+//! ([`replies`]; the data has the user's side only). The evidence stays in the user's turns;
+//! the replies are what a user–assistant chat puts around them, and each user turn is a
+//! reply's neighbour.
 #![allow(dead_code)] // each example uses its own part
 
-use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
+use memlane::llm::ChatRequest;
+use memlane::{Llm, Message};
 use serde_json::{json, Value};
 
 /// The people of the set, in the order of their files.
@@ -42,6 +50,119 @@ pub enum Unit {
     Turn,
     /// A sentence of a turn, stored on its own: a fact.
     Sentence,
+    /// A turn, stored with the others of its session, each followed by the assistant's
+    /// reply: a user–assistant conversation.
+    Dialogue,
+}
+
+/// What the assistant is asked to do with each of the user's turns.
+pub const REPLY_PROMPT: &str = "You are a helpful assistant in a chat with a user. Reply to \
+     the user's message as a helpful assistant would, in two or three sentences: answer it, \
+     advise, or ask what you need to know. Reply with the message only.";
+
+/// The longest reply, in tokens.
+pub const REPLY_TOKENS: u32 = 80;
+
+/// The key of a user's turn in the replies: `customer/D2:5`.
+fn turn_key(scenario: &str, dia_id: &str) -> String {
+    format!("{scenario}/{dia_id}")
+}
+
+/// The user's turns of every person, as (key, text), in the order of the files.
+fn user_turns(dir: &Path) -> Result<Vec<(String, String)>, Box<dyn std::error::Error>> {
+    let mut out = Vec::new();
+    for scenario in SCENARIOS {
+        let file = dir.join(format!("memory_prereq_conversation/memory_{scenario}.json"));
+        for (s, session) in lines(&file)?.iter().enumerate() {
+            for (t, text) in session_turns(session).into_iter().enumerate() {
+                out.push((turn_key(scenario, &format!("D{}:{}", s + 1, t + 1)), text));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Where the replies of a model to the set are kept: beside the set, named by the model.
+pub fn replies_path(dir: &Path, model: &str) -> PathBuf {
+    let name: String = model
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c } else { '-' })
+        .collect();
+    let base = dir
+        .file_name()
+        .map_or("bfcl".into(), |n| n.to_string_lossy());
+    dir.with_file_name(format!("{base}-replies-{name}.json"))
+}
+
+/// The assistant's reply to each of the user's turns, by key: read from `cache` where it
+/// has them, else written by `llm` (one call per turn, the turn alone as the chat, at most
+/// [`REPLY_TOKENS`]) and added to it, every 16 replies and at the end, so that a run cut
+/// short resumes.
+pub async fn replies(
+    dir: &Path,
+    llm: &dyn Llm,
+    cache: &Path,
+) -> Result<HashMap<String, String>, Box<dyn std::error::Error>> {
+    let mut known: BTreeMap<String, String> = match std::fs::read(cache) {
+        Ok(bytes) => serde_json::from_slice(&bytes)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let turns = user_turns(dir)?;
+    let missing: Vec<&(String, String)> = turns
+        .iter()
+        .filter(|(key, _)| !known.contains_key(key))
+        .collect();
+    let save = |known: &BTreeMap<String, String>| -> std::io::Result<()> {
+        let tmp = cache.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(known)?)?;
+        std::fs::rename(&tmp, cache)
+    };
+    for (i, (key, text)) in missing.iter().enumerate() {
+        let request = ChatRequest::new(vec![
+            Message::new("system", REPLY_PROMPT),
+            Message::new("user", text.as_str()),
+        ])
+        .max_tokens(REPLY_TOKENS);
+        let reply = llm.chat(request).await?;
+        known.insert(key.clone(), reply.text.trim().to_owned());
+        if (i + 1) % 16 == 0 || i + 1 == missing.len() {
+            save(&known)?;
+            eprint!("\r  replies {}/{}", i + 1, missing.len());
+        }
+    }
+    if !missing.is_empty() {
+        eprintln!();
+    }
+    Ok(known.into_iter().collect())
+}
+
+/// A session's turns: the text of each, its messages joined by line breaks.
+fn session_turns(session: &Value) -> Vec<String> {
+    session["question"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|turn| {
+            let text: Vec<&str> = turn
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m["content"].as_str())
+                .collect();
+            text.join("\n")
+        })
+        .collect()
+}
+
+/// The lines of a JSON-lines file, each parsed.
+fn lines(path: &Path) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: {e} (run scripts/fetch-eval-data.sh)", path.display()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).map_err(Into::into))
+        .collect()
 }
 
 /// The sentences of a text: split after `.`, `!` or `?` followed by white space, and at
@@ -66,19 +187,13 @@ fn sentences(text: &str) -> Vec<String> {
     out
 }
 
-/// The set as LoCoMo samples, and how many questions were left out.
+/// The set as LoCoMo samples, and how many questions were left out. [`Unit::Dialogue`]
+/// needs the assistant's `replies` ([`replies`]); a turn without one is an error.
 pub fn as_locomo(
     dir: &Path,
     unit: Unit,
+    replies: Option<&HashMap<String, String>>,
 ) -> Result<(Vec<Value>, usize), Box<dyn std::error::Error>> {
-    let lines = |path: &Path| -> Result<Vec<Value>, Box<dyn std::error::Error>> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: {e} (run scripts/fetch-eval-data.sh)", path.display()))?;
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).map_err(Into::into))
-            .collect()
-    };
     let questions = lines(&dir.join("BFCL_v4_memory.json"))?;
     let answers: BTreeMap<String, Value> = lines(&dir.join("possible_answer/BFCL_v4_memory.json"))?
         .into_iter()
@@ -98,20 +213,8 @@ pub fn as_locomo(
         let mut fact = 0;
         for (s, session) in lines(&file)?.iter().enumerate() {
             let mut out = Vec::new();
-            for (t, turn) in session["question"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                let text: Vec<&str> = turn
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|m| m["content"].as_str())
-                    .collect();
+            for (t, text) in session_turns(session).into_iter().enumerate() {
                 let dia_id = format!("D{}:{}", s + 1, t + 1);
-                let text = text.join("\n");
                 if unit == Unit::Sentence {
                     // Each sentence a session of its own: a memory with no conversation.
                     for sentence in sentences(&text) {
@@ -126,9 +229,17 @@ pub fn as_locomo(
                     }
                 }
                 out.push(json!({"speaker": "user", "dia_id": dia_id, "text": text}));
+                if unit == Unit::Dialogue {
+                    let key = turn_key(scenario, &dia_id);
+                    let reply = replies
+                        .and_then(|r| r.get(&key))
+                        .ok_or_else(|| format!("no assistant reply to {key}"))?;
+                    let id = format!("A{}:{}", s + 1, t + 1);
+                    out.push(json!({"speaker": "assistant", "dia_id": id, "text": reply}));
+                }
                 turns.push((dia_id, text));
             }
-            if unit == Unit::Turn {
+            if unit != Unit::Sentence {
                 conversation.insert(format!("session_{}", s + 1), Value::Array(out));
             }
         }
@@ -161,6 +272,7 @@ pub fn as_locomo(
         let person = match unit {
             Unit::Turn => format!("bfcl-{scenario}"),
             Unit::Sentence => format!("bfcl-facts-{scenario}"),
+            Unit::Dialogue => format!("bfcl-dialogue-{scenario}"),
         };
         samples.push(json!({
             "sample_id": person,

@@ -37,10 +37,10 @@ pub struct Signals {
     pub scope: usize,
     /// The cosine of the query with the fifth most similar memory the search's filters
     /// admit (among fewer than five, a missing memory counts as unrelated: a cosine of 0):
-    /// the same for every candidate of a query. A memory's cosine is evidence by itself, and more so by how far it
-    /// stands above this, its *lead* (see [`Logistic`]): among unrelated facts a cosine of
-    /// 0.3 stands out, among hundreds of turns about the same two people it does not.
-    /// Absent in keyword mode.
+    /// the same for every candidate of a query. A memory's cosine is evidence by itself,
+    /// and more so by how far it stands above this, its *lead* (see [`Logistic`]): among
+    /// unrelated facts a cosine of 0.3 stands out, among hundreds of turns about the same
+    /// two people it does not. Absent in keyword mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fifth_nearest: Option<f32>,
     /// How the memories stored just before and after it (in the search's scope) match the
