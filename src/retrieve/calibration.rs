@@ -10,182 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::SearchMode;
+use super::signals::INPUTS;
+use super::{SearchMode, Signals};
 use crate::error::{Error, Result};
-use crate::store::KeywordScore;
-
-/// What a hit's score was computed from.
-///
-/// `cosine` is the cosine similarity of the query's and the memory's embeddings (absent
-/// in keyword mode); `keyword` how the memory matches the query's words (absent in vector
-/// mode, and in hybrid mode when the memory shares no word with the query or ranks below
-/// the keyword candidates a search takes); `scope` how many memories the search ranked
-/// among (those its filters admit, counted up to [`Signals::MAX_SCOPE`]); `fifth_nearest`
-/// how near the query the search's fifth-nearest memory is, which tells how far this one
-/// stands out from the rest.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct Signals {
-    /// Cosine similarity of query and memory, in [-1, 1].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cosine: Option<f32>,
-    /// The memory's keyword match (BM25 and its normalised forms).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub keyword: Option<KeywordScore>,
-    /// How many memories the search ranked among, at most [`Signals::MAX_SCOPE`].
-    #[serde(default)]
-    pub scope: usize,
-    /// The cosine of the query with the fifth most similar memory the search's filters
-    /// admit (among fewer than five, a missing memory counts as unrelated: a cosine of 0):
-    /// the same for every candidate of a query. A memory's cosine is evidence by itself,
-    /// and more so by how far it stands above this, its *lead* (see [`Logistic`]): among
-    /// unrelated facts a cosine of 0.3 stands out, among hundreds of turns about the same
-    /// two people it does not. Absent in keyword mode.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fifth_nearest: Option<f32>,
-    /// How the memories stored just before and after it (in the search's scope) match the
-    /// query: hybrid searches only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub neighbours: Option<Neighbours>,
-    /// Whether the memory was stored in the time the query names ("on 8 May 2023", "in
-    /// June", "last week"), or in the days after it; absent when the query names none. Text
-    /// queries in English only; see `docs/retrieval.md`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub period: Option<bool>,
-}
-
-/// How a memory's neighbours match a query: the memories stored just before and just after
-/// it (the turns around it, for a conversation stored verbatim), of those the search's
-/// filters admit. Each value is the larger of the two.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct Neighbours {
-    /// Their cosine with the query.
-    pub cosine: f32,
-    /// Their coverage of the query's word weight (0 without a keyword match).
-    pub coverage: f32,
-}
-
-impl Neighbours {
-    /// Neighbour signals from their parts.
-    pub fn new(cosine: f32, coverage: f32) -> Self {
-        Neighbours { cosine, coverage }
-    }
-}
-
-impl Signals {
-    /// The most memories a score's prior counts: a search among more is scored as if among
-    /// this many (see [`Logistic`]).
-    pub const MAX_SCOPE: usize = 1_000;
-
-    /// Signals of a cosine alone, among `scope` memories.
-    pub fn cosine(cosine: f32, scope: usize) -> Self {
-        Signals::new(Some(cosine), None, scope)
-    }
-
-    /// Signals of a keyword match alone, among `scope` memories.
-    pub fn keyword(keyword: KeywordScore, scope: usize) -> Self {
-        Signals::new(None, Some(keyword), scope)
-    }
-
-    /// Signals from their parts (`scope` is capped at [`Signals::MAX_SCOPE`]).
-    pub fn new(cosine: Option<f32>, keyword: Option<KeywordScore>, scope: usize) -> Self {
-        Signals {
-            cosine,
-            keyword,
-            scope: scope.min(Signals::MAX_SCOPE),
-            fifth_nearest: None,
-            neighbours: None,
-            period: None,
-        }
-    }
-
-    /// These signals with their neighbours'.
-    pub fn with_neighbours(mut self, neighbours: Neighbours) -> Self {
-        self.neighbours = Some(neighbours);
-        self
-    }
-
-    /// Which of a query's nearest memories [`Signals::fifth_nearest`] is: the fifth.
-    pub(crate) const REFERENCE_RANK: usize = 5;
-
-    /// The fifth largest of `cosines`, a query's with the nearest memories a search admits,
-    /// a memory missing among fewer than five counting as unrelated (a cosine of 0):
-    /// [`Signals::fifth_nearest`].
-    pub(crate) fn fifth_of(cosines: impl IntoIterator<Item = f32>) -> f32 {
-        let mut best: Vec<f32> = cosines.into_iter().filter(|c| c.is_finite()).collect();
-        best.resize(best.len().max(Signals::REFERENCE_RANK), 0.0);
-        best.sort_unstable_by(|a, b| b.total_cmp(a));
-        best[Signals::REFERENCE_RANK - 1]
-    }
-
-    /// These signals with the cosine of the query's fifth-nearest memory
-    /// ([`Signals::fifth_nearest`]).
-    pub fn with_fifth_nearest(mut self, cosine: f32) -> Self {
-        self.fifth_nearest = Some(cosine);
-        self
-    }
-
-    /// These signals with whether the memory was stored in the time the query names.
-    pub fn with_period(mut self, in_period: bool) -> Self {
-        self.period = Some(in_period);
-        self
-    }
-
-    /// Whether every signal present is a finite number.
-    fn is_finite(&self) -> bool {
-        let k = self.keyword.unwrap_or_default();
-        let n = self.neighbours.unwrap_or_default();
-        [
-            self.cosine.unwrap_or(0.0),
-            self.fifth_nearest.unwrap_or(0.0),
-            k.relative,
-            k.coverage,
-            n.cosine,
-            n.coverage,
-        ]
-        .iter()
-        .all(|x| x.is_finite())
-    }
-
-    /// The model's inputs: `[1, cosine, relative, coverage, the neighbours' cosine and
-    /// coverage, in the period, out of it, the lead, the neighbours' lead]`, an absent or
-    /// non-finite signal as 0. The keyword match and the neighbours' signals count from 0
-    /// up (a negative cosine of a neighbour as 0): being absent is their least value. A
-    /// lead is how far a cosine stands above [`Signals::fifth_nearest`], 0 when it does not
-    /// (or either is absent).
-    fn inputs(&self) -> [f64; INPUTS] {
-        let finite = |x: Option<f32>| x.filter(|x| x.is_finite()).map(f64::from);
-        let k = self.keyword.unwrap_or_default();
-        let n = self
-            .neighbours
-            .map(|n| (finite(Some(n.cosine)), n.coverage));
-        let cosine = finite(self.cosine);
-        let fifth = finite(self.fifth_nearest);
-        let lead = |c: Option<f64>| match (c, fifth) {
-            (Some(c), Some(fifth)) => (c - fifth).max(0.0),
-            _ => 0.0,
-        };
-        let neighbour_cosine = n.and_then(|n| n.0);
-        [
-            1.0,
-            cosine.unwrap_or(0.0),
-            finite(Some(k.relative)).unwrap_or(0.0).max(0.0),
-            finite(Some(k.coverage)).unwrap_or(0.0).max(0.0),
-            neighbour_cosine.unwrap_or(0.0).max(0.0),
-            n.and_then(|n| finite(Some(n.1))).unwrap_or(0.0).max(0.0),
-            f64::from(u8::from(self.period == Some(true))),
-            f64::from(u8::from(self.period == Some(false))),
-            lead(cosine),
-            lead(neighbour_cosine.map(|c| c.max(0.0))),
-        ]
-    }
-
-    /// The prior's share of the log-odds: `−ln(scope)` (0 for a scope of 0 or 1).
-    fn offset(&self) -> f64 {
-        -(self.scope.clamp(1, Signals::MAX_SCOPE) as f64).ln()
-    }
-}
 
 /// A logistic model of relevance: `1 / (1 + e^−z)` with
 /// `z = bias + cosine · c + lead · max(0, c − f) + relative · r + coverage · v +
@@ -193,11 +20,12 @@ impl Signals {
 /// in_period · i + out_of_period · o − ln(scope)`, where `c` is the memory's cosine with
 /// the query (0 when absent), `f` the cosine of the query's fifth-nearest memory
 /// ([`Signals::fifth_nearest`]; no lead without it), `r` the memory's
-/// [`KeywordScore::relative`] and `v` its [`KeywordScore::coverage`] (both 0 when it has
-/// no keyword match), `nc` and `nv` its [`Neighbours`]' (0 without), `i` and `o` 1 when the
-/// query names a time and the memory was stored in it, or not ([`Signals::period`]; both 0
-/// when the query names none), and `scope` how many memories the search ranked among
-/// ([`Signals::scope`]).
+/// [`KeywordScore::relative`](crate::store::KeywordScore::relative) and `v` its
+/// [`KeywordScore::coverage`](crate::store::KeywordScore::coverage) (both 0 when it has
+/// no keyword match), `nc` and `nv` its [`Neighbours`](super::Neighbours)' (0 without),
+/// `i` and `o` 1 when the query names a time and the memory was stored in it, or not
+/// ([`Signals::period`]; both 0 when the query names none), and `scope` how many memories
+/// the search ranked among ([`Signals::scope`]).
 ///
 /// The last term is the prior: a query is taken to have about as many relevant memories
 /// whatever the store's size, so a memory competing with fewer others is likelier to be
@@ -219,7 +47,7 @@ pub struct Logistic {
     pub relative: f32,
     /// Weight of the coverage of the query's words.
     pub coverage: f32,
-    /// Weight of the neighbours' cosine ([`Neighbours`]).
+    /// Weight of the neighbours' cosine ([`Neighbours`](super::Neighbours)).
     #[serde(default)]
     pub neighbour_cosine: f32,
     /// Weight of the neighbours' coverage.
@@ -238,9 +66,6 @@ pub struct Logistic {
     #[serde(default)]
     pub neighbour_lead: f32,
 }
-
-/// How many inputs a model has, the constant 1 of the bias included.
-const INPUTS: usize = 10;
 
 impl Logistic {
     /// A model from its bias and weights (none on the neighbours).
@@ -674,6 +499,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::retrieve::Neighbours;
+    use crate::store::KeywordScore;
 
     /// Samples drawn from a known model, with a fixed pseudo-random sequence.
     fn drawn(model: &Logistic, n: usize) -> Vec<(Signals, bool)> {
@@ -875,7 +702,7 @@ mod tests {
         let mut t = s;
         let k = s.keyword.unwrap_or_default();
         let n = s.neighbours.unwrap_or_default();
-        match which % 8 {
+        match which % 7 {
             0 => t.cosine = s.cosine.map(|c| (c + 2.0 * step).min(1.0)),
             1 => {
                 t.keyword = Some(KeywordScore {
@@ -904,18 +731,12 @@ mod tests {
                     coverage: step,
                 }))
             }
-            6 => {
+            // Out of the time the query names becomes none named; none, in it.
+            _ => {
                 t.period = if s.period == Some(false) {
                     None
                 } else {
                     Some(true)
-                }
-            }
-            _ => {
-                t.period = if s.period.is_none() {
-                    Some(true)
-                } else {
-                    s.period
                 }
             }
         }
@@ -929,7 +750,7 @@ mod tests {
         #[test]
         fn a_score_never_falls_with_more_evidence(
             s in signals(),
-            which in 0u8..8,
+            which in 0u8..7,
             step in 0.0f32..=1.0,
         ) {
             let t = more(s, which, step);

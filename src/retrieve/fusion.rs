@@ -3,9 +3,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::calibration::{Neighbours, Signals};
 use super::period::Period;
 use super::SearchMode;
+use super::{Neighbours, Signals};
 use crate::error::Result;
 use crate::memory::Memory;
 use crate::store::keyword::RECONCILE_MIN_ROWS;

@@ -18,6 +18,7 @@ pub(crate) mod candidates;
 pub(crate) mod feedback;
 pub(crate) mod fusion;
 pub(crate) mod period;
+mod signals;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,9 +33,10 @@ use crate::memory::Memory;
 use crate::record::{now, MemoryRecord};
 use crate::rerank::{self, RERANK_WINDOW};
 use crate::store::{Among, Row, VectorKey};
-pub use calibration::{Calibration, Logistic, Neighbours, Signals};
+pub use calibration::{Calibration, Logistic};
 use fusion::Ranked;
 use period::Period;
+pub use signals::{Neighbours, Signals};
 
 /// One search hit: the memory, its score and the signals the score came from.
 ///
