@@ -16,13 +16,14 @@ use crate::error::{Error, Result};
 
 /// A logistic model of relevance: `1 / (1 + e^−z)` with
 /// `z = bias + cosine · c + lead · max(0, c − f) + relative · r + coverage · v +
-/// neighbour_cosine · nc + neighbour_lead · max(0, nc − f) + neighbour_coverage · nv +
-/// in_period · i + out_of_period · o − ln(scope)`, where `c` is the memory's cosine with
-/// the query (0 when absent), `f` the cosine of the query's fifth-nearest memory
-/// ([`Signals::fifth_nearest`]; no lead without it), `r` the memory's
-/// [`KeywordScore::relative`](crate::store::KeywordScore::relative) and `v` its
-/// [`KeywordScore::coverage`](crate::store::KeywordScore::coverage) (both 0 when it has
-/// no keyword match), `nc` and `nv` its [`Neighbours`](super::Neighbours)' (0 without),
+/// text_coverage · t + neighbour_cosine · nc + neighbour_lead · max(0, nc − f) +
+/// neighbour_coverage · nv + in_period · i + out_of_period · o − ln(scope)`, where `c` is
+/// the memory's cosine with the query (0 when absent), `f` the cosine of the query's
+/// fifth-nearest memory ([`Signals::fifth_nearest`]; no lead without it), `r` the memory's
+/// [`KeywordScore::relative`](crate::store::KeywordScore::relative), `v` its
+/// [`KeywordScore::coverage`](crate::store::KeywordScore::coverage) and `t` its
+/// [`KeywordScore::text_coverage`](crate::store::KeywordScore::text_coverage) (all 0 when
+/// it has no keyword match), `nc` and `nv` its [`Neighbours`](super::Neighbours)' (0 without),
 /// `i` and `o` 1 when the query names a time and the memory was stored in it, or not
 /// ([`Signals::period`]; both 0 when the query names none), and `scope` how many memories
 /// the search ranked among ([`Signals::scope`]).
@@ -65,13 +66,17 @@ pub struct Logistic {
     /// Weight of the neighbours' lead over the query's fifth-nearest memory.
     #[serde(default)]
     pub neighbour_lead: f32,
+    /// Weight of the coverage of the query's words by the memory's own text, its context
+    /// aside.
+    #[serde(default)]
+    pub text_coverage: f32,
 }
 
 impl Logistic {
     /// A model from its bias and weights (none on the neighbours).
     pub fn new(bias: f32, cosine: f32, relative: f32, coverage: f32) -> Self {
         Logistic::from_weights([
-            bias, cosine, relative, coverage, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+            bias, cosine, relative, coverage, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
         ])
     }
 
@@ -87,6 +92,13 @@ impl Logistic {
     pub fn with_leads(mut self, lead: f32, neighbour_lead: f32) -> Self {
         self.lead = lead;
         self.neighbour_lead = neighbour_lead;
+        self
+    }
+
+    /// This model with a weight on the coverage of the query's words by a memory's own
+    /// text, its context aside.
+    pub fn with_text_coverage(mut self, text_coverage: f32) -> Self {
+        self.text_coverage = text_coverage;
         self
     }
 
@@ -109,6 +121,7 @@ impl Logistic {
             out_of_period: w[7],
             lead: w[8],
             neighbour_lead: w[9],
+            text_coverage: w[10],
         }
     }
 
@@ -124,6 +137,7 @@ impl Logistic {
             self.out_of_period,
             self.lead,
             self.neighbour_lead,
+            self.text_coverage,
         ]
     }
 
@@ -285,13 +299,13 @@ impl Calibration {
     /// default embedder, all-MiniLM-L6-v2.
     pub const FITTED: Calibration = Calibration {
         vector: Logistic::from_weights([
-            -2.116, 9.318, 0.0, 0.0, 0.0, 0.0, 1.555, -1.848, 0.0, 0.0,
+            -2.116, 9.318, 0.0, 0.0, 0.0, 0.0, 1.555, -1.848, 0.0, 0.0, 0.0,
         ]),
         keyword: Logistic::from_weights([
-            -0.114, 0.0, 6.014, 3.139, 0.0, 0.0, 2.245, -0.297, 0.0, 0.0,
+            -0.061, 0.0, 0.549, 3.306, 0.0, 0.0, 2.223, -0.328, 0.0, 0.0, 2.592,
         ]),
         hybrid: Logistic::from_weights([
-            -0.809, 0.269, 5.230, 0.603, 1.995, 1.938, 2.047, 0.0, 4.750, 7.654,
+            -0.843, 0.642, 0.0, 1.879, 2.316, 0.0, 1.923, -0.134, 5.470, 8.900, 3.087,
         ]),
     };
 
@@ -377,6 +391,7 @@ const SIGNS: [Sign; INPUTS] = [
     Sign::AtMostZero,
     Sign::AtLeastZero,
     Sign::AtLeastZero,
+    Sign::AtLeastZero,
 ];
 
 /// The probability weights `w` give a candidate with inputs `x` and the prior's `offset`:
@@ -457,7 +472,7 @@ fn newton(rows: &[Row], held: &[bool; INPUTS], positives: usize) -> Result<[f64;
 fn features(mode: SearchMode, s: &Signals) -> [f64; INPUTS] {
     let mut x = s.inputs();
     let unused: &[usize] = match mode {
-        SearchMode::Vector => &[2, 3, 4, 5, 8, 9],
+        SearchMode::Vector => &[2, 3, 4, 5, 8, 9, 10],
         SearchMode::Keyword => &[1, 4, 5, 8, 9],
         SearchMode::Hybrid => &[],
     };
@@ -517,6 +532,7 @@ mod tests {
                     bm25: 0.0,
                     relative: next(),
                     coverage: next(),
+                    text_coverage: 0.0,
                 };
                 // Searches among 1 to 1,000 memories.
                 let scope = 1 + (next() * 999.0) as usize;
@@ -571,6 +587,7 @@ mod tests {
             bm25: 3.0,
             relative: 0.5,
             coverage: 0.5,
+            text_coverage: 0.5,
         };
         let plain = Signals::new(Some(0.4), Some(k), 300);
         let c = Calibration::FITTED;
@@ -674,11 +691,14 @@ mod tests {
     /// Signals as a search gives them: any cosine and fifth-nearest, a keyword match or
     /// none, neighbours or none, a period named or not.
     fn signals() -> impl Strategy<Value = Signals> {
-        let keyword = (0.0f32..1.0, 0.0f32..=1.0).prop_map(|(relative, coverage)| KeywordScore {
-            bm25: relative * 10.0,
-            relative,
-            coverage,
-        });
+        let keyword = (0.0f32..1.0, 0.0f32..=1.0, 0.0f32..=1.0).prop_map(
+            |(relative, coverage, in_text)| KeywordScore {
+                bm25: relative * 10.0,
+                relative,
+                coverage,
+                text_coverage: coverage * in_text,
+            },
+        );
         (
             -1.0f32..=1.0,
             proptest::option::of(-1.0f32..=1.0),
@@ -702,7 +722,7 @@ mod tests {
         let mut t = s;
         let k = s.keyword.unwrap_or_default();
         let n = s.neighbours.unwrap_or_default();
-        match which % 7 {
+        match which % 8 {
             0 => t.cosine = s.cosine.map(|c| (c + 2.0 * step).min(1.0)),
             1 => {
                 t.keyword = Some(KeywordScore {
@@ -723,12 +743,22 @@ mod tests {
                 ))
             }
             4 => t.neighbours = Some(Neighbours::new(n.cosine, (n.coverage + step).min(1.0))),
+            6 => {
+                // More of the query's words in the memory's own text, not only its context.
+                let text_coverage = (k.text_coverage + step).min(1.0);
+                t.keyword = Some(KeywordScore {
+                    text_coverage,
+                    coverage: k.coverage.max(text_coverage),
+                    ..k
+                })
+            }
             5 => {
                 // A word in common with the same cosine.
                 t.keyword = Some(s.keyword.unwrap_or(KeywordScore {
                     bm25: step,
                     relative: step / 10.0,
                     coverage: step,
+                    text_coverage: step,
                 }))
             }
             // Out of the time the query names becomes none named; none, in it.
@@ -750,7 +780,7 @@ mod tests {
         #[test]
         fn a_score_never_falls_with_more_evidence(
             s in signals(),
-            which in 0u8..7,
+            which in 0u8..8,
             step in 0.0f32..=1.0,
         ) {
             let t = more(s, which, step);

@@ -129,10 +129,12 @@ impl Memory {
                     .await?,
             );
         }
+        // A neighbour's words count by what it says itself: the reply to a memory holds the
+        // memory as its context, and would otherwise lend the memory its own words back.
         let mut of: HashMap<VectorKey, Neighbours> = HashMap::new();
         for &(a, b) in &pairs {
             for (me, other) in [(a, b), (b, a)] {
-                let coverage = words.get(&other).map_or(0.0, |w| w.coverage);
+                let coverage = words.get(&other).map_or(0.0, |w| w.text_coverage);
                 let n = of.entry(me).or_default();
                 n.cosine = n.cosine.max(cosine.get(&other).copied().unwrap_or(0.0));
                 n.coverage = n.coverage.max(coverage);

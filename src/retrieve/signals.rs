@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::store::KeywordScore;
 
 /// How many inputs a model has, the constant 1 of the bias included.
-pub(super) const INPUTS: usize = 10;
+pub(super) const INPUTS: usize = 11;
 
 /// What a hit's score was computed from.
 ///
@@ -57,7 +57,8 @@ pub struct Signals {
 pub struct Neighbours {
     /// Their cosine with the query.
     pub cosine: f32,
-    /// Their coverage of the query's word weight (0 without a keyword match).
+    /// Their coverage of the query's word weight by their own text, their context aside
+    /// (0 without a keyword match): the reply to a memory holds the memory as its context.
     pub coverage: f32,
 }
 
@@ -141,6 +142,7 @@ impl Signals {
             self.fifth_nearest.unwrap_or(0.0),
             k.relative,
             k.coverage,
+            k.text_coverage,
             n.cosine,
             n.coverage,
         ]
@@ -149,11 +151,11 @@ impl Signals {
     }
 
     /// The model's inputs: `[1, cosine, relative, coverage, the neighbours' cosine and
-    /// coverage, in the period, out of it, the lead, the neighbours' lead]`, an absent or
-    /// non-finite signal as 0. The keyword match and the neighbours' signals count from 0
-    /// up (a negative cosine of a neighbour as 0): being absent is their least value. A
-    /// lead is how far a cosine stands above [`Signals::fifth_nearest`], 0 when it does not
-    /// (or either is absent).
+    /// coverage, in the period, out of it, the lead, the neighbours' lead, the coverage by
+    /// the memory's own text]`, an absent or non-finite signal as 0. The keyword match and
+    /// the neighbours' signals count from 0 up (a negative cosine of a neighbour as 0):
+    /// being absent is their least value. A lead is how far a cosine stands above
+    /// [`Signals::fifth_nearest`], 0 when it does not (or either is absent).
     pub(super) fn inputs(&self) -> [f64; INPUTS] {
         let finite = |x: f32| x.is_finite().then_some(f64::from(x));
         // Evidence that counts from 0 up.
@@ -179,6 +181,7 @@ impl Signals {
             f64::from(u8::from(self.period == Some(false))),
             lead(cosine),
             lead(neighbour),
+            evidence(k.text_coverage),
         ]
     }
 

@@ -84,6 +84,11 @@ pub struct KeywordScore {
     /// The share of the query's term weight the memory holds: the idf of the terms it
     /// contains (in its text or context) over the idf of all the query's terms, in [0, 1].
     pub coverage: f32,
+    /// The share its own text holds, its context aside: at most `coverage`, and equal to it
+    /// for a memory stored without context. A reply that only echoes the message it answers
+    /// covers the query through its context, not by what it says.
+    #[serde(default)]
+    pub text_coverage: f32,
 }
 
 /// A store's own keyword index.
@@ -160,7 +165,7 @@ pub(crate) fn score(
     let avg = tokens as f64 / rows.max(1) as f64;
     let length = BM25_K1 * (1.0 - BM25_B + BM25_B * row.length as f64 / avg.max(f64::MIN_POSITIVE));
     let mut any = false;
-    let (mut total, mut matched) = (0.0, 0.0);
+    let (mut total, mut matched, mut in_text) = (0.0, 0.0, 0.0);
     for (counts, idf) in row.counts.iter().zip(&weights.idf) {
         let f = f64::from(counts[0]) + f64::from(CONTEXT_WEIGHT) * f64::from(counts[1]);
         if f > 0.0 {
@@ -168,12 +173,16 @@ pub(crate) fn score(
             total += idf * (f * (BM25_K1 + 1.0)) / (f + length);
             matched += idf;
         }
+        if counts[0] > 0 {
+            in_text += idf;
+        }
     }
     let mass: f64 = weights.idf.iter().sum();
     any.then(|| KeywordScore {
         bm25: total as f32,
         relative: (total / (mass * (BM25_K1 + 1.0))) as f32,
         coverage: (matched / mass) as f32,
+        text_coverage: (in_text / mass) as f32,
     })
 }
 
@@ -327,6 +336,14 @@ mod tests {
             counts: vec![[0, 0], [0, 2]],
         };
         assert_eq!(score(&two, &mint, 10, 50).unwrap().coverage, 0.75);
+        // A term only in the context covers the query, but not through the memory's text.
+        assert_eq!(score(&two, &mint, 10, 50).unwrap().text_coverage, 0.0);
+        let both = RowTerms {
+            length: 4,
+            counts: vec![[1, 0], [0, 2]],
+        };
+        let got = score(&two, &both, 10, 50).unwrap();
+        assert_eq!((got.coverage, got.text_coverage), (1.0, 0.25));
         assert_eq!(idf(10, 9), MIN_IDF);
         // Statistics a moment apart: more rows with the term than rows.
         assert_eq!(idf(2, 3), MIN_IDF);

@@ -529,6 +529,45 @@ async fn neighbours_are_the_replies_of_one_conversation_within_the_filter() {
     assert!(t.is_none_or(|t| t.signals.neighbours.is_none()));
 }
 
+/// A reply holds the message it answers as its context: its keyword match covers the
+/// message's words, but only its own words are what it says (`text_coverage`), and a
+/// neighbour lends a memory only the words it says itself, not the memory's own words back.
+#[tokio::test]
+async fn a_neighbour_lends_only_the_words_it_says_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = open(&dir.path().join("echo.db")).await;
+    let talk = memory
+        .add(vec![
+            Message::user("I bought a kayak for the lake"),
+            Message::assistant("Enjoy it! Weekends on the water are the best."),
+        ])
+        .user("ana")
+        .infer(false)
+        .await
+        .unwrap();
+    let hits = memory
+        .search("kayak lake")
+        .user("ana")
+        .top_k(10)
+        .await
+        .unwrap()
+        .results;
+    let of = |i: usize| {
+        let id = talk.results[i].id;
+        hits.iter().find(|h| h.record.id == id).unwrap().signals
+    };
+    let (said, reply) = (of(0), of(1));
+    let words = |s: memlane::Signals| {
+        let k = s.keyword.unwrap();
+        (k.coverage, k.text_coverage)
+    };
+    assert_eq!(words(said), (1.0, 1.0));
+    // The reply covers the query through its context only.
+    assert_eq!(words(reply), (1.0, 0.0));
+    assert_eq!(said.neighbours.unwrap().coverage, 0.0, "{said:?}");
+    assert_eq!(reply.neighbours.unwrap().coverage, 1.0, "{reply:?}");
+}
+
 /// Every candidate of a query carries the cosine of the fifth-nearest memory its filters
 /// admit, whatever the `top_k` and the mode that takes the cosine: the same in vector and
 /// hybrid mode, read off the five nearest (among fewer, a missing memory counts as a
