@@ -691,14 +691,15 @@ mod tests {
     /// Signals as a search gives them: any cosine and fifth-nearest, a keyword match or
     /// none, neighbours or none, a period named or not.
     fn signals() -> impl Strategy<Value = Signals> {
-        let keyword = (0.0f32..1.0, 0.0f32..=1.0, 0.0f32..=1.0).prop_map(
-            |(relative, coverage, in_text)| KeywordScore {
-                bm25: relative * 10.0,
-                relative,
-                coverage,
-                text_coverage: coverage * in_text,
-            },
-        );
+        let keyword =
+            (0.0f32..1.0, 0.0f32..=1.0, 0.0f32..=1.0).prop_map(|(relative, coverage, in_text)| {
+                KeywordScore {
+                    bm25: relative * 10.0,
+                    relative,
+                    coverage,
+                    text_coverage: coverage * in_text,
+                }
+            });
         (
             -1.0f32..=1.0,
             proptest::option::of(-1.0f32..=1.0),
