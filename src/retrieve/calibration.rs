@@ -727,7 +727,7 @@ mod tests {
             0 => t.cosine = s.cosine.map(|c| (c + 2.0 * step).min(1.0)),
             1 => {
                 t.keyword = Some(KeywordScore {
-                    relative: (k.relative + step).min(0.999),
+                    relative: (k.relative + step).min(0.999).max(k.relative),
                     ..k
                 })
             }
