@@ -680,6 +680,7 @@ mod tests {
             c.hybrid.with_neighbours(-1.0, 1.0),
             c.hybrid.with_leads(1.0, -0.1),
             c.vector.with_leads(-1.0, 0.0),
+            c.keyword.with_text_coverage(-0.1),
         ] {
             assert!(
                 Calibration::new(c.vector, c.keyword, odd).is_err(),
