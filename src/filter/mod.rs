@@ -364,6 +364,32 @@ impl Filter {
         }
     }
 
+    /// When the filter asks for exactly the current memories of some owners (owner
+    /// equalities and [`Filter::current`], under `AND`s only, at least one owner), those
+    /// owners: the in-process index answers such a filter from its own lists.
+    pub(crate) fn current_owners(&self) -> Option<Vec<(OwnerField, &str)>> {
+        fn walk<'a>(
+            f: &'a Filter,
+            pins: &mut Vec<(OwnerField, &'a str)>,
+            current: &mut usize,
+        ) -> bool {
+            match f {
+                Filter::And(all) => all.iter().all(|f| walk(f, pins, current)),
+                Filter::Condition(Condition::Owner(field, Op::Eq(id))) => {
+                    pins.push((*field, id));
+                    true
+                }
+                f if f.is_current() => {
+                    *current += 1;
+                    true
+                }
+                _ => false,
+            }
+        }
+        let (mut pins, mut current) = (Vec::new(), 0);
+        (walk(self, &mut pins, &mut current) && current > 0 && !pins.is_empty()).then_some(pins)
+    }
+
     /// The owner ids this filter pins with top-level equalities (`user_id = x` under AND only).
     /// Stores may use them to narrow a scan; the filter itself stays authoritative.
     pub fn pinned_owner(&self, field: OwnerField) -> Option<&str> {

@@ -189,3 +189,43 @@ fn filters_built_in_code_obey_the_operator_table() {
         assert!(Filter::Condition(fine).validate().is_ok());
     }
 }
+
+#[test]
+fn current_owners_are_only_owner_pins_with_the_current_view() {
+    let pins = |f: &Filter| {
+        f.current_owners().map(|p| {
+            p.into_iter()
+                .map(|(f, id)| (f, id.to_owned()))
+                .collect::<Vec<_>>()
+        })
+    };
+    let user_now = Filter::user("u").and(Filter::current());
+    assert_eq!(
+        pins(&user_now),
+        Some(vec![(OwnerField::User, "u".to_owned())])
+    );
+    let two = Filter::user("u")
+        .and(Filter::agent("a"))
+        .and(Filter::current());
+    assert_eq!(
+        pins(&two),
+        Some(vec![
+            (OwnerField::User, "u".to_owned()),
+            (OwnerField::Agent, "a".to_owned())
+        ])
+    );
+    // Superseded memories too, no owner, or any other condition: the store decides.
+    for other in [
+        Filter::user("u"),
+        Filter::current(),
+        Filter::user("u")
+            .and(Filter::current())
+            .and(parse(json!({"categories": {"in": ["x"]}})).unwrap()),
+        Filter::Or(vec![Filter::user("u"), Filter::user("v")]).and(Filter::current()),
+        parse(json!({"user_id": "*"}))
+            .unwrap()
+            .and(Filter::current()),
+    ] {
+        assert_eq!(pins(&other), None, "{other:?}");
+    }
+}

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 use super::mapped::MappedVectors;
-use crate::store::VectorKey;
+use super::owners::OwnerKeys;
+use crate::store::{StoredVector, VectorKey};
 
 /// Which keys are live, when they expire, and their vectors.
 #[derive(Default)]
@@ -22,6 +23,8 @@ pub(super) struct State {
     pub(super) ids: HashMap<Uuid, VectorKey>,
     pub(super) points: usize,
     pub(super) unsaved: usize,
+    /// The owners of each key, and the keys of each owner.
+    pub(super) owners: OwnerKeys,
 }
 
 impl State {
@@ -29,6 +32,15 @@ impl State {
         let (word, bit) = ((key / 64) as usize, key % 64);
         self.bits.get(word).is_some_and(|w| w & (1 << bit) != 0)
             && (self.expiring.is_empty() || self.expiring.get(&key).is_none_or(|&at| at > now))
+    }
+
+    /// Holds a stored vector: live, with its expiry, owners, memory and exact vector.
+    pub(super) fn hold(&mut self, v: &StoredVector) {
+        self.set(v.key, v.expires_at);
+        self.owners.insert(v.key, &v.owners);
+        self.arena.insert(v.key, &v.vector);
+        self.ids.insert(v.id, v.key);
+        self.max_key = self.max_key.max(v.key);
     }
 
     pub(super) fn set(&mut self, key: VectorKey, expires_at: Option<i64>) {
@@ -65,6 +77,7 @@ impl State {
         }
         self.expiring.remove(&key);
         self.arena.remove(key);
+        self.owners.remove(key);
     }
 
     /// Graph points a search may have to skip: retired, or live but expiring.

@@ -121,6 +121,13 @@ pub(super) fn restore(mut state: State, saved: statefile::SavedState) -> State {
         state.set(r.key, r.expires_at);
         state.ids.insert(r.id, r.key);
     }
+    if let Some((sets, of_record)) = &saved.owners {
+        for (r, set) in saved.records.iter().zip(of_record) {
+            if let Some(owners) = sets.get(*set as usize) {
+                state.owners.insert(r.key, owners);
+            }
+        }
+    }
     if let Some(mapped) = saved.vectors {
         state.arena = Arena::over(mapped, saved.records.iter().map(|r| r.key));
     }

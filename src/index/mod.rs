@@ -35,6 +35,7 @@ mod graph;
 mod live;
 mod loading;
 mod mapped;
+mod owners;
 mod params;
 mod persist;
 mod rank;
@@ -274,10 +275,7 @@ impl VectorIndex {
             };
             let mut s = write_lock(&self.state)?;
             for v in &chunk {
-                s.set(v.key, v.expires_at);
-                s.arena.insert(v.key, &v.vector);
-                s.ids.insert(v.id, v.key);
-                s.max_key = s.max_key.max(v.key);
+                s.hold(v);
             }
             s.points += new.len();
             s.unsaved += new.len();
@@ -339,6 +337,7 @@ impl VectorIndex {
                         id,
                         vector,
                         expires_at,
+                        owners: change.record.owners.clone(),
                     });
                 }
                 None if change.retired_key.is_none() => expiries.push((id, expires_at)),
@@ -444,11 +443,8 @@ impl VectorIndex {
         }
         s.points += added.len();
         s.unsaved += added.len();
-        for v in added {
-            s.set(v.key, v.expires_at);
-            s.arena.insert(v.key, &v.vector);
-            s.ids.insert(v.id, v.key);
-            s.max_key = s.max_key.max(v.key);
+        for v in &added {
+            s.hold(v);
         }
         Ok(())
     }
@@ -464,6 +460,25 @@ impl VectorIndex {
             }),
             None => Ok(()),
         }
+    }
+
+    /// The keys of the memories held by every one of `pins` (owner field and id),
+    /// ascending, whether live or not (rankings check liveness).
+    pub(crate) fn owner_keys(
+        &self,
+        pins: &[(crate::filter::OwnerField, &str)],
+    ) -> Result<Vec<VectorKey>> {
+        Ok(read_lock(&self.state)?.owners.keys(pins))
+    }
+
+    /// How many of `keys` are live at `now`, up to `cap`.
+    pub(crate) fn count_live(&self, keys: &[VectorKey], now: i64, cap: usize) -> Result<usize> {
+        let s = read_lock(&self.state)?;
+        Ok(keys
+            .iter()
+            .filter(|k| s.is_live(**k, now))
+            .take(cap)
+            .count())
     }
 
     /// The parameters the index was opened with.
@@ -510,9 +525,7 @@ impl VectorIndex {
             .await?;
             fresh = graph;
             for v in &chunk {
-                next.set(v.key, v.expires_at);
-                next.arena.insert(v.key, &v.vector);
-                next.ids.insert(v.id, v.key);
+                next.hold(v);
             }
             next.points += chunk.len();
         }

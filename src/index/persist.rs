@@ -173,9 +173,14 @@ impl VectorIndex {
                     expires_at: s.expiring.get(key).copied(),
                 })
                 .collect();
-            let written =
-                statefile::write(&state_path, self.dimension, records, |key| s.arena.get(key))
-                    .map_err(|e| io_err("cannot write", &state_path, e))?;
+            let written = statefile::write(
+                &state_path,
+                self.dimension,
+                records,
+                |key| s.arena.get(key),
+                |key| s.owners.of(key),
+            )
+            .map_err(|e| io_err("cannot write", &state_path, e))?;
             (written, s.cursor)
         };
         let graph_file = tmp.join(format!("{basename}.hnsw.graph"));
@@ -321,7 +326,10 @@ pub(super) fn load(
         Some(written) => {
             let path = files.gen_dir.join(STATE_FILE);
             match statefile::read(&path, dimension, written) {
-                Ok(state) => Contents::State(state, files),
+                Ok(state) if state.owners.is_some() => Contents::State(state, files),
+                // A state file written before owners were kept: the graph is loaded now and
+                // the state read from the store, once; the next save writes owners.
+                Ok(_) => Contents::Graph(GraphHolder::Loaded(load_graph(files)?)),
                 Err(e) => {
                     reject(dir, &format!("its state file is unreadable: {e}"));
                     return None;
@@ -497,6 +505,59 @@ mod tests {
             assert_eq!(hits[0].0, i as u64 + 1, "query {i}: {hits:?}");
             assert!((hits[0].1 - 1.0).abs() < 1e-4, "query {i}: {hits:?}");
         }
+    }
+
+    /// The keys of owner `u`, as the index lists them.
+    fn keys_of_u(index: &VectorIndex) -> Vec<VectorKey> {
+        index
+            .owner_keys(&[(crate::filter::OwnerField::User, "u")])
+            .unwrap()
+    }
+
+    /// A saved state lists each owner's keys; one written before owners were kept opens
+    /// with its graph and the store's owners, and the next save keeps them.
+    #[tokio::test]
+    async fn owners_are_saved_and_a_state_without_them_takes_them_from_the_store() {
+        let (dir, store) = saved().await;
+        let all: Vec<VectorKey> = (1..=30).collect();
+        let index = open_in(&store, DIM, IndexParams::default(), dir.path())
+            .await
+            .unwrap();
+        assert_eq!(
+            keys_of_u(&index),
+            all,
+            "owners come back from the state file"
+        );
+        index.wait_for_graph().unwrap();
+        drop(index);
+
+        // The state file as the earlier format wrote it: its magic, no owner section.
+        let current = std::fs::read_to_string(dir.path().join("CURRENT")).unwrap();
+        let path = dir.path().join(current.trim()).join(STATE_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.truncate(64 + 30 * 32 + 30 * DIM * 4);
+        bytes[..8].copy_from_slice(b"MLSTATE1");
+        std::fs::write(&path, &bytes).unwrap();
+        let (len, crc) = (bytes.len(), crc32fast::hash(&bytes));
+        edit_manifest(dir.path(), |manifest| {
+            manifest["state"]["bytes"] = len.into();
+            manifest["state"]["crc32"] = crc.into();
+        });
+        let index = open_in(&store, DIM, IndexParams::default(), dir.path())
+            .await
+            .unwrap();
+        assert!(
+            index.graph_ready().unwrap(),
+            "the graph came in with the open"
+        );
+        assert_eq!(keys_of_u(&index), all, "owners come from the store");
+        index.save().unwrap();
+        drop(index);
+        let index = open_in(&store, DIM, IndexParams::default(), dir.path())
+            .await
+            .unwrap();
+        assert_eq!(keys_of_u(&index), all, "the next save wrote them");
+        index.wait_for_graph().unwrap();
     }
 
     /// A generation saved in an earlier format is not loaded: the graph is rebuilt from

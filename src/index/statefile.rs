@@ -9,7 +9,11 @@
 //!   dimension as u32, the record count as u64, zeros;
 //! - one record of 32 bytes per live memory, by key: key u64, memory id (16 bytes), expiry
 //!   in microseconds as i64 (`i64::MIN`: none);
-//! - the vectors, `dimension` f32 each, in the records' order.
+//! - the vectors, `dimension` f32 each, in the records' order;
+//! - the owners (files of magic `MLSTATE2`; `MLSTATE1` files end with the vectors): the
+//!   number of distinct owner sets as u32; each set as its user, agent, app and run id,
+//!   each a u32 length (`u32::MAX`: none) and that many UTF-8 bytes; then one u32 per
+//!   record, in the records' order: the index of its owner set.
 //!
 //! The manifest holds the file's length and CRC-32, checked on every load.
 
@@ -17,12 +21,17 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
 
+use std::collections::HashMap;
+
 use uuid::Uuid;
 
 use super::mapped::MappedVectors;
+use crate::record::Owners;
 use crate::store::VectorKey;
 
-const MAGIC: &[u8; 8] = b"MLSTATE1";
+const MAGIC: &[u8; 8] = b"MLSTATE2";
+/// Files written before the owners were kept: read, but without owners.
+const MAGIC_V1: &[u8; 8] = b"MLSTATE1";
 const BOM: u32 = 0x0102_0304;
 const HEADER: usize = 64;
 const RECORD: usize = 32;
@@ -41,6 +50,9 @@ pub(super) struct SavedState {
     pub(super) records: Vec<Record>,
     /// `None` when there are no records.
     pub(super) vectors: Option<MappedVectors>,
+    /// The distinct owner sets, and each record's (an index into them, in the records'
+    /// order); `None` in a file written before owners were kept.
+    pub(super) owners: Option<(Vec<Owners>, Vec<u32>)>,
 }
 
 /// What the manifest records of a state file.
@@ -75,13 +87,15 @@ fn invalid(what: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.into())
 }
 
-/// Writes the records (sorted by key here) and their vectors to a new file at `path`, synced.
-/// Every record's vector must be at hand, of `dimension` values.
+/// Writes the records (sorted by key here), their vectors and their owners to a new file at
+/// `path`, synced. Every record's vector must be at hand, of `dimension` values, and its
+/// owners too.
 pub(super) fn write<'v>(
     path: &Path,
     dimension: usize,
     mut records: Vec<Record>,
     vector: impl Fn(VectorKey) -> Option<&'v [f32]>,
+    owners: impl Fn(VectorKey) -> Option<&'v Owners>,
 ) -> io::Result<Written> {
     records.sort_unstable_by_key(|r| r.key);
     let file = File::create(path)?;
@@ -115,6 +129,38 @@ pub(super) fn write<'v>(
         }
         out.write_all(&bytes)?;
     }
+    let mut sets: Vec<&Owners> = Vec::new();
+    let mut set_ids: HashMap<&Owners, u32> = HashMap::new();
+    let mut of_record = Vec::with_capacity(records.len());
+    for r in &records {
+        let o = owners(r.key).ok_or_else(|| invalid(format!("no owners for key {}", r.key)))?;
+        let id = *set_ids.entry(o).or_insert_with(|| {
+            sets.push(o);
+            sets.len() as u32 - 1
+        });
+        of_record.push(id);
+    }
+    out.write_all(&(sets.len() as u32).to_ne_bytes())?;
+    for o in sets {
+        for id in [&o.user_id, &o.agent_id, &o.app_id, &o.run_id] {
+            match id {
+                Some(id) => {
+                    let len = u32::try_from(id.len())
+                        .ok()
+                        .filter(|l| *l != u32::MAX)
+                        .ok_or_else(|| invalid("owner id too long"))?;
+                    out.write_all(&len.to_ne_bytes())?;
+                    out.write_all(id.as_bytes())?;
+                }
+                None => out.write_all(&u32::MAX.to_ne_bytes())?,
+            }
+        }
+    }
+    let mut bytes = Vec::with_capacity(of_record.len() * 4);
+    for id in of_record {
+        bytes.extend_from_slice(&id.to_ne_bytes());
+    }
+    out.write_all(&bytes)?;
     out.flush()?;
     let Counting { inner, crc, bytes } = out;
     let file = inner.into_inner().map_err(|e| e.into_error())?;
@@ -145,19 +191,30 @@ pub(super) fn read(path: &Path, dimension: usize, expected: &Written) -> io::Res
         .and_then(|n| n.checked_add(HEADER))
         .filter(|n| (*n as u64) <= expected.bytes)
         .ok_or_else(|| invalid("state file record count out of range"))?;
-    // The header and records are kept; the vectors only pass through the checksum.
+    // The header, records and owners are kept; the vectors only pass through the checksum.
     let mut head = vec![0u8; head_len];
     file.read_exact(&mut head)?;
     let mut crc = crc32fast::Hasher::new();
     crc.update(&head);
+    let vector_bytes = expected
+        .count
+        .checked_mul(dimension)
+        .and_then(|n| n.checked_mul(4))
+        .filter(|n| (head_len as u64).saturating_add(*n as u64) <= expected.bytes)
+        .ok_or_else(|| invalid("state file length does not match its count"))?;
     let mut buf = vec![0u8; 4 << 20];
-    loop {
-        let n = file.read(&mut buf)?;
+    let mut left = vector_bytes;
+    while left > 0 {
+        let n = file.read(&mut buf[..left.min(4 << 20)])?;
         if n == 0 {
-            break;
+            return Err(invalid("state file shorter than its vectors"));
         }
         crc.update(buf.get(..n).unwrap_or(&buf));
+        left -= n;
     }
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail)?;
+    crc.update(&tail);
     if crc.finalize() != expected.crc32 {
         return Err(invalid("state file checksum mismatch"));
     }
@@ -171,16 +228,22 @@ pub(super) fn read(path: &Path, dimension: usize, expected: &Written) -> io::Res
         b.copy_from_slice(head.get(at..at + 8).unwrap_or(&[0; 8]));
         u64::from_ne_bytes(b)
     };
-    if head.get(..8) != Some(MAGIC.as_slice()) || u32_at(8) != BOM {
+    let with_owners = match head.get(..8) {
+        Some(m) if m == MAGIC.as_slice() => true,
+        Some(m) if m == MAGIC_V1.as_slice() => false,
+        _ => return Err(invalid("not a state file")),
+    };
+    if u32_at(8) != BOM {
         return Err(invalid("not a state file of this byte order"));
     }
     if u32_at(12) as usize != dimension || u64_at(16) as usize != expected.count {
         return Err(invalid("state file dimension or count differs"));
     }
-    let vector_bytes = (expected.count * dimension * 4) as u64;
-    if head_len as u64 + vector_bytes != expected.bytes {
-        return Err(invalid("state file length does not match its count"));
-    }
+    let owners = match with_owners {
+        true => Some(read_owners(&tail, expected.count)?),
+        false if tail.is_empty() => None,
+        false => return Err(invalid("state file length does not match its count")),
+    };
     let mut records = Vec::with_capacity(expected.count);
     for i in 0..expected.count {
         let at = HEADER + i * RECORD;
@@ -203,7 +266,64 @@ pub(super) fn read(path: &Path, dimension: usize, expected: &Written) -> io::Res
             dimension,
         )?)
     };
-    Ok(SavedState { records, vectors })
+    Ok(SavedState {
+        records,
+        vectors,
+        owners,
+    })
+}
+
+/// The owner section of a state file: the sets, and each of `count` records' set.
+fn read_owners(bytes: &[u8], count: usize) -> io::Result<(Vec<Owners>, Vec<u32>)> {
+    let mut at = 0usize;
+    let mut take = |n: usize| -> io::Result<&[u8]> {
+        let taken = at
+            .checked_add(n)
+            .and_then(|end| bytes.get(at..end))
+            .ok_or_else(|| invalid("state file owner section is cut short"))?;
+        at += n;
+        Ok(taken)
+    };
+    fn number(b: &[u8]) -> u32 {
+        let mut n = [0u8; 4];
+        n.copy_from_slice(b.get(..4).unwrap_or(&[0; 4]));
+        u32::from_ne_bytes(n)
+    }
+    let sets = number(take(4)?) as usize;
+    if sets > count.max(1) {
+        return Err(invalid("state file has more owner sets than records"));
+    }
+    let mut owners = Vec::with_capacity(sets);
+    for _ in 0..sets {
+        let mut ids: [Option<String>; 4] = Default::default();
+        for id in &mut ids {
+            let len = number(take(4)?);
+            if len != u32::MAX {
+                let text = std::str::from_utf8(take(len as usize)?)
+                    .map_err(|_| invalid("state file owner id is not UTF-8"))?;
+                *id = Some(text.to_owned());
+            }
+        }
+        let [user_id, agent_id, app_id, run_id] = ids;
+        owners.push(Owners {
+            user_id,
+            agent_id,
+            app_id,
+            run_id,
+        });
+    }
+    let mut of_record = Vec::with_capacity(count);
+    for _ in 0..count {
+        let set = number(take(4)?);
+        if set as usize >= owners.len() {
+            return Err(invalid("state file record names no owner set"));
+        }
+        of_record.push(set);
+    }
+    if take(1).is_ok() {
+        return Err(invalid("state file length does not match its count"));
+    }
+    Ok((owners, of_record))
 }
 
 #[cfg(test)]
@@ -234,12 +354,30 @@ mod tests {
                 .position(|r| r.key == key)
                 .map(|i| vecs[i].as_slice())
         };
-        let written = write(&path, 3, recs.clone(), by_key).unwrap();
+        let owners: Vec<Owners> = (0..3)
+            .map(|i| Owners {
+                user_id: Some(format!("user {i}")),
+                run_id: (i == 1).then(|| "run".to_owned()),
+                ..Owners::default()
+            })
+            .collect();
+        let owners_of = |key: VectorKey| owners.get(key as usize / 3 % 3);
+        let written = write(&path, 3, recs.clone(), by_key, owners_of).unwrap();
         assert_eq!(written.count, 50);
         let state = read(&path, 3, &written).unwrap();
         let mut sorted = recs.clone();
         sorted.sort_by_key(|r| r.key);
         assert_eq!(state.records, sorted, "records come back by key");
+        let (sets, of_record) = state.owners.as_ref().unwrap();
+        assert_eq!(sets.len(), 3, "each owner set once");
+        for (r, set) in state.records.iter().zip(of_record) {
+            assert_eq!(
+                Some(&sets[*set as usize]),
+                owners_of(r.key),
+                "owners of {}",
+                r.key
+            );
+        }
         let mapped = state.vectors.as_ref().unwrap();
         for (slot, r) in state.records.iter().enumerate() {
             assert_eq!(mapped.get(slot), by_key(r.key), "vector of key {}", r.key);
@@ -272,7 +410,45 @@ mod tests {
     fn a_record_without_its_vector_is_an_error_not_a_short_file() {
         let dir = tempfile::tempdir().unwrap();
         let (recs, _) = records(3);
-        let err = write(&dir.path().join("s"), 3, recs, |_| None).unwrap_err();
-        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        let owners = Owners::default();
+        let err = write(
+            &dir.path().join("s"),
+            3,
+            recs.clone(),
+            |_| None,
+            |_| Some(&owners),
+        );
+        assert_eq!(err.unwrap_err().kind(), io::ErrorKind::InvalidData);
+        let v = [0.0f32; 3];
+        let err = write(&dir.path().join("s"), 3, recs, |_| Some(&v[..]), |_| None);
+        assert_eq!(err.unwrap_err().kind(), io::ErrorKind::InvalidData);
+    }
+
+    /// A file written before owners were kept reads back without them.
+    #[test]
+    fn a_file_without_owners_reads_back_without_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.bin");
+        let (recs, vecs) = records(4);
+        let owners = Owners::default();
+        let by_key = |key: VectorKey| {
+            recs.iter()
+                .position(|r| r.key == key)
+                .map(|i| vecs[i].as_slice())
+        };
+        write(&path, 3, recs.clone(), by_key, |_| Some(&owners)).unwrap();
+        // The same file as the earlier format wrote it: its magic, and no owner section.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.truncate(HEADER + 4 * RECORD + 4 * 3 * 4);
+        bytes[..8].copy_from_slice(MAGIC_V1);
+        std::fs::write(&path, &bytes).unwrap();
+        let written = Written {
+            count: 4,
+            bytes: bytes.len() as u64,
+            crc32: crc32fast::hash(&bytes),
+        };
+        let state = read(&path, 3, &written).unwrap();
+        assert_eq!(state.records.len(), 4);
+        assert!(state.owners.is_none());
     }
 }

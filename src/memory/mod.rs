@@ -70,6 +70,8 @@ pub(crate) struct Inner {
     pub(crate) home: IndexHome,
     /// The store's change token when its embedding model was last seen to be `space`'s.
     pub(crate) model_seen: std::sync::Mutex<Option<u64>>,
+    /// The store's count of negative feedback, and the change token it was read at.
+    pub(crate) negative_seen: std::sync::Mutex<Option<(u64, u64)>>,
     /// The model this handle is re-embedding the store with, while it does.
     pub(crate) reembedding: std::sync::Mutex<Option<String>>,
     pub(crate) reranker: Option<Arc<dyn Reranker>>,
@@ -415,6 +417,7 @@ impl MemoryBuilder {
                 space: std::sync::RwLock::new(Arc::new(space)),
                 home,
                 model_seen: std::sync::Mutex::new(None),
+                negative_seen: std::sync::Mutex::new(None),
                 reembedding: std::sync::Mutex::new(None),
                 reranker: self.reranker,
                 calibration: self.calibration,

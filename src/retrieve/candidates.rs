@@ -35,6 +35,31 @@ impl InProcess {
     }
 }
 
+/// What the index alone knows of the memories a read asks for.
+enum Owned {
+    /// Every current memory.
+    All,
+    /// The current memories of some owners: among these keys, those live now.
+    Keys(Vec<VectorKey>),
+    /// Nothing: the store names them.
+    Unknown,
+}
+
+impl InProcess {
+    fn owned(&self, index: &VectorIndex, among: Among<'_>) -> Result<Owned> {
+        if among.include_expired {
+            return Ok(Owned::Unknown);
+        }
+        if among.filter.is_current() {
+            return Ok(Owned::All);
+        }
+        Ok(match among.filter.current_owners() {
+            Some(pins) => Owned::Keys(index.owner_keys(&pins)?),
+            None => Owned::Unknown,
+        })
+    }
+}
+
 impl std::fmt::Debug for InProcess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InProcess")
@@ -56,12 +81,13 @@ impl CandidateSource for InProcess {
         index.refresh(&*self.store).await?;
         let max_exact = index.params().exact_search_max;
         // Every current memory is what the index holds as unexpired at `now` (a superseded
-        // memory's vector expired for good); any other set is the store's to name, and then
-        // its keys alone decide.
-        let (now, keys) = if among.filter.is_current() && !among.include_expired {
-            (clock(false, among.now), None)
-        } else {
-            (i64::MIN, Some(self.store.keys(among).await?))
+        // memory's vector expired for good), and so are the current memories of owners,
+        // among the keys the index lists for them; any other set is the store's to name, and
+        // then its keys alone decide.
+        let (now, keys) = match self.owned(&index, among)? {
+            Owned::All => (clock(false, among.now), None),
+            Owned::Keys(keys) => (clock(false, among.now), Some(keys)),
+            Owned::Unknown => (i64::MIN, Some(self.store.keys(among).await?)),
         };
         let candidates = keys.as_ref().map_or(index.live_count()?, Vec::len);
         let work = candidates.saturating_mul(queries.len());
@@ -106,6 +132,18 @@ impl CandidateSource for InProcess {
         }
     }
 
+    async fn count(&self, among: Among<'_>, cap: usize) -> Result<Option<usize>> {
+        let Some(index) = &self.index else {
+            return Ok(None);
+        };
+        index.refresh(&*self.store).await?;
+        let now = clock(false, among.now);
+        Ok(match self.owned(index, among)? {
+            Owned::Keys(keys) => Some(index.count_live(&keys, now, cap)?),
+            Owned::All | Owned::Unknown => None,
+        })
+    }
+
     async fn cosines(
         &self,
         query: &[f32],
@@ -127,6 +165,10 @@ impl Memory {
     /// How many memories a search among `among` ranks among, up to [`Signals::MAX_SCOPE`]: the
     /// prior of every score (see [`Logistic`](super::Logistic)).
     pub(crate) async fn scope(&self, among: Among<'_>) -> Result<usize> {
+        let candidates = Arc::clone(&self.space().candidates);
+        if let Some(n) = candidates.count(among, Signals::MAX_SCOPE).await? {
+            return Ok(n);
+        }
         self.inner.store.count(among, Signals::MAX_SCOPE).await
     }
 
@@ -265,4 +307,54 @@ impl Memory {
 /// most [`limits::MAX_TOP_K`], unless `k` itself is more.
 pub(crate) fn fetch(k: usize) -> usize {
     (4 * k).clamp(60, limits::MAX_TOP_K).max(k)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::store::SqliteStore;
+    use crate::{Filter, HashEmbedder, Memory};
+
+    /// One owner's current memories come from the index's own lists: neither the search nor
+    /// its prior reads the store's keys; any other filter still asks the store.
+    #[tokio::test]
+    async fn one_owners_search_reads_no_keys_from_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path().join("m.db")).unwrap());
+        let memory = Memory::builder()
+            .store(store.clone())
+            .embedder(Arc::new(HashEmbedder::new(64)))
+            .build()
+            .await
+            .unwrap();
+        for (user, text) in [
+            ("ann", "tea in kyoto"),
+            ("ann", "jazz on sunday"),
+            ("ben", "tea with lemon"),
+        ] {
+            memory.add(text).user(user).infer(false).await.unwrap();
+        }
+        let hits = memory.search("tea").user("ann").await.unwrap();
+        let mut texts: Vec<String> = hits.results.into_iter().map(|h| h.record.memory).collect();
+        texts.sort();
+        assert_eq!(texts, vec!["jazz on sunday", "tea in kyoto"]);
+        let hits = memory
+            .search("tea")
+            .user("ben")
+            .agent("none")
+            .await
+            .unwrap();
+        assert!(hits.results.is_empty());
+        assert_eq!(store.keys_read(), 0, "one owner's search asked the store");
+        let other = Filter::from_json(&serde_json::json!({"categories": {"in": ["x"]}})).unwrap();
+        let hits = memory
+            .search("tea")
+            .user("ann")
+            .filter(other)
+            .await
+            .unwrap();
+        assert!(hits.results.is_empty());
+        assert!(store.keys_read() > 0, "the counter counts");
+    }
 }

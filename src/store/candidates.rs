@@ -60,6 +60,13 @@ pub trait CandidateSource: Send + Sync + std::fmt::Debug {
         min_rows: u64,
     ) -> Result<KeywordHits>;
 
+    /// How many memories `among` holds, up to `cap`, when this source knows it without
+    /// asking the store (`None`: ask the store).
+    async fn count(&self, among: Among<'_>, cap: usize) -> Result<Option<usize>> {
+        let _ = (among, cap);
+        Ok(None)
+    }
+
     /// The exact cosines of a unit query with the vectors of these keys (keys of memories
     /// no longer live, or outside `among`'s time, are left out).
     async fn cosines(

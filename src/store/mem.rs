@@ -264,6 +264,7 @@ impl Store for MemStore {
                 id: row.record.id,
                 vector: state.vectors[i].clone(),
                 expires_at: super::leaves_current(&row.record),
+                owners: row.record.owners.clone(),
             }
         };
         // Live rows with a vector (a memory of a store without an embedding model has none).

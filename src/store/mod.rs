@@ -34,7 +34,7 @@ use uuid::Uuid;
 
 use crate::error::Result;
 use crate::filter::Filter;
-use crate::record::{HistoryRecord, MemoryRecord};
+use crate::record::{HistoryRecord, MemoryRecord, Owners};
 
 mod batch;
 mod candidates;
@@ -140,6 +140,9 @@ pub struct StoredVector {
     /// When its memory leaves the current view, in microseconds since the epoch: when it
     /// expires, or [`SUPERSEDED`] once a later fact superseded it.
     pub expires_at: Option<i64>,
+    /// Whom its memory belongs to: the in-process index answers one owner's searches from
+    /// lists of keys by owner.
+    pub owners: Owners,
 }
 
 /// The [`StoredVector::expires_at`] of a superseded memory: before every clock but the one

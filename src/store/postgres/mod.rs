@@ -474,7 +474,8 @@ impl Store for PostgresStore {
         let select = "SELECT m.vector_key, m.id, v.embedding, \
                       CASE WHEN m.valid_until IS NULL THEN m.expiration_date \
                       ELSE -9223372036854775807 END, \
-                      m.deleted_at IS NULL AS live \
+                      m.deleted_at IS NULL AS live, \
+                      m.user_id, m.agent_id, m.app_id, m.run_id \
                       FROM {s}.memories m JOIN {s}.vectors v ON v.key = m.vector_key";
         let sql = match query {
             VectorQuery::After { key, limit } => {
@@ -510,6 +511,12 @@ impl Store for PostgresStore {
                         .map_err(pg_err)?
                         .to_vec(),
                     expires_at: r.try_get(3).map_err(pg_err)?,
+                    owners: crate::record::Owners {
+                        user_id: r.try_get(5).map_err(pg_err)?,
+                        agent_id: r.try_get(6).map_err(pg_err)?,
+                        app_id: r.try_get(7).map_err(pg_err)?,
+                        run_id: r.try_get(8).map_err(pg_err)?,
+                    },
                 })
             })
             .collect()

@@ -43,6 +43,10 @@ const MIGRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 /// Idle read connections kept open for reuse.
 const MAX_IDLE_READERS: usize = 4;
 
+/// Rows read by key on the caller's thread, at most (see `SqliteStore::read_now`); more go
+/// to the blocking pool.
+const POINT_READ_MAX: usize = 64;
+
 /// The SQLite store: memories, vectors, the change log and metadata in one file.
 ///
 /// - WAL journal with `synchronous = FULL`: an acknowledged write survives a crash of the
@@ -67,6 +71,10 @@ struct Shared {
     /// Transactions committed through this store, the change token of an in-memory
     /// database (whose one connection cannot see its own commits in `data_version`).
     commits: std::sync::atomic::AtomicU64,
+    /// Reads of the keys a filter admits ([`Store::keys`]), for the tests of the index's
+    /// own owner lists.
+    #[cfg(test)]
+    keys_read: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -122,6 +130,8 @@ impl SqliteStore {
                 frequencies: Mutex::default(),
                 watcher: Mutex::new(None),
                 commits: std::sync::atomic::AtomicU64::new(0),
+                #[cfg(test)]
+                keys_read: std::sync::atomic::AtomicUsize::new(0),
             }),
         }
     }
@@ -129,6 +139,14 @@ impl SqliteStore {
     /// The database file, or `None` in memory.
     pub fn path(&self) -> Option<&Path> {
         self.shared.path.as_deref()
+    }
+
+    /// How many times [`Store::keys`] was read.
+    #[cfg(test)]
+    pub(crate) fn keys_read(&self) -> usize {
+        self.shared
+            .keys_read
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn connect(path: &Path, read_only: bool) -> Result<Connection> {
@@ -162,24 +180,41 @@ impl SqliteStore {
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
         let shared = Arc::clone(&self.shared);
-        spawn(move || {
-            let Some(path) = &shared.path else {
-                let conn = lock(&shared.writer)?;
-                return f(&conn);
-            };
-            let pooled = lock(&shared.readers)?.pop();
-            let conn = match pooled {
-                Some(c) => c,
-                None => Self::connect(path, true)?,
-            };
-            let out = f(&conn);
-            let mut idle = lock(&shared.readers)?;
-            if idle.len() < MAX_IDLE_READERS {
-                idle.push(conn);
-            }
-            out
-        })
-        .await
+        spawn(move || Self::read_with(&shared, f)).await
+    }
+
+    /// A read of a few rows by key, on the caller's thread: a hand-off to the blocking
+    /// pool and back costs more than such a read (tens of microseconds each way on a busy
+    /// machine, against a few for an indexed lookup). A file's reader never waits for its
+    /// writer (WAL); a store in memory shares its one connection with writes, so its reads
+    /// go to the pool.
+    async fn read_now<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        if self.shared.path.is_none() {
+            return self.read(f).await;
+        }
+        Self::read_with(&self.shared, f)
+    }
+
+    fn read_with<T>(shared: &Shared, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let Some(path) = &shared.path else {
+            let conn = lock(&shared.writer)?;
+            return f(&conn);
+        };
+        let pooled = lock(&shared.readers)?.pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => Self::connect(path, true)?,
+        };
+        let out = f(&conn);
+        let mut idle = lock(&shared.readers)?;
+        if idle.len() < MAX_IDLE_READERS {
+            idle.push(conn);
+        }
+        out
     }
 
     async fn write<T, F>(&self, f: F) -> Result<T>
@@ -323,15 +358,20 @@ impl Store for SqliteStore {
     }
 
     async fn rows_by_key(&self, keys: &[VectorKey]) -> Result<Vec<Row>> {
+        let keys_len = keys.len();
         let keys: Vec<i64> = keys.iter().map(|k| *k as i64).collect();
-        self.read(move |conn| {
+        let read = move |conn: &Connection| {
             chunked(conn, &keys, |marks| {
                 format!(
                     "SELECT {COLUMNS} FROM memories m WHERE m.vector_key IN ({marks}) AND {LIVE}"
                 )
             })
-        })
-        .await
+        };
+        if keys_len <= POINT_READ_MAX {
+            self.read_now(read).await
+        } else {
+            self.read(read).await
+        }
     }
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
@@ -367,6 +407,10 @@ impl Store for SqliteStore {
     }
 
     async fn keys(&self, among: Among<'_>) -> Result<Vec<VectorKey>> {
+        #[cfg(test)]
+        self.shared
+            .keys_read
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (filter, now, include_expired) =
             (among.filter.clone(), among.now, among.include_expired);
         self.read(move |conn| {
@@ -453,10 +497,17 @@ impl Store for SqliteStore {
                 })?,
                 vector: rows::vector_from_bytes(&bytes),
                 expires_at: r.get(3)?,
+                owners: crate::record::Owners {
+                    user_id: r.get(4)?,
+                    agent_id: r.get(5)?,
+                    app_id: r.get(6)?,
+                    run_id: r.get(7)?,
+                },
             })
         };
         const SELECT: &str = "SELECT m.vector_key, m.id, v.vector, \
-             iif(m.valid_until IS NULL, m.expiration_date, -9223372036854775807) \
+             iif(m.valid_until IS NULL, m.expiration_date, -9223372036854775807), \
+             m.user_id, m.agent_id, m.app_id, m.run_id \
              FROM memories m JOIN vectors v ON v.key = m.vector_key";
         match query {
             VectorQuery::After { key, limit } => {
@@ -575,7 +626,8 @@ impl Store for SqliteStore {
 
     async fn feedback(&self, ids: &[Uuid]) -> Result<Vec<Feedback>> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        self.read(move |conn| {
+        let few = ids.len() <= POINT_READ_MAX;
+        let read = move |conn: &Connection| {
             let mut out = Vec::new();
             for chunk in ids.chunks(500) {
                 let marks = vec!["?"; chunk.len()].join(", ");
@@ -608,8 +660,12 @@ impl Store for SqliteStore {
                 }
             }
             Ok(out)
-        })
-        .await
+        };
+        if few {
+            self.read_now(read).await
+        } else {
+            self.read(read).await
+        }
     }
 
     async fn meta(&self, key: &str) -> Result<Option<String>> {
