@@ -279,6 +279,13 @@ CREATE INDEX memories_app_keys   ON memories (app_id, vector_key, expiration_dat
 CREATE INDEX memories_run_keys   ON memories (run_id, vector_key, expiration_date, valid_until)   WHERE deleted_at IS NULL;
 "#,
     ),
+    // The keyword index merges its segments sooner (FTS5's `automerge` at 2, from 4): a
+    // search reads each term's postings once per segment, and one owner's search seeks
+    // into every segment. The segments written so far are merged into one.
+    Migration::Sql(
+        "INSERT INTO memories_fts (memories_fts, rank) VALUES ('automerge', 2);
+INSERT INTO memories_fts (memories_fts) VALUES ('optimize');",
+    ),
 ];
 
 /// How many migrations this build knows: the schema version it writes.
@@ -395,5 +402,14 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(version, VERSION);
+        // The keyword index merges its segments at two of a level (FTS5's default is four).
+        let automerge: i64 = conn
+            .query_row(
+                "SELECT v FROM memories_fts_config WHERE k = 'automerge'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(automerge, 2);
     }
 }
