@@ -122,11 +122,10 @@ pub(super) fn restore(mut state: State, saved: statefile::SavedState) -> State {
         state.ids.insert(r.id, r.key);
     }
     if let Some((sets, of_record)) = &saved.owners {
-        for (r, set) in saved.records.iter().zip(of_record) {
-            if let Some(owners) = sets.get(*set as usize) {
-                state.owners.insert(r.key, owners);
-            }
-        }
+        let keys = saved.records.iter().map(|r| r.key);
+        state
+            .owners
+            .restore(sets, keys.zip(of_record.iter().copied()));
     }
     if let Some(mapped) = saved.vectors {
         state.arena = Arena::over(mapped, saved.records.iter().map(|r| r.key));

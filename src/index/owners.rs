@@ -93,6 +93,55 @@ impl OwnerKeys {
         }
     }
 
+    /// Holds many keys at once, each under one of `sets` (by index), as a saved state
+    /// lists them: each owner set's keys are gathered first, then each owner id's list is
+    /// made from its sets' keys in one pass. Keys already held are not expected.
+    pub(super) fn restore(
+        &mut self,
+        sets: &[Owners],
+        keys: impl Iterator<Item = (VectorKey, u32)>,
+    ) {
+        let base = self.sets.len() as u32;
+        for owners in sets {
+            self.sets.push(owners.clone());
+            self.set_ids
+                .entry(owners.clone())
+                .or_insert(self.sets.len() as u32);
+        }
+        let mut by_set: Vec<Vec<VectorKey>> = vec![Vec::new(); sets.len()];
+        for (key, set) in keys {
+            let (Ok(k), Some(keys)) = (usize::try_from(key), by_set.get_mut(set as usize)) else {
+                continue;
+            };
+            if self.set_of.len() <= k {
+                self.set_of.resize(k + 1, 0);
+            }
+            self.set_of[k] = base + set + 1;
+            keys.push(key);
+        }
+        let mut touched: Vec<(usize, Box<str>)> = Vec::new();
+        for (owners, keys) in sets.iter().zip(&by_set) {
+            for field in FIELDS {
+                if let Some(id) = field_of(owners, field) {
+                    let list = self.lists[slot(field)].entry(id.into()).or_default();
+                    let sorted = list
+                        .last()
+                        .is_none_or(|last| keys.first().is_none_or(|k| k > last));
+                    list.extend_from_slice(keys);
+                    if !sorted {
+                        touched.push((slot(field), id.into()));
+                    }
+                }
+            }
+        }
+        for (slot, id) in touched {
+            if let Some(list) = self.lists[slot].get_mut(&id) {
+                list.sort_unstable();
+                list.dedup();
+            }
+        }
+    }
+
     /// Drops `key`, if it is held.
     pub(super) fn remove(&mut self, key: VectorKey) {
         let Some(owners) = self.of(key).cloned() else {
@@ -188,5 +237,45 @@ mod tests {
             !o.lists[0].contains_key("alice"),
             "an empty list is dropped"
         );
+    }
+
+    #[test]
+    fn a_restored_state_lists_the_keys_as_inserting_them_would() {
+        let sets = [
+            owners(Some("alice"), Some("bot")),
+            owners(Some("alice"), None),
+            owners(Some("bob"), Some("bot")),
+        ];
+        let keys: Vec<(VectorKey, u32)> =
+            vec![(1, 0), (2, 1), (4, 2), (6, 0), (7, 1), (9, 2), (12, 1)];
+        let mut restored = OwnerKeys::default();
+        restored.restore(&sets, keys.iter().copied());
+        let mut inserted = OwnerKeys::default();
+        for (key, set) in &keys {
+            inserted.insert(*key, &sets[*set as usize]);
+        }
+        for pins in [
+            vec![(OwnerField::User, "alice")],
+            vec![(OwnerField::User, "bob")],
+            vec![(OwnerField::Agent, "bot")],
+            vec![(OwnerField::Agent, "bot"), (OwnerField::User, "alice")],
+        ] {
+            assert_eq!(restored.keys(&pins), inserted.keys(&pins), "{pins:?}");
+        }
+        assert_eq!(
+            restored.keys(&[(OwnerField::User, "alice")]),
+            vec![1, 2, 6, 7, 12]
+        );
+        for (key, set) in &keys {
+            assert_eq!(restored.of(*key), Some(&sets[*set as usize]));
+        }
+        // A restored key moves and leaves like any other.
+        restored.remove(6);
+        restored.insert(7, &sets[2]);
+        assert_eq!(
+            restored.keys(&[(OwnerField::User, "alice")]),
+            vec![1, 2, 12]
+        );
+        assert_eq!(restored.keys(&[(OwnerField::User, "bob")]), vec![4, 7, 9]);
     }
 }
