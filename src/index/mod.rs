@@ -471,12 +471,18 @@ impl VectorIndex {
         Ok(read_lock(&self.state)?.owners.keys(pins))
     }
 
-    /// How many of `keys` are live at `now`, up to `cap`.
-    pub(crate) fn count_live(&self, keys: &[VectorKey], now: i64, cap: usize) -> Result<usize> {
+    /// How many memories held by every one of `pins` are live at `now`, up to `cap`.
+    pub(crate) fn count_owned(
+        &self,
+        pins: &[(crate::filter::OwnerField, &str)],
+        now: i64,
+        cap: usize,
+    ) -> Result<usize> {
         let s = read_lock(&self.state)?;
-        Ok(keys
-            .iter()
-            .filter(|k| s.is_live(**k, now))
+        Ok(s.owners
+            .keys(pins)
+            .into_iter()
+            .filter(|k| s.is_live(*k, now))
             .take(cap)
             .count())
     }

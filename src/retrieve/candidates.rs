@@ -136,12 +136,13 @@ impl CandidateSource for InProcess {
         let Some(index) = &self.index else {
             return Ok(None);
         };
+        let pins = match among.filter.current_owners() {
+            Some(pins) if !among.include_expired => pins,
+            _ => return Ok(None),
+        };
         index.refresh(&*self.store).await?;
         let now = clock(false, among.now);
-        Ok(match self.owned(index, among)? {
-            Owned::Keys(keys) => Some(index.count_live(&keys, now, cap)?),
-            Owned::All | Owned::Unknown => None,
-        })
+        Ok(Some(index.count_owned(&pins, now, cap)?))
     }
 
     async fn cosines(
@@ -317,9 +318,9 @@ mod tests {
     use crate::{Filter, HashEmbedder, Memory};
 
     /// One owner's current memories come from the index's own lists: neither the search nor
-    /// its prior reads the store's keys; any other filter still asks the store.
+    /// its prior lists or counts the store's rows; any other filter still asks the store.
     #[tokio::test]
-    async fn one_owners_search_reads_no_keys_from_the_store() {
+    async fn one_owners_search_neither_lists_nor_counts_rows_in_the_store() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteStore::open(dir.path().join("m.db")).unwrap());
         let memory = Memory::builder()
@@ -346,7 +347,11 @@ mod tests {
             .await
             .unwrap();
         assert!(hits.results.is_empty());
-        assert_eq!(store.keys_read(), 0, "one owner's search asked the store");
+        assert_eq!(
+            store.filter_reads(),
+            0,
+            "one owner's search asked the store"
+        );
         let other = Filter::from_json(&serde_json::json!({"categories": {"in": ["x"]}})).unwrap();
         let hits = memory
             .search("tea")
@@ -355,6 +360,6 @@ mod tests {
             .await
             .unwrap();
         assert!(hits.results.is_empty());
-        assert!(store.keys_read() > 0, "the counter counts");
+        assert!(store.filter_reads() > 0, "the counter counts");
     }
 }

@@ -43,8 +43,8 @@ const MIGRATION_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 /// Idle read connections kept open for reuse.
 const MAX_IDLE_READERS: usize = 4;
 
-/// Rows read by key on the caller's thread, at most (see `SqliteStore::read_now`); more go
-/// to the blocking pool.
+/// Rows read by key on the caller's thread, at most (see `SqliteStore::read_by_key`); more
+/// go to the blocking pool.
 const POINT_READ_MAX: usize = 64;
 
 /// The SQLite store: memories, vectors, the change log and metadata in one file.
@@ -71,10 +71,10 @@ struct Shared {
     /// Transactions committed through this store, the change token of an in-memory
     /// database (whose one connection cannot see its own commits in `data_version`).
     commits: std::sync::atomic::AtomicU64,
-    /// Reads of the keys a filter admits ([`Store::keys`]), for the tests of the index's
-    /// own owner lists.
+    /// Reads that list or count the rows a filter admits ([`Store::keys`],
+    /// [`Store::count`]), for the tests of the index's own owner lists.
     #[cfg(test)]
-    keys_read: std::sync::atomic::AtomicUsize,
+    filter_reads: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -131,7 +131,7 @@ impl SqliteStore {
                 watcher: Mutex::new(None),
                 commits: std::sync::atomic::AtomicU64::new(0),
                 #[cfg(test)]
-                keys_read: std::sync::atomic::AtomicUsize::new(0),
+                filter_reads: std::sync::atomic::AtomicUsize::new(0),
             }),
         }
     }
@@ -141,11 +141,11 @@ impl SqliteStore {
         self.shared.path.as_deref()
     }
 
-    /// How many times [`Store::keys`] was read.
+    /// How many times [`Store::keys`] or [`Store::count`] was read.
     #[cfg(test)]
-    pub(crate) fn keys_read(&self) -> usize {
+    pub(crate) fn filter_reads(&self) -> usize {
         self.shared
-            .keys_read
+            .filter_reads
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -183,17 +183,17 @@ impl SqliteStore {
         spawn(move || Self::read_with(&shared, f)).await
     }
 
-    /// A read of a few rows by key, on the caller's thread: a hand-off to the blocking
-    /// pool and back costs more than such a read (tens of microseconds each way on a busy
-    /// machine, against a few for an indexed lookup). A file's reader never waits for its
-    /// writer (WAL); a store in memory shares its one connection with writes, so its reads
-    /// go to the pool.
-    async fn read_now<T, F>(&self, f: F) -> Result<T>
+    /// A read of `rows` rows by key: when they are few (at most [`POINT_READ_MAX`]), on the
+    /// caller's thread, as a hand-off to the blocking pool and back costs more than such a
+    /// read (tens of microseconds each way on a busy machine, against a few for an indexed
+    /// lookup). A file's reader never waits for its writer (WAL); a store in memory shares
+    /// its one connection with writes, so its reads always go to the pool.
+    async fn read_by_key<T, F>(&self, rows: usize, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        if self.shared.path.is_none() {
+        if self.shared.path.is_none() || rows > POINT_READ_MAX {
             return self.read(f).await;
         }
         Self::read_with(&self.shared, f)
@@ -358,20 +358,15 @@ impl Store for SqliteStore {
     }
 
     async fn rows_by_key(&self, keys: &[VectorKey]) -> Result<Vec<Row>> {
-        let keys_len = keys.len();
         let keys: Vec<i64> = keys.iter().map(|k| *k as i64).collect();
-        let read = move |conn: &Connection| {
+        self.read_by_key(keys.len(), move |conn| {
             chunked(conn, &keys, |marks| {
                 format!(
                     "SELECT {COLUMNS} FROM memories m WHERE m.vector_key IN ({marks}) AND {LIVE}"
                 )
             })
-        };
-        if keys_len <= POINT_READ_MAX {
-            self.read_now(read).await
-        } else {
-            self.read(read).await
-        }
+        })
+        .await
     }
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
@@ -409,7 +404,7 @@ impl Store for SqliteStore {
     async fn keys(&self, among: Among<'_>) -> Result<Vec<VectorKey>> {
         #[cfg(test)]
         self.shared
-            .keys_read
+            .filter_reads
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (filter, now, include_expired) =
             (among.filter.clone(), among.now, among.include_expired);
@@ -466,6 +461,10 @@ impl Store for SqliteStore {
     }
 
     async fn count(&self, among: Among<'_>, cap: usize) -> Result<usize> {
+        #[cfg(test)]
+        self.shared
+            .filter_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (filter, now, include_expired) =
             (among.filter.clone(), among.now, among.include_expired);
         self.read(move |conn| {
@@ -626,8 +625,7 @@ impl Store for SqliteStore {
 
     async fn feedback(&self, ids: &[Uuid]) -> Result<Vec<Feedback>> {
         let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
-        let few = ids.len() <= POINT_READ_MAX;
-        let read = move |conn: &Connection| {
+        self.read_by_key(ids.len(), move |conn| {
             let mut out = Vec::new();
             for chunk in ids.chunks(500) {
                 let marks = vec!["?"; chunk.len()].join(", ");
@@ -660,12 +658,8 @@ impl Store for SqliteStore {
                 }
             }
             Ok(out)
-        };
-        if few {
-            self.read_now(read).await
-        } else {
-            self.read(read).await
-        }
+        })
+        .await
     }
 
     async fn meta(&self, key: &str) -> Result<Option<String>> {
