@@ -73,7 +73,7 @@ impl VectorIndex {
             // Exact, and slower, until the saved graph is in.
             return Ok(rank_exact(&s, query, allowed, k, now));
         }
-        let ef = self.params.ef_search.max(k);
+        let ef = self.params.beam(s.points.max(s.live)).max(k);
         let quantized = quantize(query);
         // The whole beam comes back from the walk and is re-ranked exactly from the arena.
         let rerank = |found: Vec<memlane_kernels::graph::Neighbour>| -> Vec<(VectorKey, f32)> {
