@@ -487,6 +487,16 @@ impl VectorIndex {
             .count())
     }
 
+    /// How many of the index's vectors are live at `now`, counted up to `cap`.
+    pub(crate) fn count_live(&self, now: i64, cap: usize) -> Result<usize> {
+        let s = read_lock(&self.state)?;
+        Ok(s.arena
+            .keys()
+            .filter(|k| s.is_live(*k, now))
+            .take(cap)
+            .count())
+    }
+
     /// The parameters the index was opened with.
     pub(crate) fn params(&self) -> &IndexParams {
         &self.params

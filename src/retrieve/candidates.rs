@@ -136,12 +136,19 @@ impl CandidateSource for InProcess {
         let Some(index) = &self.index else {
             return Ok(None);
         };
-        let pins = match among.filter.current_owners() {
-            Some(pins) if !among.include_expired => pins,
-            _ => return Ok(None),
+        if among.include_expired {
+            return Ok(None);
+        }
+        let now = clock(false, among.now);
+        if among.filter.is_current() {
+            // Every current memory: the index's live keys.
+            index.refresh(&*self.store).await?;
+            return Ok(Some(index.count_live(now, cap)?));
+        }
+        let Some(pins) = among.filter.current_owners() else {
+            return Ok(None);
         };
         index.refresh(&*self.store).await?;
-        let now = clock(false, among.now);
         Ok(Some(index.count_owned(&pins, now, cap)?))
     }
 
@@ -317,10 +324,11 @@ mod tests {
     use crate::store::SqliteStore;
     use crate::{Filter, HashEmbedder, Memory};
 
-    /// One owner's current memories come from the index's own lists: neither the search nor
-    /// its prior lists or counts the store's rows; any other filter still asks the store.
+    /// One owner's current memories come from the index's own lists, and everyone's from
+    /// its live keys: neither the search nor its prior lists or counts the store's rows;
+    /// any other filter still asks the store.
     #[tokio::test]
-    async fn one_owners_search_neither_lists_nor_counts_rows_in_the_store() {
+    async fn a_search_of_one_owner_or_of_everyone_neither_lists_nor_counts_rows_in_the_store() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteStore::open(dir.path().join("m.db")).unwrap());
         let memory = Memory::builder()
@@ -329,13 +337,25 @@ mod tests {
             .build()
             .await
             .unwrap();
+        let mut ids = Vec::new();
         for (user, text) in [
             ("ann", "tea in kyoto"),
             ("ann", "jazz on sunday"),
             ("ben", "tea with lemon"),
+            ("ben", "rain in oslo"),
         ] {
-            memory.add(text).user(user).infer(false).await.unwrap();
+            let added = memory.add(text).user(user).infer(false).await.unwrap();
+            ids.push(added.results[0].id);
         }
+        // One more that expires at once: in the index, but not current.
+        memory
+            .add("tea that went cold")
+            .user("ann")
+            .infer(false)
+            .expiry(chrono::Utc::now() + chrono::Duration::milliseconds(300))
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
         let hits = memory.search("tea").user("ann").await.unwrap();
         let mut texts: Vec<String> = hits.results.into_iter().map(|h| h.record.memory).collect();
         texts.sort();
@@ -351,6 +371,23 @@ mod tests {
             store.filter_reads(),
             0,
             "one owner's search asked the store"
+        );
+        // Everyone's: ranked among the three current memories, counted by the index.
+        memory.delete(ids[3]).await.unwrap();
+        let hits = memory
+            .search("tea")
+            .mode(crate::SearchMode::Vector)
+            .await
+            .unwrap();
+        assert_eq!(hits.results.len(), 3);
+        assert!(
+            hits.results.iter().all(|h| h.signals.scope == 3),
+            "{hits:?}"
+        );
+        assert_eq!(
+            store.filter_reads(),
+            0,
+            "a search of everyone asked the store"
         );
         let other = Filter::from_json(&serde_json::json!({"categories": {"in": ["x"]}})).unwrap();
         let hits = memory
