@@ -550,6 +550,16 @@ impl Memory {
         }
     }
 
+    /// Whether the vector index's saved graph is still loading in the background (see
+    /// [`wait_for_index`](Self::wait_for_index)): a readiness check that never blocks.
+    /// Searches are answered meanwhile, exactly.
+    pub fn index_loading(&self) -> bool {
+        self.space()
+            .index
+            .as_ref()
+            .is_some_and(|index| !index.graph_ready().unwrap_or(true))
+    }
+
     /// How many points the index holds for deleted or superseded memories.
     pub fn index_dead_points(&self) -> usize {
         self.space()

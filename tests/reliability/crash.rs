@@ -475,3 +475,149 @@ fn crash_campaign() {
         "only {verified} acknowledged writes verified over {killed} kills"
     );
 }
+
+const LOADING_ENV: &str = "MEMLANE_LOADING_CHILD_DIR";
+/// Memories in the store the loading children open: enough that its graph takes a while to
+/// load in a test build.
+const LOADING_MEMORIES: usize = 12_000;
+const LOADING_DIM: usize = 32;
+/// Children opened and killed, one after another, on the same store.
+const LOADING_KILLS: usize = 4;
+
+async fn open_loading(dir: &Path) -> Memory {
+    crate::common::open(&dir.join("m.db"), LOADING_DIM).await
+}
+
+/// Memory `i`'s vector: random, so that vector search has one right answer.
+fn loading_vector(i: usize) -> Vec<f32> {
+    let mut rng = Rng((i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let v: Vec<f32> = (0..LOADING_DIM)
+        .map(|_| rng.below(2_001) as f32 - 1_000.0)
+        .collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / norm).collect()
+}
+
+/// The child of the loading test: opens the store, stores one memory at once (while the
+/// saved graph loads), reports it and whether the graph was loading, and waits to be killed.
+#[tokio::test]
+#[ignore = "run by a_process_killed_while_its_graph_loads_loses_nothing as a child process"]
+async fn loading_child() {
+    let Ok(dir) = std::env::var(LOADING_ENV) else {
+        return;
+    };
+    let round = std::env::var(SEED_ENV).unwrap();
+    let memory = open_loading(Path::new(&dir)).await;
+    let loading = memory.index_loading();
+    let round: usize = round.parse().unwrap();
+    let id = memory
+        .add(format!("written during load {round}"))
+        .user("late")
+        .infer(false)
+        .vectors(vec![loading_vector(LOADING_MEMORIES + round)])
+        .await
+        .unwrap()
+        .results[0]
+        .id;
+    println!("ACK {id} {loading}");
+    tokio::time::sleep(Duration::from_secs(120)).await;
+}
+
+/// A process killed while its saved graph loads in the background loses nothing: the
+/// memory it stored meanwhile is there after the kill, the next open loads the graph, and
+/// every memory is found by vector search.
+#[test]
+fn a_process_killed_while_its_graph_loads_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let memory = open_loading(dir.path()).await;
+        for batch in 0..LOADING_MEMORIES / 1_000 {
+            let ids = batch * 1_000..(batch + 1) * 1_000;
+            let texts: Vec<Message> = ids
+                .clone()
+                .map(|i| Message::user(format!("memory {i} of the store")))
+                .collect();
+            memory
+                .add(texts)
+                .user(format!("u{batch}"))
+                .infer(false)
+                .vectors(ids.map(loading_vector).collect())
+                .await
+                .unwrap();
+        }
+        // Saves the index: the children find a graph to load.
+        memory.close().await.unwrap();
+    });
+    let exe: PathBuf = std::env::current_exe().unwrap();
+    let (mut acked, mut while_loading) = (Vec::new(), 0);
+    for round in 0..LOADING_KILLS {
+        let mut child = Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "crash::loading_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(LOADING_ENV, dir.path())
+            .env(SEED_ENV, round.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        // libtest may print "test crash::loading_child ... " on the same line.
+        let ack = lines
+            .find_map(|line| {
+                let line = line.ok()?;
+                Some(line[line.find("ACK ")? + 4..].to_owned())
+            })
+            .unwrap_or_else(|| panic!("loading child {round} exited without storing"));
+        child.kill().unwrap(); // SIGKILL, as soon as the write is acknowledged
+        child.wait().unwrap();
+        let (id, loading) = ack.split_once(' ').unwrap();
+        acked.push(id.parse::<Uuid>().unwrap());
+        if loading == "true" {
+            while_loading += 1;
+        }
+    }
+    println!("{while_loading} of {LOADING_KILLS} children were killed while their graph loaded");
+    assert!(
+        while_loading > 0,
+        "none of {LOADING_KILLS} children was killed while its graph loaded"
+    );
+    runtime.block_on(async {
+        // A wide search beam, so that the graph's walk never misses a nearest point.
+        let params = memlane::IndexParams::default().ef_search(512);
+        let memory =
+            crate::common::open_with_params(&dir.path().join("m.db"), LOADING_DIM, params).await;
+        memory.wait_for_index().await.unwrap();
+        assert!(!memory.index_loading());
+        let mut found = 0;
+        for (round, id) in acked.iter().enumerate() {
+            let text = format!("written during load {round}");
+            assert_eq!(memory.get(*id).await.unwrap().memory, text);
+            let hits = memory
+                .search_vector(loading_vector(LOADING_MEMORIES + round))
+                .top_k(1)
+                .await
+                .unwrap();
+            assert_eq!(hits.results[0].record.id, *id, "round {round}");
+            found += 1;
+        }
+        for i in (0..LOADING_MEMORIES).step_by(997) {
+            let hits = memory
+                .search_vector(loading_vector(i))
+                .top_k(1)
+                .await
+                .unwrap();
+            assert_eq!(
+                hits.results[0].record.memory,
+                format!("memory {i} of the store")
+            );
+            found += 1;
+        }
+        assert_eq!(found, LOADING_KILLS + LOADING_MEMORIES.div_ceil(997));
+    });
+}
