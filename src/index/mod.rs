@@ -487,14 +487,12 @@ impl VectorIndex {
             .count())
     }
 
-    /// How many of the index's vectors are live at `now`, counted up to `cap`.
+    /// How many of the index's vectors are live at `now`, at most `cap`: the live keys less
+    /// those expired by then (every expiring key is a live one).
     pub(crate) fn count_live(&self, now: i64, cap: usize) -> Result<usize> {
         let s = read_lock(&self.state)?;
-        Ok(s.arena
-            .keys()
-            .filter(|k| s.is_live(*k, now))
-            .take(cap)
-            .count())
+        let expired = s.expiring.values().filter(|&&at| at <= now).count();
+        Ok(s.live.saturating_sub(expired).min(cap))
     }
 
     /// The parameters the index was opened with.
