@@ -141,10 +141,7 @@ impl Vectors {
     fn query(&self, q: usize) -> Vec<f32> {
         match self {
             Vectors::Clusters => synthetic::vector(50_000_000 + q),
-            Vectors::Realistic(r) => {
-                let questions = &r.source().questions;
-                questions[(q * 7) % questions.len()].clone()
-            }
+            Vectors::Realistic(r) => r.source().question(q),
         }
     }
 }
@@ -384,10 +381,7 @@ fn realism(rt: &tokio::runtime::Runtime, dir: &Path) {
         real.questions.iter().take(QUERIES).cloned().collect(),
     )];
     let source_questions: Vec<Vec<f32>> = (0..QUERIES)
-        .map(|q| {
-            let qs = &generator.source().questions;
-            qs[(q * 7) % qs.len()].clone()
-        })
+        .map(|q| generator.source().question(q))
         .collect();
     let grid: Vec<(f32, f32)> = if fitting {
         [0.25f32, 0.5, 0.75]
@@ -425,6 +419,7 @@ fn realism(rt: &tokio::runtime::Runtime, dir: &Path) {
     );
     for (name, set, queries) in rows {
         let sample: Vec<Vec<f32>> = (0..2_000).map(|i| set[(i * 7_919) % n].clone()).collect();
+        // Each sampled vector's nearest is itself; the second is its nearest other.
         let mut nn: Vec<f32> = realistic::nearest(&set, &sample, 2, false)
             .into_iter()
             .map(|b| b[1].1)

@@ -39,6 +39,13 @@ pub struct RealSet {
     pub questions: Vec<Vec<f32>>,
 }
 
+impl RealSet {
+    /// Question `q`, spread over all of them (every seventh, round and round).
+    pub fn question(&self, q: usize) -> Vec<f32> {
+        self.questions[(q * 7) % self.questions.len()].clone()
+    }
+}
+
 /// The generator, with the real vectors it was made from and those held out from it.
 pub struct Realistic {
     source: RealSet,
@@ -185,11 +192,8 @@ fn real_sets() -> (RealSet, RealSet) {
         let mut rest = &bytes[..];
         if rest.get(..8) == Some(CACHE_MAGIC) && rest.get(8..16) == Some(&size.to_le_bytes()[..]) {
             rest = &rest[16..];
-            let mut sets = Vec::new();
-            while let Some(v) = (sets.len() < 4).then(|| read_vectors(&mut rest)).flatten() {
-                sets.push(v);
-            }
-            if sets.len() == 4 {
+            let sets: Option<Vec<_>> = (0..4).map(|_| read_vectors(&mut rest)).collect();
+            if let Some(sets) = sets {
                 let mut sets = sets.into_iter();
                 let mut next = || sets.next().unwrap();
                 let source = RealSet {

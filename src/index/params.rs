@@ -17,8 +17,8 @@ use crate::error::{Error, Result};
 ///   most 4096.
 /// - `ef_search`: 0, which sizes the search beam by the graph: 32 up to 10,000 memories
 ///   and 32 more for every tenfold beyond (64 at 100k, 96 at 1M). With M 24 that gave
-///   recall@10 against exact search of 0.99 at 10k and 100k and 0.95 to 0.975 at 1M (two
-///   builds of the graph), under 0.7 ms p50; a fixed beam of 64 gave 0.94 to 0.95 at 1M.
+///   recall@10 against exact search of 0.99 at 10k and 100k and 0.95 to 0.975 at 1M (three
+///   builds of the graph), under 0.75 ms p50; a fixed beam of 64 gave 0.94 to 0.96 at 1M.
 ///   Any other value is the beam whatever the size (raised to `top_k` when larger). Must
 ///   be at most 4096. Searches within `exact_search_max` candidates are exact whatever this
 ///   is.
