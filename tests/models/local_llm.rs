@@ -43,14 +43,22 @@ fn loading_reports_the_check_of_every_byte_then_every_layer() {
     assert_eq!(load, (0..=28).map(|i| (i, 28)).collect::<Vec<_>>());
 }
 
+/// A memory in `dir` on the real embedder and the shared model. The model reads the fixed
+/// part of `add`'s prompts (default labels) once for the binary, before the first such
+/// memory is handed out: each test then reads only its own conversations, and two tests
+/// never read the same instructions at once.
 async fn memory(dir: &tempfile::TempDir) -> Memory {
-    Memory::builder()
+    static WARM: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    let memory = Memory::builder()
         .path(dir.path().join("m.db"))
         .embedder(Arc::new(MiniLm::load_default().unwrap()))
         .llm(Arc::new(llm()))
         .build()
         .await
-        .unwrap()
+        .unwrap();
+    WARM.get_or_init(|| async { memory.warm_up().await.unwrap() })
+        .await;
+    memory
 }
 
 #[test]
@@ -229,8 +237,8 @@ async fn held_out_extraction_cases_keep_their_facts_and_search_finds_them() {
     }
     assert!(labelled > 0, "no memory was labelled");
     // Extraction's instructions and worked examples are the same in every add (the date
-    // comes with the conversation): the model read them once, and the second extraction
-    // starts from them (508 prompt tokens with the default labels).
+    // comes with the conversation): the model read them once, and each extraction starts
+    // from them (508 prompt tokens with the default labels).
     let reused = llm().stats().reused_tokens - reused_before;
     assert!(reused >= 400, "{reused} prompt tokens reused");
     // Across both conversations' memories, a question finds its answer by meaning.
