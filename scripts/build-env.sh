@@ -13,8 +13,9 @@ if command -v ld.lld >/dev/null && [[ "${RUSTFLAGS:-}" != *-fuse-ld=lld* ]]; the
   # RUSTFLAGS replaces .cargo/config.toml's flags, so the target CPU is repeated here.
   export RUSTFLAGS="${RUSTFLAGS:-} -C target-cpu=x86-64-v3 -C link-arg=-fuse-ld=lld"
 fi
-# llama.cpp without its `common` library, which memlane does not use (the file says why);
-# a CMAKE_PROJECT_INCLUDE of your own is kept.
+# llama.cpp without its `common` library, which memlane does not use, and its own sources
+# (not ggml's kernels) at -O1 (the file says why); a CMAKE_PROJECT_INCLUDE of your own is
+# kept.
 if [ -z "${CMAKE_PROJECT_INCLUDE:-}" ]; then
   export CMAKE_PROJECT_INCLUDE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/llama-without-common.cmake"
 fi
