@@ -24,9 +24,12 @@ fn private() -> LlamaCppLlm {
 
 /// `warm_up` has the model read the fixed part of the two prompts of `add` with
 /// inference (extraction, for the project's own labels, and reconciliation), so that the
-/// first `add` reads only its conversation.
+/// first `add` reads only its conversation. The warmed model then runs a compatible case
+/// through llama.cpp, the real embedder, index and SQLite file: a second job
+/// ("nebenjob-de") supersedes nothing, and every fact stays current. (One test, so that
+/// the prompts' instructions are read once for both.)
 #[tokio::test]
-async fn warming_up_leaves_the_first_add_only_its_conversation_to_read() {
+async fn a_warmed_model_reads_only_conversations_and_keeps_a_compatible_case_current() {
     let llm = private();
     let dir = tempfile::tempdir().unwrap();
     let memory = Memory::builder()
@@ -57,6 +60,21 @@ async fn warming_up_leaves_the_first_add_only_its_conversation_to_read() {
         reused >= 400 && read - reused < 120,
         "{read} prompt tokens, {reused} reused"
     );
+
+    let case = cases::load("contradictions_tuned.json")
+        .into_iter()
+        .find(|c| c.id == "nebenjob-de")
+        .unwrap();
+    let (kept, changed) = crate::local_llm::add_case_changing(&memory, &case).await;
+    assert_eq!(case.facts.len(), 3);
+    for fact in &case.facts {
+        assert!(
+            kept.iter()
+                .any(|m| cases::is_right(m, std::slice::from_ref(fact), &case.stale)),
+            "{fact:?} is lost: {kept:?}"
+        );
+    }
+    assert_eq!(changed, [], "{kept:?}");
 }
 
 #[tokio::test]
@@ -253,29 +271,6 @@ async fn memory_on_llama(dir: &tempfile::TempDir) -> Memory {
         .build()
         .await
         .unwrap()
-}
-
-/// `add` with inference through llama.cpp, the real embedder, index and SQLite file keeps a
-/// compatible fact beside the memory: a second job ("nebenjob-de") supersedes nothing, and
-/// every fact stays current.
-#[tokio::test]
-async fn a_compatible_case_keeps_every_fact_current() {
-    let case = cases::load("contradictions_tuned.json")
-        .into_iter()
-        .find(|c| c.id == "nebenjob-de")
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let memory = memory_on_llama(&dir).await;
-    let (kept, changed) = crate::local_llm::add_case_changing(&memory, &case).await;
-    assert_eq!(case.facts.len(), 3);
-    for fact in &case.facts {
-        assert!(
-            kept.iter()
-                .any(|m| cases::is_right(m, std::slice::from_ref(fact), &case.stale)),
-            "{fact:?} is lost: {kept:?}"
-        );
-    }
-    assert_eq!(changed, [], "{kept:?}");
 }
 
 /// `add` with inference through llama.cpp, the real embedder, index and SQLite file: a
