@@ -9,7 +9,8 @@ use crate::filter::Filter;
 use crate::record::MemoryRecord;
 use crate::store::keyword::rank_rows;
 use crate::store::{
-    apply, Among, KeywordHits, KeywordQuery, KeywordScore, Scan, Store, Write, WriteBatch,
+    apply, Among, KeywordHits, KeywordQuery, KeywordScore, MemoryUpdate, Scan, Store, Write,
+    WriteBatch,
 };
 use crate::text;
 
@@ -147,6 +148,18 @@ pub(super) async fn keyword(store: &dyn Store) {
     )
     .await
     .unwrap();
+    // Memories re-embedded with their text unchanged: each keeps its row and takes a new
+    // key, so the order of keys is not the order of rows, and equal scores are ranked by key.
+    let reembedded: Vec<Write> = records[1..9]
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut update = MemoryUpdate::new(r.id, t(2_100 + i as i64));
+            update.text = Some((r.memory.clone(), vec![0.0, 1.0]));
+            Write::Update(update)
+        })
+        .collect();
+    apply(store, WriteBatch::new(reembedded, 0)).await.unwrap();
     let queries: Vec<Vec<String>> = [
         "green tea",
         "tea tea Lisbon?",
@@ -162,27 +175,39 @@ pub(super) async fn keyword(store: &dyn Store) {
     // Plain BM25, and terms weighed as in a store of a thousand memories (this one holds a
     // handful): the floor changes the scores, and every store applies it alike.
     let (mut plain, mut floored) = (Vec::new(), Vec::new());
-    for (user, min_rows) in users.iter().flat_map(|u| [(*u, 0), (*u, 1_000)]) {
+    // A limit below the matches (1, 2, 5) as well as above them: the hits at the cut, ties
+    // broken by key, and, where the filter is not the owners' index's, rows it refuses
+    // among the best.
+    let mut cut = 0;
+    for (user, min_rows, limit) in users
+        .iter()
+        .flat_map(|u| [(*u, 0), (*u, 1_000)])
+        .flat_map(|(u, floor)| [1, 2, 5, 100].map(|limit| (u, floor, limit)))
+    {
         for filter in [
             Filter::user(user),
             Filter::user(user).and(Filter::agent("helper")),
             Filter::Or(vec![Filter::user(user)]),
+            Filter::all(),
         ] {
             let query = KeywordQuery {
                 queries: &queries,
                 filter: &filter,
                 now: t(3_000),
                 include_expired: false,
-                limit: 100,
+                limit,
                 min_rows,
             };
             let want = rank_rows(store, query).await.unwrap();
-            if min_rows == 0 {
-                &mut plain
-            } else {
-                &mut floored
+            cut += want.iter().filter(|hits| hits.len() == limit).count();
+            if limit == 100 && !filter.is_all() {
+                if min_rows == 0 {
+                    &mut plain
+                } else {
+                    &mut floored
+                }
+                .push(want.clone());
             }
-            .push(want.clone());
             let Some(index) = store.keyword_index() else {
                 continue;
             };
@@ -213,6 +238,7 @@ pub(super) async fn keyword(store: &dyn Store) {
     if store.keyword_index().is_some() {
         assert!(compared > 100, "the queries match: {compared}");
     }
+    assert!(cut > 100, "the limits cut the hits: {cut}");
     let relative = |hits: &[KeywordHits]| -> Vec<f32> {
         hits.iter()
             .flatten()

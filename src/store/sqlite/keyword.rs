@@ -18,7 +18,7 @@ use super::fts::FtsRow;
 use super::{lock, sql_err};
 use crate::error::{Error, Result};
 use crate::filter::{Filter, OwnerField};
-use crate::store::keyword::{best, score, RowTerms, TermWeights};
+use crate::store::keyword::{best, score, KeywordScore, RowTerms, TermWeights};
 use crate::store::{KeywordHits, KeywordQuery, VectorKey};
 
 /// A term as an FTS5 string: quoted, so the caller's text is data, never query syntax.
@@ -136,15 +136,15 @@ pub(super) fn search(
     if matched.is_empty() {
         return Ok(out);
     }
-    let keys = admitted_keys(conn, &query, owners.as_deref(), &matched)?;
-    for (seq, terms) in matched {
-        let Some(&key) = keys.get(&seq) else {
-            continue;
-        };
+    // Every matched row scored for every search first: only the rows a search can return
+    // need their keys and visibility read.
+    let mut scored: Vec<Vec<(i64, KeywordScore)>> = vec![Vec::new(); plans.len()];
+    for (seq, terms) in &matched {
         let terms = terms
+            .as_ref()
             .filter(|t| t.counts.len() >= phrases.len())
             .ok_or_else(|| Error::internal("memlane_terms returned a malformed row"))?;
-        for (hits, plan) in out.iter_mut().zip(&plans) {
+        for (hits, plan) in scored.iter_mut().zip(&plans) {
             let Some((phrase, weights)) = plan else {
                 continue;
             };
@@ -153,25 +153,92 @@ pub(super) fn search(
                 counts: phrase.iter().map(|&p| terms.counts[p]).collect(),
             };
             if let Some(s) = score(weights, &row, terms.rows, terms.table_tokens) {
-                hits.push((key, s));
+                hits.push((*seq, s));
             }
         }
     }
-    for hits in out.iter_mut() {
-        *hits = best(std::mem::take(hits), query.limit);
+    let keys = admitted_keys(conn, &query, owners.as_deref(), &mut scored)?;
+    for (hits, scored) in out.iter_mut().zip(scored) {
+        let admitted = scored
+            .into_iter()
+            .filter_map(|(seq, s)| keys.get(&seq).map(|&key| (key, s)))
+            .collect();
+        *hits = best(admitted, query.limit);
     }
     Ok(out)
 }
 
-/// The vector keys of the matched rows the filter admits, by row.
+/// The vector keys of the scored rows the filter admits, by row: the rows each search can
+/// return, which are all of its matches only when it keeps them all.
 ///
-/// Looking rows up one by one costs a read of each row; reading the filter's rows from an
-/// index costs much less per row, but reads all of the pinned owners' rows. The cheaper way is taken, judged by how many rows the owners have.
+/// A search that matched more rows than its limit reads its rows best first, in rounds:
+/// each round reads, for every search, the rows it still needs to fill its limit (with any
+/// tied with the last of them, which its ranking breaks by key), and a row the filter
+/// refuses leaves room for the next one in the following round. So a one-owner search of a
+/// common word reads its best rows, not every row of the owner that holds the word.
 fn admitted_keys(
     conn: &Connection,
     query: &KeywordQuery<'_>,
     owners: Option<&str>,
-    matched: &[(i64, Option<FtsRow>)],
+    scored: &mut [Vec<(i64, KeywordScore)>],
+) -> Result<HashMap<i64, VectorKey>> {
+    let limit = query.limit;
+    if scored.iter().all(|hits| hits.len() <= limit) {
+        let rows: Vec<i64> = distinct_rows(scored.iter().flatten().map(|(seq, _)| *seq));
+        return all_admitted(conn, query, owners, &rows);
+    }
+    for hits in scored.iter_mut() {
+        hits.sort_by(|a, b| b.1.bm25.total_cmp(&a.1.bm25).then(a.0.cmp(&b.0)));
+    }
+    let mut read: HashMap<i64, Option<VectorKey>> = HashMap::new();
+    loop {
+        let mut wanted = Vec::new();
+        for hits in scored.iter() {
+            let (mut counted, mut last) = (0, None);
+            for (seq, s) in hits {
+                if counted >= limit && last != Some(s.bm25) {
+                    break;
+                }
+                match read.get(seq) {
+                    Some(None) => continue,
+                    Some(Some(_)) => {}
+                    None => wanted.push(*seq),
+                }
+                counted += 1;
+                last = Some(s.bm25);
+            }
+        }
+        let wanted = distinct_rows(wanted);
+        if wanted.is_empty() {
+            break;
+        }
+        let found = by_row(conn, query, &wanted)?;
+        for seq in wanted {
+            read.insert(seq, found.get(&seq).copied());
+        }
+    }
+    Ok(read
+        .into_iter()
+        .filter_map(|(seq, key)| Some((seq, key?)))
+        .collect())
+}
+
+/// Row numbers without repeats, in order of first appearance.
+fn distinct_rows(rows: impl IntoIterator<Item = i64>) -> Vec<i64> {
+    let mut seen = std::collections::HashSet::new();
+    rows.into_iter().filter(|seq| seen.insert(*seq)).collect()
+}
+
+/// The vector keys of `rows` the filter admits.
+///
+/// Looking rows up one by one costs a read of each row; reading the filter's rows from an
+/// index costs much less per row, but reads all of the pinned owners' rows. The cheaper way
+/// is taken, judged by how many rows the owners have.
+fn all_admitted(
+    conn: &Connection,
+    query: &KeywordQuery<'_>,
+    owners: Option<&str>,
+    rows: &[i64],
 ) -> Result<HashMap<i64, VectorKey>> {
     let owned: Option<i64> = match owners {
         Some(owners) => Some(
@@ -181,22 +248,37 @@ fn admitted_keys(
         ),
         None => None,
     };
+    if owned.is_none_or(|owned| owned > 4 * rows.len() as i64 + 256) {
+        return by_row(conn, query, rows);
+    }
     let mut params = Vec::new();
-    let sql = if owned.is_some_and(|owned| owned <= 4 * matched.len() as i64 + 256) {
-        let clause = visible(query.filter, query.now, query.include_expired, &mut params);
-        format!("SELECT m.seq, m.vector_key FROM memories m WHERE {clause}")
-    } else {
-        let rows: Vec<i64> = matched.iter().map(|(seq, _)| *seq).collect();
-        params.push(SqlValue::Text(serde_json::to_string(&rows).map_err(
-            |e| Error::internal(format!("cannot encode row numbers: {e}")),
-        )?));
-        let clause = visible(query.filter, query.now, query.include_expired, &mut params);
-        format!(
-            "SELECT m.seq, m.vector_key FROM memories m \
-             WHERE m.seq IN (SELECT value FROM json_each(?)) AND {clause}"
-        )
-    };
-    let mut stmt = conn.prepare_cached(&sql).map_err(sql_err)?;
+    let clause = visible(query.filter, query.now, query.include_expired, &mut params);
+    let sql = format!("SELECT m.seq, m.vector_key FROM memories m WHERE {clause}");
+    keys_of(conn, &sql, params)
+}
+
+/// The vector keys of `rows` the filter admits, each row read by its number (`NOT
+/// INDEXED`: with the owners pinned, SQLite would otherwise walk every row of the owners'
+/// index and test each against the list, several times the cost of a few dozen rows).
+fn by_row(
+    conn: &Connection,
+    query: &KeywordQuery<'_>,
+    rows: &[i64],
+) -> Result<HashMap<i64, VectorKey>> {
+    let mut params = vec![SqlValue::Text(
+        serde_json::to_string(rows)
+            .map_err(|e| Error::internal(format!("cannot encode row numbers: {e}")))?,
+    )];
+    let clause = visible(query.filter, query.now, query.include_expired, &mut params);
+    let sql = format!(
+        "SELECT m.seq, m.vector_key FROM memories m NOT INDEXED \
+         WHERE m.seq IN (SELECT value FROM json_each(?)) AND {clause}"
+    );
+    keys_of(conn, &sql, params)
+}
+
+fn keys_of(conn: &Connection, sql: &str, params: Vec<SqlValue>) -> Result<HashMap<i64, VectorKey>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
     let rows = stmt
         .query_map(params_from_iter(params), |r| {
             Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? as VectorKey))
