@@ -180,9 +180,24 @@ impl VectorIndex {
                     ..State::default()
                 };
                 match l.contents {
-                    Contents::State(saved, files) => {
+                    Contents::State(mut saved, files) => {
+                        let check = saved.check.take();
                         let state = loading::restore(state, saved);
-                        (GraphHolder::Loading, state, Some(files), false)
+                        // The vectors' checksum was summed beside the restore: a file that
+                        // fails it is given up and the index rebuilt from the store, as
+                        // one that failed before.
+                        match check.map_or(Ok(()), statefile::Check::wait) {
+                            Ok(()) => (GraphHolder::Loading, state, Some(files), false),
+                            Err(e) => {
+                                files.reject_state(&e);
+                                (
+                                    GraphHolder::Fresh(new_graph(&params, 0)),
+                                    State::default(),
+                                    None,
+                                    false,
+                                )
+                            }
+                        }
                     }
                     Contents::Graph(graph) => (graph, state, None, true),
                 }

@@ -350,6 +350,13 @@ fn reject(dir: &Path, why: &str) {
     tracing::warn!(dir = %dir.display(), "vector index not loaded ({why}); rebuilding");
 }
 
+impl GraphFiles {
+    /// Gives up the generation whose state file failed its checksum after it was read.
+    pub(super) fn reject_state(self, e: &std::io::Error) {
+        reject(&self.dir, &format!("its state file is unreadable: {e}"));
+    }
+}
+
 /// Reads a saved graph if its files match their checksums and manifest. Slow on large
 /// graphs (hnsw_rs rebuilds every point and link: about 25 s at a million memories).
 pub(super) fn load_graph(files: GraphFiles) -> Option<LoadedGraph> {
@@ -557,6 +564,27 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(keys_of_u(&index), all, "the next save wrote them");
+        index.wait_for_graph().unwrap();
+    }
+
+    /// A state file whose vectors were damaged after it was written is given up when its
+    /// checksum, summed beside the open, disagrees: the index comes from the store, and
+    /// ranks with the stored vectors, not the damaged ones.
+    #[tokio::test]
+    async fn a_state_file_with_a_damaged_vector_is_rebuilt_from_the_store() {
+        let (dir, store) = saved().await;
+        let current = std::fs::read_to_string(dir.path().join("CURRENT")).unwrap();
+        let path = dir.path().join(current.trim()).join(STATE_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        // The last byte (sign and exponent) of the first value of key 6's vector.
+        let slot = 5;
+        bytes[64 + 30 * 32 + slot * DIM * 4 + 3] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let index = open_in(&store, DIM, IndexParams::default(), dir.path())
+            .await
+            .unwrap();
+        assert_eq!(index.vectors(&[6]).unwrap(), vec![(6, unit(slot, DIM))]);
+        assert_eq!(index.live_count().unwrap(), 30);
         index.wait_for_graph().unwrap();
     }
 

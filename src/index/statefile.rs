@@ -15,10 +15,12 @@
 //!   each a u32 length (`u32::MAX`: none) and that many UTF-8 bytes; then one u32 per
 //!   record, in the records' order: the index of its owner set.
 //!
-//! The manifest holds the file's length and CRC-32, checked on every load.
+//! The manifest holds the file's length and CRC-32, checked on every load (the vectors'
+//! part is summed on a thread of its own while the rest of the file is read and restored,
+//! and an open waits for it before it trusts what it read).
 
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use std::collections::HashMap;
@@ -53,6 +55,9 @@ pub(super) struct SavedState {
     /// The distinct owner sets, and each record's (an index into them, in the records'
     /// order); `None` in a file written before owners were kept.
     pub(super) owners: Option<(Vec<Owners>, Vec<u32>)>,
+    /// The file's checksum, under way: what was read is not to be trusted until
+    /// [`Check::wait`] says so.
+    pub(super) check: Option<Check>,
 }
 
 /// What the manifest records of a state file.
@@ -191,33 +196,30 @@ pub(super) fn read(path: &Path, dimension: usize, expected: &Written) -> io::Res
         .and_then(|n| n.checked_add(HEADER))
         .filter(|n| (*n as u64) <= expected.bytes)
         .ok_or_else(|| invalid("state file record count out of range"))?;
-    // The header, records and owners are kept; the vectors only pass through the checksum.
+    // The header, records and owners are kept; the vectors only pass through the checksum,
+    // summed on a thread of their own while the rest is read and restored.
     let mut head = vec![0u8; head_len];
     file.read_exact(&mut head)?;
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&head);
+    let mut head_crc = crc32fast::Hasher::new();
+    head_crc.update(&head);
     let vector_bytes = expected
         .count
         .checked_mul(dimension)
         .and_then(|n| n.checked_mul(4))
         .filter(|n| (head_len as u64).saturating_add(*n as u64) <= expected.bytes)
         .ok_or_else(|| invalid("state file length does not match its count"))?;
-    let mut buf = vec![0u8; 4 << 20];
-    let mut left = vector_bytes;
-    while left > 0 {
-        let n = file.read(&mut buf[..left.min(4 << 20)])?;
-        if n == 0 {
-            return Err(invalid("state file shorter than its vectors"));
-        }
-        crc.update(buf.get(..n).unwrap_or(&buf));
-        left -= n;
-    }
+    let vectors_crc = VectorSum::start(File::open(path)?, head_len as u64, vector_bytes)?;
+    file.seek(SeekFrom::Start(head_len as u64 + vector_bytes as u64))?;
     let mut tail = Vec::new();
     file.read_to_end(&mut tail)?;
-    crc.update(&tail);
-    if crc.finalize() != expected.crc32 {
-        return Err(invalid("state file checksum mismatch"));
-    }
+    let mut tail_crc = crc32fast::Hasher::new();
+    tail_crc.update(&tail);
+    let check = Check {
+        head: head_crc,
+        vectors: vectors_crc,
+        tail: tail_crc,
+        expected: expected.crc32,
+    };
     let u32_at = |at: usize| -> u32 {
         let mut b = [0u8; 4];
         b.copy_from_slice(head.get(at..at + 4).unwrap_or(&[0; 4]));
@@ -270,7 +272,84 @@ pub(super) fn read(path: &Path, dimension: usize, expected: &Written) -> io::Res
         records,
         vectors,
         owners,
+        check: Some(check),
     })
+}
+
+/// The checksum of a state file, its vectors' part still being summed (see [`read`]).
+#[derive(Debug)]
+pub(super) struct Check {
+    head: crc32fast::Hasher,
+    vectors: VectorSum,
+    tail: crc32fast::Hasher,
+    expected: u32,
+}
+
+impl Check {
+    /// Waits for the vectors' sum, then compares the file's with the manifest's.
+    pub(super) fn wait(self) -> io::Result<()> {
+        let mut crc = self.head;
+        crc.combine(&self.vectors.wait()?);
+        crc.combine(&self.tail);
+        if crc.finalize() != self.expected {
+            return Err(invalid("state file checksum mismatch"));
+        }
+        Ok(())
+    }
+}
+
+/// The CRC-32 of the vectors' part of a state file: at a million memories, 1.5 GB to read,
+/// which took about as long as everything else an open does. It is summed on a thread of
+/// its own (or at once, if no thread can be started).
+#[derive(Debug)]
+enum VectorSum {
+    Summing(std::thread::JoinHandle<io::Result<crc32fast::Hasher>>),
+    Summed(crc32fast::Hasher),
+}
+
+impl VectorSum {
+    fn start(file: File, offset: u64, len: usize) -> io::Result<VectorSum> {
+        let (tx, rx) = std::sync::mpsc::channel::<File>();
+        let spawned = std::thread::Builder::new()
+            .name("memlane-index-check".into())
+            .spawn(move || match rx.recv() {
+                Ok(file) => sum(file, offset, len),
+                Err(_) => Err(invalid("state file check not started")),
+            });
+        match spawned {
+            Ok(handle) => match tx.send(file) {
+                Ok(()) => Ok(VectorSum::Summing(handle)),
+                Err(back) => Ok(VectorSum::Summed(sum(back.0, offset, len)?)),
+            },
+            Err(_) => Ok(VectorSum::Summed(sum(file, offset, len)?)),
+        }
+    }
+
+    fn wait(self) -> io::Result<crc32fast::Hasher> {
+        match self {
+            VectorSum::Summing(handle) => handle
+                .join()
+                .map_err(|_| invalid("state file check failed"))?,
+            VectorSum::Summed(crc) => Ok(crc),
+        }
+    }
+}
+
+/// The CRC-32 of `len` bytes of `file` from `offset`.
+fn sum(mut file: File, offset: u64, len: usize) -> io::Result<crc32fast::Hasher> {
+    file.seek(SeekFrom::Start(offset))?;
+    let mut crc = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; (4 << 20).min(len.max(1))];
+    let mut left = len;
+    while left > 0 {
+        let n = file.read(&mut buf[..left.min(4 << 20)])?;
+        if n == 0 {
+            return Err(invalid("state file shorter than its vectors"));
+        }
+        crc.update(buf.get(..n).unwrap_or(&buf));
+        left -= n;
+    }
+    Ok(crc)
 }
 
 /// The owner section of a state file: the sets, and each of `count` records' set.
@@ -330,6 +409,15 @@ fn read_owners(bytes: &[u8], count: usize) -> io::Result<(Vec<Owners>, Vec<u32>)
 mod tests {
     use super::*;
 
+    /// [`read`], and its checksum waited for.
+    fn read_checked(path: &Path, dimension: usize, written: &Written) -> io::Result<SavedState> {
+        let mut state = read(path, dimension, written)?;
+        if let Some(check) = state.check.take() {
+            check.wait()?;
+        }
+        Ok(state)
+    }
+
     fn records(n: usize) -> (Vec<Record>, Vec<Vec<f32>>) {
         let records = (0..n)
             .map(|i| Record {
@@ -364,7 +452,7 @@ mod tests {
         let owners_of = |key: VectorKey| owners.get(key as usize / 3 % 3);
         let written = write(&path, 3, recs.clone(), by_key, owners_of).unwrap();
         assert_eq!(written.count, 50);
-        let state = read(&path, 3, &written).unwrap();
+        let state = read_checked(&path, 3, &written).unwrap();
         let mut sorted = recs.clone();
         sorted.sort_by_key(|r| r.key);
         assert_eq!(state.records, sorted, "records come back by key");
@@ -387,23 +475,37 @@ mod tests {
         drop(state);
 
         // Wrong dimension, wrong count, a flipped byte, a truncated file: all refused.
-        assert!(read(&path, 4, &written).is_err());
+        assert!(read_checked(&path, 4, &written).is_err());
         let wrong_count = Written {
             count: 49,
             ..written
         };
-        assert!(read(&path, 3, &wrong_count).is_err());
+        assert!(read_checked(&path, 3, &wrong_count).is_err());
         let mut bytes = std::fs::read(&path).unwrap();
-        let last = bytes.len() - 1;
-        bytes[last] ^= 1;
+        // A byte of a record, of a vector and of the owners: each is caught, the vector's
+        // by the sum taken beside the read.
+        let vector = HEADER + 50 * RECORD + 7;
+        let mut flips = 0;
+        for at in [HEADER + 3, vector, bytes.len() - 1] {
+            bytes[at] ^= 1;
+            std::fs::write(&path, &bytes).unwrap();
+            assert!(
+                read_checked(&path, 3, &written).is_err(),
+                "a flipped byte at {at} is caught"
+            );
+            bytes[at] ^= 1;
+            flips += 1;
+        }
+        assert_eq!(flips, 3);
         std::fs::write(&path, &bytes).unwrap();
-        assert!(
-            read(&path, 3, &written).is_err(),
-            "a flipped byte is caught"
-        );
+        assert!(read_checked(&path, 3, &written).is_ok());
+        let last = bytes.len() - 1;
         bytes.truncate(last);
         std::fs::write(&path, &bytes).unwrap();
-        assert!(read(&path, 3, &written).is_err(), "a short file is caught");
+        assert!(
+            read_checked(&path, 3, &written).is_err(),
+            "a short file is caught"
+        );
     }
 
     #[test]
@@ -447,7 +549,7 @@ mod tests {
             bytes: bytes.len() as u64,
             crc32: crc32fast::hash(&bytes),
         };
-        let state = read(&path, 3, &written).unwrap();
+        let state = read_checked(&path, 3, &written).unwrap();
         assert_eq!(state.records.len(), 4);
         assert!(state.owners.is_none());
     }
