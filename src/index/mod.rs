@@ -171,44 +171,38 @@ impl VectorIndex {
         // An index that has seen keys the store never issued belongs to another history of
         // the store (a restored backup, say): it cannot be trusted.
         let loaded = loaded.filter(|l| l.max_key <= store_max && l.cursor <= counters.last_cursor);
-        let (graph, state, pending, check_graph) = match loaded {
-            Some(l) => {
-                let state = State {
-                    max_key: l.max_key,
-                    points: l.points,
-                    cursor: l.cursor,
-                    ..State::default()
-                };
-                match l.contents {
-                    Contents::State(mut saved, files) => {
-                        let check = saved.check.take();
-                        let state = loading::restore(state, saved);
-                        // The vectors' checksum was summed beside the restore: a file that
-                        // fails it is given up and the index rebuilt from the store, as
-                        // one that failed before.
-                        match check.map_or(Ok(()), statefile::Check::wait) {
-                            Ok(()) => (GraphHolder::Loading, state, Some(files), false),
-                            Err(e) => {
-                                files.reject_state(&e);
-                                (
-                                    GraphHolder::Fresh(new_graph(&params, 0)),
-                                    State::default(),
-                                    None,
-                                    false,
-                                )
-                            }
+        let opened = loaded.and_then(|l| {
+            let state = State {
+                max_key: l.max_key,
+                points: l.points,
+                cursor: l.cursor,
+                ..State::default()
+            };
+            match l.contents {
+                Contents::State(saved, check, files) => {
+                    let state = loading::restore(state, saved);
+                    // The vectors' checksum was summed beside the restore: a file that fails
+                    // it is given up and the index rebuilt from the store, as one that
+                    // failed before.
+                    match check.wait() {
+                        Ok(()) => Some((GraphHolder::Loading, state, Some(files), false)),
+                        Err(e) => {
+                            files.reject_state(&e);
+                            None
                         }
                     }
-                    Contents::Graph(graph) => (graph, state, None, true),
                 }
+                Contents::Graph(graph) => Some((graph, state, None, true)),
             }
-            None => (
+        });
+        let (graph, state, pending, check_graph) = opened.unwrap_or_else(|| {
+            (
                 GraphHolder::Fresh(new_graph(&params, 0)),
                 State::default(),
                 None,
                 false,
-            ),
-        };
+            )
+        });
         let from_state = pending.is_some();
         let index = Arc::new(VectorIndex {
             dimension,

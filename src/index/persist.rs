@@ -65,9 +65,9 @@ pub(super) struct Loaded {
 }
 
 pub(super) enum Contents {
-    /// A generation with a state file: the index's state as saved, and its graph to load
-    /// (see [`load_graph`]).
-    State(SavedState, GraphFiles),
+    /// A generation with a state file: the index's state as saved, its checksum under way,
+    /// and its graph to load (see [`load_graph`]).
+    State(SavedState, statefile::Check, GraphFiles),
     /// A generation saved without a state file: its graph, loaded; the state comes from
     /// the store.
     Graph(GraphHolder),
@@ -326,7 +326,9 @@ pub(super) fn load(
         Some(written) => {
             let path = files.gen_dir.join(STATE_FILE);
             match statefile::read(&path, dimension, written) {
-                Ok(state) if state.owners.is_some() => Contents::State(state, files),
+                Ok((state, check)) if state.owners.is_some() => {
+                    Contents::State(state, check, files)
+                }
                 // A state file written before owners were kept: the graph is loaded now and
                 // the state read from the store, once; the next save writes owners.
                 Ok(_) => Contents::Graph(GraphHolder::Loaded(load_graph(files)?)),

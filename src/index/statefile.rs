@@ -55,9 +55,6 @@ pub(super) struct SavedState {
     /// The distinct owner sets, and each record's (an index into them, in the records'
     /// order); `None` in a file written before owners were kept.
     pub(super) owners: Option<(Vec<Owners>, Vec<u32>)>,
-    /// The file's checksum, under way: what was read is not to be trusted until
-    /// [`Check::wait`] says so.
-    pub(super) check: Option<Check>,
 }
 
 /// What the manifest records of a state file.
@@ -179,7 +176,13 @@ pub(super) fn write<'v>(
 
 /// Reads the state file at `path` if it is exactly what the manifest recorded (length,
 /// CRC-32, count) and of this `dimension`; its vectors are mapped, not read into the heap.
-pub(super) fn read(path: &Path, dimension: usize, expected: &Written) -> io::Result<SavedState> {
+/// Reads a state file; its checksum comes back under way beside it: what was read is not to
+/// be trusted until [`Check::wait`] says so.
+pub(super) fn read(
+    path: &Path,
+    dimension: usize,
+    expected: &Written,
+) -> io::Result<(SavedState, Check)> {
     let mut file = File::open(path)?;
     if file.metadata()?.len() != expected.bytes {
         return Err(invalid("state file length differs from its manifest"));
@@ -208,7 +211,7 @@ pub(super) fn read(path: &Path, dimension: usize, expected: &Written) -> io::Res
         .and_then(|n| n.checked_mul(4))
         .filter(|n| (head_len as u64).saturating_add(*n as u64) <= expected.bytes)
         .ok_or_else(|| invalid("state file length does not match its count"))?;
-    let vectors_crc = VectorSum::start(File::open(path)?, head_len as u64, vector_bytes)?;
+    let vectors_crc = VectorSum::start(path, head_len as u64, vector_bytes)?;
     file.seek(SeekFrom::Start(head_len as u64 + vector_bytes as u64))?;
     let mut tail = Vec::new();
     file.read_to_end(&mut tail)?;
@@ -268,12 +271,14 @@ pub(super) fn read(path: &Path, dimension: usize, expected: &Written) -> io::Res
             dimension,
         )?)
     };
-    Ok(SavedState {
-        records,
-        vectors,
-        owners,
-        check: Some(check),
-    })
+    Ok((
+        SavedState {
+            records,
+            vectors,
+            owners,
+        },
+        check,
+    ))
 }
 
 /// The checksum of a state file, its vectors' part still being summed (see [`read`]).
@@ -308,20 +313,15 @@ enum VectorSum {
 }
 
 impl VectorSum {
-    fn start(file: File, offset: u64, len: usize) -> io::Result<VectorSum> {
-        let (tx, rx) = std::sync::mpsc::channel::<File>();
+    fn start(path: &Path, offset: u64, len: usize) -> io::Result<VectorSum> {
+        // A handle of its own: the reader's moves on to the owners meanwhile.
+        let file = File::open(path)?;
         let spawned = std::thread::Builder::new()
             .name("memlane-index-check".into())
-            .spawn(move || match rx.recv() {
-                Ok(file) => sum(file, offset, len),
-                Err(_) => Err(invalid("state file check not started")),
-            });
+            .spawn(move || sum(file, offset, len));
         match spawned {
-            Ok(handle) => match tx.send(file) {
-                Ok(()) => Ok(VectorSum::Summing(handle)),
-                Err(back) => Ok(VectorSum::Summed(sum(back.0, offset, len)?)),
-            },
-            Err(_) => Ok(VectorSum::Summed(sum(file, offset, len)?)),
+            Ok(handle) => Ok(VectorSum::Summing(handle)),
+            Err(_) => Ok(VectorSum::Summed(sum(File::open(path)?, offset, len)?)),
         }
     }
 
@@ -411,10 +411,8 @@ mod tests {
 
     /// [`read`], and its checksum waited for.
     fn read_checked(path: &Path, dimension: usize, written: &Written) -> io::Result<SavedState> {
-        let mut state = read(path, dimension, written)?;
-        if let Some(check) = state.check.take() {
-            check.wait()?;
-        }
+        let (state, check) = read(path, dimension, written)?;
+        check.wait()?;
         Ok(state)
     }
 

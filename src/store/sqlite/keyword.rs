@@ -58,13 +58,16 @@ fn terms_match(terms: &[String]) -> String {
     format!("{{terms context_terms}} : ({})", terms.join(" OR "))
 }
 
-/// The distinct terms of several lists, in order of first appearance.
-fn distinct<'a>(lists: impl IntoIterator<Item = &'a [String]>) -> Vec<String> {
+/// The items without repeats, in order of first appearance.
+fn distinct<T: std::hash::Hash + Eq + Copy>(items: impl IntoIterator<Item = T>) -> Vec<T> {
     let mut seen = std::collections::HashSet::new();
-    lists
+    items.into_iter().filter(|t| seen.insert(*t)).collect()
+}
+
+/// The distinct terms of several lists, in order of first appearance.
+fn distinct_terms<'a>(lists: impl IntoIterator<Item = &'a [String]>) -> Vec<String> {
+    distinct(lists.into_iter().flatten())
         .into_iter()
-        .flatten()
-        .filter(|t| seen.insert(t.as_str()))
         .cloned()
         .collect()
 }
@@ -76,7 +79,7 @@ pub(super) fn search(
     query: KeywordQuery<'_>,
 ) -> Result<KeywordHits> {
     let mut out = vec![Vec::new(); query.queries.len()];
-    let terms = distinct(query.queries.iter().map(Vec::as_slice));
+    let terms = distinct_terms(query.queries.iter().map(Vec::as_slice));
     if terms.is_empty() || query.limit == 0 {
         return Ok(out);
     }
@@ -101,7 +104,7 @@ pub(super) fn search(
         .iter()
         .map(|q| TermWeights::new(q, df, query.idf_rows(table.rows)))
         .collect();
-    let phrases = distinct(weights.iter().flatten().map(|w| w.terms.as_slice()));
+    let phrases = distinct_terms(weights.iter().flatten().map(|w| w.terms.as_slice()));
     let phrase_of: HashMap<&str, usize> = phrases
         .iter()
         .enumerate()
@@ -184,7 +187,7 @@ fn admitted_keys(
 ) -> Result<HashMap<i64, VectorKey>> {
     let limit = query.limit;
     if scored.iter().all(|hits| hits.len() <= limit) {
-        let rows: Vec<i64> = distinct_rows(scored.iter().flatten().map(|(seq, _)| *seq));
+        let rows = distinct(scored.iter().flatten().map(|(seq, _)| *seq));
         return all_admitted(conn, query, owners, &rows);
     }
     for hits in scored.iter_mut() {
@@ -208,7 +211,7 @@ fn admitted_keys(
                 last = Some(s.bm25);
             }
         }
-        let wanted = distinct_rows(wanted);
+        let wanted = distinct(wanted);
         if wanted.is_empty() {
             break;
         }
@@ -221,12 +224,6 @@ fn admitted_keys(
         .into_iter()
         .filter_map(|(seq, key)| Some((seq, key?)))
         .collect())
-}
-
-/// Row numbers without repeats, in order of first appearance.
-fn distinct_rows(rows: impl IntoIterator<Item = i64>) -> Vec<i64> {
-    let mut seen = std::collections::HashSet::new();
-    rows.into_iter().filter(|seq| seen.insert(*seq)).collect()
 }
 
 /// The vector keys of `rows` the filter admits.
