@@ -158,7 +158,7 @@ fn exact_top10(vectors: &Vectors, queries: &[(&[f32], std::ops::Range<usize>)]) 
                 continue;
             }
             let v = v.get_or_insert_with(|| vectors.vector(i));
-            let s: f32 = v.iter().zip(*query).map(|(a, b)| a * b).sum();
+            let s = memlane_kernels::vector::dot(v, query);
             if best.len() < 10 || s > best[9].1 {
                 let at = best.partition_point(|b| b.1 >= s);
                 best.insert(at, (i, s));

@@ -15,6 +15,8 @@
 
 use std::path::{Path, PathBuf};
 
+use memlane_kernels::vector::dot;
+
 use super::synthetic::{normalise, Rng, DIM};
 
 /// Nearest other bases each base may move toward.
@@ -53,10 +55,6 @@ pub struct Realistic {
     near: Vec<[u32; NEAR]>,
     spread: f32,
     jitter: f32,
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 /// LoCoMo's file: `MEMLANE_LOCOMO`, or the shared data beside the repository.
