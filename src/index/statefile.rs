@@ -174,10 +174,10 @@ pub(super) fn write<'v>(
     })
 }
 
-/// Reads the state file at `path` if it is exactly what the manifest recorded (length,
-/// CRC-32, count) and of this `dimension`; its vectors are mapped, not read into the heap.
-/// Reads a state file; its checksum comes back under way beside it: what was read is not to
-/// be trusted until [`Check::wait`] says so.
+/// Reads the state file at `path` if it is what the manifest recorded (length, count) and
+/// of this `dimension`; its vectors are mapped, not read into the heap. Its CRC-32 comes
+/// back still being summed, beside it: what was read is not to be trusted until
+/// [`Check::wait`] says the file is exactly the one the manifest recorded.
 pub(super) fn read(
     path: &Path,
     dimension: usize,
