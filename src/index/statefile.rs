@@ -16,7 +16,7 @@
 //!   record, in the records' order: the index of its owner set.
 //!
 //! The manifest holds the file's length and CRC-32, checked on every load (the vectors'
-//! part is summed on a thread of its own while the rest of the file is read and restored,
+//! part is summed on threads of their own while the rest of the file is read and restored,
 //! and an open waits for it before it trusts what it read).
 
 use std::fs::File;
@@ -200,7 +200,7 @@ pub(super) fn read(
         .filter(|n| (*n as u64) <= expected.bytes)
         .ok_or_else(|| invalid("state file record count out of range"))?;
     // The header, records and owners are kept; the vectors only pass through the checksum,
-    // summed on a thread of their own while the rest is read and restored.
+    // summed on threads of their own while the rest is read and restored.
     let mut head = vec![0u8; head_len];
     file.read_exact(&mut head)?;
     let mut head_crc = crc32fast::Hasher::new();
@@ -304,34 +304,64 @@ impl Check {
 }
 
 /// The CRC-32 of the vectors' part of a state file: at a million memories, 1.5 GB to read,
-/// which took about as long as everything else an open does. It is summed on a thread of
-/// its own (or at once, if no thread can be started).
+/// which took longer than everything else an open does. It is summed in parts, one per
+/// core, each on a thread of its own (or at once, where no thread can be started), while
+/// the records are restored; the parts' sums are combined in order.
 #[derive(Debug)]
-enum VectorSum {
+struct VectorSum {
+    parts: Vec<PartSum>,
+}
+
+#[derive(Debug)]
+enum PartSum {
     Summing(std::thread::JoinHandle<io::Result<crc32fast::Hasher>>),
     Summed(crc32fast::Hasher),
 }
 
+/// Vectors' parts shorter than this are not split further: a thread costs more than it
+/// saves.
+const MIN_PART: usize = 16 << 20;
+
+/// What each read of a sum takes.
+const SUM_CHUNK: usize = 4 << 20;
+
 impl VectorSum {
     fn start(path: &Path, offset: u64, len: usize) -> io::Result<VectorSum> {
-        // A handle of its own: the reader's moves on to the owners meanwhile.
-        let file = File::open(path)?;
-        let spawned = std::thread::Builder::new()
-            .name("memlane-index-check".into())
-            .spawn(move || sum(file, offset, len));
-        match spawned {
-            Ok(handle) => Ok(VectorSum::Summing(handle)),
-            Err(_) => Ok(VectorSum::Summed(sum(File::open(path)?, offset, len)?)),
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        Self::in_parts(path, offset, len, threads.min(len / MIN_PART).max(1))
+    }
+
+    /// Sums `len` bytes from `offset` in `parts` parts of (nearly) equal length.
+    fn in_parts(path: &Path, offset: u64, len: usize, parts: usize) -> io::Result<VectorSum> {
+        let mut summing = Vec::with_capacity(parts);
+        for part in 0..parts {
+            let (from, to) = (len * part / parts, len * (part + 1) / parts);
+            let at = offset + from as u64;
+            // A handle of its own: the reader's moves on to the owners meanwhile.
+            let file = File::open(path)?;
+            let spawned = std::thread::Builder::new()
+                .name("memlane-index-check".into())
+                .spawn(move || sum(file, at, to - from));
+            summing.push(match spawned {
+                Ok(handle) => PartSum::Summing(handle),
+                Err(_) => PartSum::Summed(sum(File::open(path)?, at, to - from)?),
+            });
         }
+        Ok(VectorSum { parts: summing })
     }
 
     fn wait(self) -> io::Result<crc32fast::Hasher> {
-        match self {
-            VectorSum::Summing(handle) => handle
-                .join()
-                .map_err(|_| invalid("state file check failed"))?,
-            VectorSum::Summed(crc) => Ok(crc),
+        let mut crc = crc32fast::Hasher::new();
+        for part in self.parts {
+            let summed = match part {
+                PartSum::Summing(handle) => handle
+                    .join()
+                    .map_err(|_| invalid("state file check failed"))??,
+                PartSum::Summed(summed) => summed,
+            };
+            crc.combine(&summed);
         }
+        Ok(crc)
     }
 }
 
@@ -339,10 +369,10 @@ impl VectorSum {
 fn sum(mut file: File, offset: u64, len: usize) -> io::Result<crc32fast::Hasher> {
     file.seek(SeekFrom::Start(offset))?;
     let mut crc = crc32fast::Hasher::new();
-    let mut buf = vec![0u8; (4 << 20).min(len.max(1))];
+    let mut buf = vec![0u8; SUM_CHUNK.min(len.max(1))];
     let mut left = len;
     while left > 0 {
-        let n = file.read(&mut buf[..left.min(4 << 20)])?;
+        let n = file.read(&mut buf[..left.min(SUM_CHUNK)])?;
         if n == 0 {
             return Err(invalid("state file shorter than its vectors"));
         }
@@ -428,6 +458,48 @@ mod tests {
             .map(|i| vec![i as f32, -(i as f32) / 3.0, 0.25])
             .collect();
         (records, vectors)
+    }
+
+    /// A sum in parts is the sum of the whole, for parts of any length (from an odd offset,
+    /// of an odd length, across the reads' chunks), and a change in any part changes it.
+    #[test]
+    fn the_vectors_summed_in_parts_sum_as_the_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bytes");
+        let bytes: Vec<u8> = (0..SUM_CHUNK * 2 + 1001)
+            .map(|i| (i * 7919 % 251) as u8)
+            .collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let (offset, len) = (13, bytes.len() - 13 - 7);
+        let whole = crc32fast::hash(&bytes[offset..offset + len]);
+        let summed = |path: &Path, parts: usize| {
+            VectorSum::in_parts(path, offset as u64, len, parts)
+                .unwrap()
+                .wait()
+                .unwrap()
+                .finalize()
+        };
+        let mut checked = 0;
+        for parts in [1, 2, 3, 5] {
+            assert_eq!(summed(&path, parts), whole, "{parts} parts");
+            // One byte changed in each part (its middle) changes the sum.
+            for part in 0..parts {
+                let mut changed = bytes.clone();
+                changed[offset + len * (2 * part + 1) / (2 * parts)] ^= 0x40;
+                let other = dir.path().join("changed");
+                std::fs::write(&other, &changed).unwrap();
+                assert_ne!(summed(&other, parts), whole, "part {part} of {parts}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 11);
+        // A file shorter than the part it should hold is an error, not a sum.
+        let short = dir.path().join("short");
+        std::fs::write(&short, &bytes[..offset + len / 2]).unwrap();
+        assert!(VectorSum::in_parts(&short, offset as u64, len, 2)
+            .unwrap()
+            .wait()
+            .is_err());
     }
 
     #[test]
