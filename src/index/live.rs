@@ -19,8 +19,8 @@ pub(super) struct State {
     pub(super) max_key: VectorKey,
     /// The change-log cursor up to which the index reflects the store.
     pub(super) cursor: u64,
-    /// The live key of each memory the index holds, hashed with foldhash (a seeded hash a
-    /// few times as fast as the standard library's on 16 bytes: an open inserts every id).
+    /// The live key of each memory the index holds, hashed with foldhash (a seeded hash,
+    /// faster than the standard library's SipHash: an open inserts every id).
     pub(super) ids: HashMap<Uuid, VectorKey, foldhash::fast::RandomState>,
     pub(super) points: usize,
     pub(super) unsaved: usize,

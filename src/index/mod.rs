@@ -26,7 +26,7 @@
 //!   loaded: the index is rebuilt from the store (a graph whose files fail their checksums
 //!   is rebuilt from the state's vectors). A sound one is opened from its state file
 //!   and the change log since its cursor, without a pass over the store; its graph loads on
-//!   a thread of its own (hnsw_rs rebuilds every point and link, about 11 s at a million
+//!   a thread of its own (hnsw_rs rebuilds every point and link, 12 to 22 s at a million
 //!   memories), and until it is in, every search ranks exactly from the arena. Generations
 //!   saved before state files existed are opened as before: graph loaded, state read from
 //!   the store.

@@ -304,9 +304,9 @@ impl Check {
 }
 
 /// The CRC-32 of the vectors' part of a state file: at a million memories, 1.5 GB to read,
-/// which took longer than everything else an open does. It is summed in parts, one per
-/// core, each on a thread of its own (or at once, where no thread can be started), while
-/// the records are restored; the parts' sums are combined in order.
+/// which takes longer than everything else an open does. It is summed in parts, one per
+/// core (at most [`MAX_PARTS`]), each on a thread of its own (or at once, where no thread
+/// can be started), while the records are restored; the parts' sums are combined in order.
 #[derive(Debug)]
 struct VectorSum {
     parts: Vec<PartSum>,
@@ -322,20 +322,27 @@ enum PartSum {
 /// saves.
 const MIN_PART: usize = 16 << 20;
 
+/// The most parts a sum is split into: each holds a file handle and a buffer of
+/// [`SUM_CHUNK`], and a few cores already read faster than memory can deliver.
+const MAX_PARTS: usize = 8;
+
 /// What each read of a sum takes.
 const SUM_CHUNK: usize = 4 << 20;
 
 impl VectorSum {
     fn start(path: &Path, offset: u64, len: usize) -> io::Result<VectorSum> {
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
-        Self::in_parts(path, offset, len, threads.min(len / MIN_PART).max(1))
+        let parts = threads.min(MAX_PARTS).min(len / MIN_PART).max(1);
+        Self::in_parts(path, offset, len, parts)
     }
 
     /// Sums `len` bytes from `offset` in `parts` parts of (nearly) equal length.
     fn in_parts(path: &Path, offset: u64, len: usize, parts: usize) -> io::Result<VectorSum> {
         let mut summing = Vec::with_capacity(parts);
+        // Bounds in u64: `len * parts` may not fit a 32-bit usize.
+        let bound = |part: usize| (len as u64 * part as u64 / parts as u64) as usize;
         for part in 0..parts {
-            let (from, to) = (len * part / parts, len * (part + 1) / parts);
+            let (from, to) = (bound(part), bound(part + 1));
             let at = offset + from as u64;
             // A handle of its own: the reader's moves on to the owners meanwhile.
             let file = File::open(path)?;
@@ -488,7 +495,9 @@ mod tests {
                 changed[offset + len * (2 * part + 1) / (2 * parts)] ^= 0x40;
                 let other = dir.path().join("changed");
                 std::fs::write(&other, &changed).unwrap();
-                assert_ne!(summed(&other, parts), whole, "part {part} of {parts}");
+                let expected = crc32fast::hash(&changed[offset..offset + len]);
+                assert_ne!(expected, whole);
+                assert_eq!(summed(&other, parts), expected, "part {part} of {parts}");
                 checked += 1;
             }
         }

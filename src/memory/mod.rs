@@ -527,7 +527,8 @@ impl Memory {
     /// Waits until the vector index's graph is in memory.
     ///
     /// Opening a store whose saved index is large returns once the index's state is read:
-    /// the graph itself (about 25 s at a million memories) loads on a thread of its own.
+    /// the graph itself (12 to 22 s at a million memories on two cores) loads on a thread
+    /// of its own.
     /// Meanwhile every search is answered, exactly: searches within `exact_search_max`
     /// memories (one user's, typically) as fast as ever, larger ones by a full scan. Call
     /// this at start-up when the first large searches must be fast.
