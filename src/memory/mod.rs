@@ -528,10 +528,9 @@ impl Memory {
     ///
     /// Opening a store whose saved index is large returns once the index's state is read:
     /// the graph itself (12 to 22 s at a million memories on two cores) loads on a thread
-    /// of its own.
-    /// Meanwhile every search is answered, exactly: searches within `exact_search_max`
-    /// memories (one user's, typically) as fast as ever, larger ones by a full scan. Call
-    /// this at start-up when the first large searches must be fast.
+    /// of its own. Meanwhile every search is answered, exactly: searches within
+    /// `exact_search_max` memories (one user's, typically) as fast as ever, larger ones by
+    /// a full scan. Call this at start-up when the first large searches must be fast.
     pub async fn wait_for_index(&self) -> Result<()> {
         let Some(index) = self.space().index.clone() else {
             return Ok(());
